@@ -1,0 +1,64 @@
+# BERT's family: every command a reader, student, instructor or CI needs. See README.md.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8000
+NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
+
+.PHONY: help setup book serve test unit notebooks execute benchmark student check clean
+
+help:
+	@echo "make book       set up .venv if needed, build the website into _build/html"
+	@echo "make serve      serve _build/html on http://localhost:$(PORT)"
+	@echo "make test       unit tests, nbval over every notebook, strict build of the book"
+	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
+	@echo "make benchmark  time and peak memory of every notebook, each in a fresh kernel"
+	@echo "make student    write the student version of the exercise into student/"
+
+# The virtual environment is (re)made only when pyproject.toml changed since the last install.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[book,test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+book: $(STAMP)
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute
+	$(BIN)/jupyter-book build . --keep-going
+	@echo "The website: $(CURDIR)/_build/html/index.html"
+
+serve: book
+	@echo "Serving on http://localhost:$(PORT) (Ctrl-C stops)"
+	$(BIN)/python -m http.server $(PORT) --directory _build/html
+
+# Unit tests, then every notebook of _toc.yml under nbval; tests/test_book.py builds the book
+# strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary.
+test: $(STAMP)
+	$(BIN)/python tools/nb.py colab-cell --check
+	$(BIN)/python tools/nb.py environment --check
+	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book"
+
+notebooks: $(STAMP)
+	$(BIN)/python -m pytest $(if $(NB),$(NB),$(NOTEBOOKS)) $(NBVAL) -p no:cacheprovider
+
+execute: $(STAMP)
+	$(BIN)/python tools/nb.py execute $(NB)
+
+benchmark: $(STAMP)
+	$(BIN)/python tools/nb.py benchmark $(NB)
+
+student: $(STAMP)
+	$(BIN)/python -m bertfamily.grading student book/exercise_distilbert.ipynb student/exercise_distilbert.ipynb
+
+check:
+	$(PYTHON) ../shared/tools/course_check.py --strict
+
+clean:
+	rm -rf _build student

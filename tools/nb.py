@@ -1,0 +1,179 @@
+"""Notebook chores for the course, one command each (run from the repository root).
+
+    python tools/nb.py list                 notebooks in _toc.yml order
+    python tools/nb.py execute [NB ...]     re-execute in place (keeps widget state for the website)
+    python tools/nb.py benchmark [NB ...]   run each in a fresh kernel on a copy: wall time, peak memory
+    python tools/nb.py colab-cell [--check] write (or check) every notebook's first cell from _config.yml
+    python tools/nb.py environment [--check] write (or check) environment.yml from pyproject.toml
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRST_CELL_TAGS = ["hide-output", "nbval-ignore-output", "colab-setup"]
+PEAK_CODE = ("import resource, json; print('BENCHMARK', json.dumps("
+             "{'peak_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+
+
+def toc_notebooks() -> list[Path]:
+    """Every .ipynb that _toc.yml lists, in reading order."""
+    import yaml
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    names = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    names.append(node[key])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+    walk(toc)
+    return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").is_file()]
+
+
+def _targets(paths):
+    return [Path(p).resolve() for p in paths] if paths else toc_notebooks()
+
+
+def _client(nb, path, **kw):
+    from nbclient import NotebookClient
+    return NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}, **kw)
+
+
+def execute(paths) -> None:
+    import nbformat
+    for path in _targets(paths):
+        nb = nbformat.read(path, as_version=4)
+        start = time.perf_counter()
+        _client(nb, path, store_widget_state=True).execute()
+        nbformat.write(nb, path)
+        print(f"executed {path.relative_to(ROOT)} in {time.perf_counter() - start:.1f} s")
+
+
+def benchmark(paths) -> list[dict]:
+    """Execute a copy of each notebook in a fresh kernel; report wall time and the kernel's peak RSS.
+
+    The notebook on disk is never modified: the measuring cell is appended to an in-memory copy.
+    """
+    import nbformat
+    rows = []
+    for path in _targets(paths):
+        nb = nbformat.read(path, as_version=4)
+        work = copy.deepcopy(nb)
+        work.cells.append(nbformat.v4.new_code_cell(PEAK_CODE))
+        start = time.perf_counter()
+        _client(work, path).execute()
+        wall = time.perf_counter() - start
+        text = "".join(o.get("text", "") for o in work.cells[-1].outputs)
+        peak = json.loads(text.split("BENCHMARK", 1)[1])["peak_mib"]
+        rows.append({"notebook": str(path.relative_to(ROOT)), "wall_s": round(wall, 1), "peak_mib": round(peak)})
+        print(f"{rows[-1]['notebook']:<40} {wall:7.1f} s {peak:8.0f} MiB", flush=True)
+    out = ROOT / "_build" / "benchmark.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
+    return rows
+
+
+def repository_url() -> str:
+    import yaml
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config["repository"]["url"].rstrip("/")
+
+
+def colab_cell_source() -> str:
+    """The first cell of every lesson: on Colab only, install the course; everywhere, report versions."""
+    return (
+        "# On Colab, install the course package first (elsewhere this cell only reports versions).\n"
+        "import sys, subprocess\n"
+        "if \"google.colab\" in sys.modules:\n"
+        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", \"git+{repository_url()}\"], check=True)\n"
+        "    from bertfamily.env import install_requirements\n"
+        "    install_requirements(skip=(\"torch\",))  # keep Colab's own torch\n"
+        "from bertfamily.env import report\n"
+        "generator = report(seed=0)"
+    )
+
+
+def colab_cell(check: bool) -> int:
+    import nbformat
+    source, stale = colab_cell_source(), []
+    for path in toc_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        first = next((c for c in nb.cells if c.cell_type == "code"), None)
+        if first is not None and first.source == source and all(t in first.metadata.get("tags", []) for t in FIRST_CELL_TAGS):
+            continue
+        stale.append(path.relative_to(ROOT))
+        if not check:
+            if first is not None and "colab-setup" in first.metadata.get("tags", []):
+                first.source = source
+            else:
+                first = nbformat.v4.new_code_cell(source)
+                index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+                nb.cells.insert(index, first)
+            first.metadata["tags"] = sorted(set(first.metadata.get("tags", [])) | set(FIRST_CELL_TAGS))
+            nbformat.write(nb, path)
+    for rel in stale:
+        print(f"{'stale first cell' if check else 'rewrote first cell of'}: {rel}")
+    return 1 if (check and stale) else 0
+
+
+def environment_text() -> str:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["book"]
+    lines = ["# Binder's environment. Generated from pyproject.toml by `python tools/nb.py environment`;",
+             "# a test checks that the two agree. postBuild installs the course package itself.",
+             "name: bert-family", "channels:", "  - conda-forge", "dependencies:", "  - python=3.11", "  - pip",
+             "  - pip:", "    - --extra-index-url https://download.pytorch.org/whl/cpu"]
+    lines += [f"    - {d}" for d in deps]
+    return "\n".join(lines) + "\n"
+
+
+def environment(check: bool) -> int:
+    path, text = ROOT / "environment.yml", environment_text()
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return 0
+    if check:
+        print("environment.yml differs from pyproject.toml: run `python tools/nb.py environment`")
+        return 1
+    path.write_text(text, encoding="utf-8")
+    print("wrote environment.yml")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["list", "execute", "benchmark", "colab-cell", "environment"])
+    parser.add_argument("notebooks", nargs="*")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        print("\n".join(str(p.relative_to(ROOT)) for p in toc_notebooks()))
+    elif args.command == "execute":
+        execute(args.notebooks)
+    elif args.command == "benchmark":
+        benchmark(args.notebooks)
+    elif args.command == "colab-cell":
+        return colab_cell(args.check)
+    elif args.command == "environment":
+        return environment(args.check)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
