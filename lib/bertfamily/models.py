@@ -14,6 +14,7 @@ Three sources, always said out loud:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import importlib.util
 import json
 import os
@@ -29,6 +30,19 @@ HUB_HOST = "huggingface.co"
 KNOWN_MODELS = tuple(sorted(p.stem for p in _CONFIG_DIR.glob("*.json")))
 
 _AUTO = {"base": transformers.AutoModel, "masked-lm": transformers.AutoModelForMaskedLM}
+
+
+@contextlib.contextmanager
+def quiet_loading():
+    """Hide transformers' per-tensor "Loading weights" bar, which is noise in a lesson's output."""
+    logging = transformers.utils.logging
+    was_enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            logging.enable_progress_bar()
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
@@ -76,7 +90,8 @@ def load_pretrained(name: str, head: str = "base", local_dir: str | os.PathLike 
     auto = _AUTO[head]
     model, source, note = None, "config", ""
     if local_dir is not None:
-        model, source = auto.from_pretrained(local_dir), "local"
+        with quiet_loading():
+            model, source = auto.from_pretrained(local_dir), "local"
         note = f"loaded {name} from the local folder {Path(local_dir).name}/"
     elif hub_reachable():
         try:
@@ -125,7 +140,8 @@ def minilm(head: str = "base"):
         raise ValueError(f"head must be one of {sorted(_AUTO)}, got {head!r}")
     path = minilm_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    model = _AUTO[head].from_pretrained(path)
+    with quiet_loading():
+        model = _AUTO[head].from_pretrained(path)
     model.eval()
     return model, tokenizer
 
