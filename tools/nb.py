@@ -120,7 +120,8 @@ def colab_cell(check: bool) -> int:
                 first.source = source
             else:
                 first = nbformat.v4.new_code_cell(source)
-                index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+                # right after the title cell, before anything else runs
+                index = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
                 nb.cells.insert(index, first)
             first.metadata["tags"] = sorted(set(first.metadata.get("tags", [])) | set(FIRST_CELL_TAGS))
             nbformat.write(nb, path)
