@@ -1,0 +1,334 @@
+"""Every check of the DistilBERT exercise, fed right answers, typical wrong answers and wrong kinds.
+
+Expected values are computed here the way a student computes them (from the counts and sizes a
+transformers model has), never copied from the checks: a check that cannot fail, or that fails a
+right answer, is caught. Tiny stand-in models keep this fast; the full-size run is
+tests/test_grading.py, which executes the exercise notebook.
+"""
+import warnings
+
+import pytest
+import torch
+import transformers
+
+from bertfamily import budget, checks
+from bertfamily.models import published_config
+
+DISTIL_CONFIG = published_config("distilbert-base-uncased")
+BERT_CONFIG = published_config("bert-base-uncased")
+DISTIL = budget.count(DISTIL_CONFIG)
+BERT = budget.count(BERT_CONFIG)
+MIB = 2 ** 20
+
+
+def run(capsys, check, *args):
+    """(returned value, printed text) of one check; the check must never raise."""
+    ok = check(*args)
+    text = capsys.readouterr().out
+    assert isinstance(ok, bool)
+    assert text.startswith("✓" if ok else "✗"), text
+    return ok, text
+
+
+class _Shell(torch.nn.Module):
+    """A weightless stand-in for a transformers model: only its class name and config matter."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+
+def shell(cls_name, config):
+    return type(cls_name, (_Shell,), {})(config)
+
+
+@pytest.fixture(scope="module")
+def tiny_distilbert():
+    config = transformers.DistilBertConfig(vocab_size=50, max_position_embeddings=16, dim=16,
+                                           hidden_dim=32, n_heads=2, n_layers=DISTIL_CONFIG.n_layers)
+    return transformers.DistilBertModel(config).eval()
+
+
+def quantize(model, spec=None, dtype=torch.qint8, inplace=False):
+    """torch's quantize_dynamic, its deprecation warnings silenced (they are not under test)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, spec or {torch.nn.Linear}, dtype=dtype,
+                                                      inplace=inplace)
+
+
+# ------------------------------------------------------------------ expected values, independently
+
+
+def test_expected_counts_match_transformers_models():
+    """The checks' expected counts are what parameters() gives on the real architectures."""
+    with torch.device("meta"):  # shapes only: no memory, no random init
+        distil = transformers.DistilBertModel(DISTIL_CONFIG)
+        bert = transformers.BertModel(BERT_CONFIG)
+    assert checks.expected_counts() == (sum(p.numel() for p in distil.parameters()),
+                                        sum(p.numel() for p in bert.parameters()))
+
+
+def test_distilbert_split_matches_linear_and_embedding_modules():
+    with torch.device("meta"):
+        distil = transformers.DistilBertModel(DISTIL_CONFIG)
+    linears = [m for m in distil.modules() if isinstance(m, torch.nn.Linear)]
+    tables = [m for m in distil.modules() if isinstance(m, torch.nn.Embedding)]
+    split = checks.distilbert_split()
+    assert split["linear layers"] == len(linears)
+    assert split["linear weights"] == sum(m.weight.numel() for m in linears)
+    assert split["embedding tables"] == sum(m.weight.numel() for m in tables)
+    assert split["rows"] == sum(m.num_embeddings for m in tables)
+
+
+# ------------------------------------------------------------------ task 1
+
+
+def test_models_right(capsys):
+    ok, text = run(capsys, checks.check_models, shell("DistilBertModel", DISTIL_CONFIG),
+                   shell("BertModel", BERT_CONFIG))
+    assert ok
+
+
+@pytest.mark.parametrize("distil, bert, hint", [
+    (shell("BertModel", BERT_CONFIG), shell("DistilBertModel", DISTIL_CONFIG), "swapped"),
+    (shell("DistilBertForMaskedLM", DISTIL_CONFIG), shell("BertModel", BERT_CONFIG), "task head"),
+    (shell("DistilBertModel", DISTIL_CONFIG), shell("BertModel", published_config("bert-large-uncased")),
+     "num_hidden_layers"),
+    (shell("AlbertModel", published_config("albert-base-v2")), shell("BertModel", BERT_CONFIG),
+     "model type 'albert'"),
+    (None, shell("BertModel", BERT_CONFIG), "still None"),
+    ("distilbert-base-uncased", shell("BertModel", BERT_CONFIG), "should be a transformers model"),
+])
+def test_models_wrong(capsys, distil, bert, hint):
+    ok, text = run(capsys, checks.check_models, distil, bert)
+    assert not ok and hint in text
+
+
+# ------------------------------------------------------------------ task 2
+
+
+def test_counts_right(capsys):
+    ok, text = run(capsys, checks.check_parameter_counts, DISTIL, BERT)
+    assert ok and f"{DISTIL:,}" in text
+
+
+def test_counts_accept_tensor_and_numpy(capsys):
+    import numpy as np
+    assert run(capsys, checks.check_parameter_counts, torch.tensor(DISTIL), np.int64(BERT))[0]
+
+
+def test_count_without_pooler_is_recognised(capsys):
+    """A BERT count short by the pooler (H^2 + H = 590,592 for H 768)."""
+    H = BERT_CONFIG.hidden_size
+    ok, text = run(capsys, checks.check_parameter_counts, DISTIL, BERT - (H * H + H))
+    assert not ok and "H x H" in text
+    assert str(H * H + H) not in text and f"{H * H + H:,}" not in text  # the hint gives no number
+
+
+def test_state_dict_double_count_is_recognised(capsys):
+    """Summing state_dict() of the masked-LM model counts the tied decoder twice."""
+    with torch.device("meta"):
+        mlm = transformers.BertForMaskedLM(BERT_CONFIG)
+    doubled = sum(t.numel() for t in mlm.state_dict().values())
+    assert doubled > sum(p.numel() for p in mlm.parameters())
+    ok, text = run(capsys, checks.check_parameter_counts, DISTIL, doubled)
+    assert not ok and "state_dict()" in text
+
+
+def test_mlm_model_count_is_recognised(capsys):
+    with torch.device("meta"):
+        mlm = transformers.DistilBertForMaskedLM(DISTIL_CONFIG)
+    ok, text = run(capsys, checks.check_parameter_counts, sum(p.numel() for p in mlm.parameters()), BERT)
+    assert not ok and "masked-LM head" in text
+
+
+@pytest.mark.parametrize("distil, bert, hint", [
+    (BERT, DISTIL, "swapped"),
+    (round(DISTIL / 1e6, 1), BERT, "whole number"),
+    (100, BERT, "number of weight tensors"),
+    (DISTIL + 1, BERT, "distilbert_count"),
+    (None, None, "still None"),
+    ("66,362,880", BERT, "not the text"),
+    (True, BERT, "should be a whole number"),
+])
+def test_counts_wrong(capsys, distil, bert, hint):
+    ok, text = run(capsys, checks.check_parameter_counts, distil, bert)
+    assert not ok and hint in text
+
+
+def test_counts_given_a_model(capsys, tiny_distilbert):
+    ok, text = run(capsys, checks.check_parameter_counts, tiny_distilbert, BERT)
+    assert not ok and "a model (DistilBertModel)" in text and "Traceback" not in text
+
+
+# ------------------------------------------------------------------ task 3
+
+
+def test_reduction_right(capsys):
+    ok, text = run(capsys, checks.check_reduction, 1 - DISTIL / BERT)
+    assert ok and f"{1 - DISTIL / BERT:.1%}" in text
+
+
+@pytest.mark.parametrize("value, hint", [
+    (100 * (1 - DISTIL / BERT), "percentage"),
+    (DISTIL / BERT, "keeps"),
+    (BERT / DISTIL, "upside down"),
+    (BERT / DISTIL - 1, "upside down"),
+    (round(1 - DISTIL / BERT, 2), "rounded too early"),
+    (0.5, "compare the two counts"),
+    (None, "still None"),
+])
+def test_reduction_wrong(capsys, value, hint):
+    ok, text = run(capsys, checks.check_reduction, value)
+    assert not ok and hint in text
+
+
+# ------------------------------------------------------------------ task 4
+
+
+def test_predicted_sizes_right(capsys):
+    assert run(capsys, checks.check_predicted_sizes, DISTIL * 4 / MIB, DISTIL / MIB)[0]
+
+
+@pytest.mark.parametrize("fp32, int8, hint", [
+    (DISTIL * 4 / 1e6, DISTIL / 1e6, "MB (10**6 bytes)"),
+    (DISTIL * 2 / MIB, DISTIL / MIB, "wrong number of bytes per parameter"),   # fp16
+    (DISTIL * 32 / MIB, DISTIL / MIB, "bits, not bytes"),
+    (DISTIL / MIB, DISTIL * 4 / MIB, "swapped"),
+    (DISTIL * 4 / 1024, DISTIL / MIB, "KiB"),
+    (BERT * 4 / MIB, DISTIL / MIB, "BERT-base"),
+    (DISTIL * 4 / MIB, DISTIL * 0.5 / MIB, "wrong number of bytes per parameter"),  # 4 bits
+    (None, DISTIL / MIB, "still None"),
+])
+def test_predicted_sizes_wrong(capsys, fp32, int8, hint):
+    ok, text = run(capsys, checks.check_predicted_sizes, fp32, int8)
+    assert not ok and hint in text
+
+
+def test_combined_factor(capsys):
+    right = (4 * BERT) / DISTIL
+    assert run(capsys, checks.check_combined_factor, right)[0]
+    for value, hint in ((1 / right, "upside down"), (BERT / DISTIL, "distillation alone"),
+                        (4.0, "quantisation alone"), (right / 2, "bytes per parameter"),
+                        ("6.6x", "not the text")):
+        ok, text = run(capsys, checks.check_combined_factor, value)
+        assert not ok and hint in text
+
+
+# ------------------------------------------------------------------ task 5
+
+
+def test_quantized_right(capsys, tiny_distilbert):
+    ok, text = run(capsys, checks.check_quantized, quantize(tiny_distilbert), tiny_distilbert)
+    assert ok and "36" in text
+
+
+def test_quantized_wrong(capsys, tiny_distilbert):
+    cases = [
+        (None, tiny_distilbert, "still None"),
+        (tiny_distilbert, tiny_distilbert, "fp32 model itself"),
+        (quantize(tiny_distilbert, dtype=torch.float16), tiny_distilbert, "float16"),
+        (quantize(tiny_distilbert, spec={"transformer.layer.0.attention.q_lin"}), tiny_distilbert,
+         "1 of DistilBERT's linear layers"),
+        (quantize(transformers.BertModel(transformers.BertConfig(
+            vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=16))), tiny_distilbert, "not DistilBERT"),
+        (12, tiny_distilbert, "should be a transformers model"),
+    ]
+    for model, original, hint in cases:
+        ok, text = run(capsys, checks.check_quantized, model, original)
+        assert not ok and hint in text, (hint, text)
+
+
+def test_quantized_in_place_is_recognised(capsys):
+    config = transformers.DistilBertConfig(vocab_size=50, max_position_embeddings=16, dim=16,
+                                           hidden_dim=32, n_heads=2, n_layers=6)
+    model = transformers.DistilBertModel(config).eval()
+    same = quantize(model, inplace=True)
+    ok, text = run(capsys, checks.check_quantized, same, model)
+    assert not ok and "in place" in text
+
+
+# ------------------------------------------------------------------ task 6
+
+FRAMING = 30_000  # bytes a torch.save file adds to its weights (tens of kB, measured in the notebook)
+
+
+def weights_bytes():
+    split = checks.distilbert_split()
+    fp32 = 4 * DISTIL
+    int8 = split["linear weights"] + 4 * (DISTIL - split["linear weights"])
+    return fp32, int8
+
+
+def test_file_sizes_right(capsys):
+    fp32, int8 = weights_bytes()
+    ok, text = run(capsys, checks.check_file_sizes, fp32 + FRAMING, int8 + FRAMING)
+    assert ok and "MiB" in text
+
+
+@pytest.mark.parametrize("scale, hint", [(1 / MIB, "in MiB"), (1e-6, "in MB"), (8, "counts bits")])
+def test_file_sizes_units(capsys, scale, hint):
+    fp32, int8 = weights_bytes()
+    ok, text = run(capsys, checks.check_file_sizes, (fp32 + FRAMING) * scale, (int8 + FRAMING) * scale)
+    assert not ok and hint in text
+
+
+def test_file_sizes_mistakes(capsys):
+    fp32, int8 = weights_bytes()
+    f, i = fp32 + FRAMING, int8 + FRAMING
+    cases = [((i, f), "swapped"), ((f, f), "save the quantised model"),
+             ((i, i), "quantised in place"), ((f, int8 // 2), "smaller than the weights"),
+             ((f, 1.1 * i), "os.path.getsize"), ((None, i), "still None")]
+    for args, hint in cases:
+        ok, text = run(capsys, checks.check_file_sizes, *args)
+        assert not ok and hint in text, (hint, text)
+
+
+# ------------------------------------------------------------------ task 7
+
+
+@pytest.mark.parametrize("text", [
+    "Only the Linear layers are quantized; the embeddings stay in fp32.",
+    "quantize_dynamic leaves the word and position embedding tables in float32, a third of the model",
+    "The embedding matrices are not quantized, so they still take 4 bytes per weight.",
+])
+def test_explanation_right(capsys, text):
+    assert run(capsys, checks.check_explanation, text)[0]
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("The file has pickle and zip overhead.", "overhead is tens of kilobytes"),
+    ("Because of the embeddings.", "write a full sentence"),
+    ("It is big because the embedding tables are large and important.", "say what happened"),
+    ("Quantization is not perfect and some layers are big.", "not an nn.Linear"),
+    ("# YOUR ANSWER HERE", "write a full sentence"),
+    (None, "still None"),
+    (42, "should be a sentence"),
+])
+def test_explanation_wrong(capsys, text, hint):
+    ok, out = run(capsys, checks.check_explanation, text)
+    assert not ok and hint in out
+
+
+# ------------------------------------------------------------------ stretch
+
+
+def test_embedding_quantization(capsys):
+    split = checks.distilbert_split()
+    both = split["linear weights"] + split["embedding tables"] + 8 * split["rows"] + 4 * split["other"]
+    assert run(capsys, checks.check_embedding_quantization, both + FRAMING)[0]
+    _, int8 = weights_bytes()
+    for value, hint in ((int8 + FRAMING, "linear layers only"), ((both + FRAMING) / MIB, "in MiB"),
+                        (both // 2, "smaller than"), (None, "still None")):
+        ok, text = run(capsys, checks.check_embedding_quantization, value)
+        assert not ok and hint in text
+
+
+def test_speedup(capsys):
+    assert run(capsys, checks.check_speedup, 2.4)[0]
+    for value, hint in ((0.4, "upside down"), (150.0, "implausibly"), (-1, "not a speed ratio"),
+                        (None, "still None")):
+        ok, text = run(capsys, checks.check_speedup, value)
+        assert not ok and hint in text

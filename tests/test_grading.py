@@ -1,0 +1,219 @@
+"""The student-version generator and the regrade (bertfamily.grading).
+
+Fast tests use a small hand-made notebook; the integration tests generate the student version of
+book/exercise_distilbert.ipynb, run it with its placeholders (every check fails with a hint, no
+traceback) and with the solutions put back (every graded check passes), each time on a copy.
+"""
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from bertfamily import grading
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
+
+
+def tagged(cell, *tags, **metadata):
+    cell.metadata["tags"] = list(tags)
+    cell.metadata.update(metadata)
+    return cell
+
+
+def small_notebook():
+    answer = tagged(new_code_cell("# Compute the answer into `x`.\n# (an integer)\nhelper = 20\nx = helper + 22"),
+                    "solution")
+    answer.outputs = [new_output("stream", name="stdout", text="secret 42\n")]
+    answer.execution_count = 2
+    return new_notebook(cells=[
+        new_markdown_cell("# A small exercise"),
+        new_code_cell("import sys"),
+        new_markdown_cell("```{exercise} Find x\n:label: ex-x\nCompute x.\n```"),
+        tagged(new_markdown_cell("```{solution-start} ex-x\n:class: dropdown\n```"), "solution"),
+        answer,
+        tagged(new_markdown_cell("```{solution-end}\n```"), "solution"),
+        tagged(new_code_cell("a, (b, c) = 1, (2, 3)\ny: int = 5\nprint(a)"), "solution",
+               "nbval-ignore-output", answers=["y"]),
+        tagged(new_code_cell("print('✓ Task x: right' if x == 42 else '✗ Task x: not yet\\n  hint: add')"),
+               "check"),
+        tagged(new_code_cell("print('done')"), "solution"),
+    ])
+
+
+# ------------------------------------------------------------------ the generator
+
+
+def test_student_version_replaces_solutions():
+    nb = small_notebook()
+    before = nbformat.writes(nb)
+    student = grading.student_version(nb)
+    assert nbformat.writes(nb) == before  # the source is not modified
+    sources = [c.source for c in student.cells]
+    # solution markdown (the dropdown markup) is gone, the exercise statement is kept
+    assert not any("solution-start" in s or "solution-end" in s for s in sources)
+    assert any("{exercise}" in s for s in sources)
+    # the instruction comments are kept, the answer becomes a None placeholder, helpers vanish
+    assert "# Compute the answer into `x`.\n# (an integer)\nhelper = None  # YOUR CODE HERE\n" \
+           "x = None  # YOUR CODE HERE" in sources
+    assert "y = None  # YOUR CODE HERE" in sources  # metadata "answers" wins over the assignments
+    assert "# YOUR CODE HERE" in sources  # a cell that assigns nothing
+    assert "x = helper + 22" not in "".join(sources)
+    for cell in student.cells:
+        assert "solution" not in cell.metadata.get("tags", [])
+        assert "answers" not in cell.metadata
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+    check = next(c for c in student.cells if "check" in c.metadata.get("tags", []))
+    assert "Task x" in check.source  # checks are kept verbatim
+    kept = next(c for c in student.cells if c.source.startswith("y = None"))
+    assert kept.metadata["tags"] == ["nbval-ignore-output"]
+
+
+def test_answers_from_assignments():
+    cell = new_code_cell("import os\na, (b, c) = 1, (2, 3)\nd: int = 4\ne += 1\nfor f in []: pass\nprint(a)")
+    assert grading.answers(cell) == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize("bad", ["not a list", ["fine", "not valid"], [3]])
+def test_bad_answers_metadata(bad):
+    with pytest.raises(ValueError, match="answers"):
+        grading.answers(new_code_cell("x = 1", metadata={"answers": bad}))
+
+
+def test_untagged_solution_markup_is_refused():
+    nb = small_notebook()
+    nb.cells[3].metadata["tags"] = []  # a forgotten tag on {solution-start}
+    with pytest.raises(ValueError, match="not tagged 'solution'"):
+        grading.student_version(nb)
+
+
+def test_write_student_refuses_to_overwrite(tmp_path):
+    source, dest = tmp_path / "ex.ipynb", tmp_path / "student" / "ex.ipynb"
+    nbformat.write(small_notebook(), source)
+    source_bytes, source_mtime = source.read_bytes(), source.stat().st_mtime_ns
+    assert grading.write_student(source, dest) == "written"
+    text = dest.read_text(encoding="utf-8")
+    assert grading.write_student(source, dest) == "unchanged"  # same content: a no-op
+    dest.write_text(text.replace("YOUR CODE HERE", "my answer"), encoding="utf-8")
+    with pytest.raises(ValueError, match="--force"):
+        grading.write_student(source, dest)
+    assert "my answer" in dest.read_text(encoding="utf-8")  # the student's work survived
+    assert grading.write_student(source, dest, force=True) == "written"
+    assert dest.read_text(encoding="utf-8") == text
+    with pytest.raises(ValueError, match="solution notebook itself"):
+        grading.write_student(source, source, force=True)
+    with pytest.raises(ValueError, match="solution notebook itself"):
+        grading.write_student(source, tmp_path / "." / "ex.ipynb", force=True)
+    assert source.read_bytes() == source_bytes and source.stat().st_mtime_ns == source_mtime
+
+
+def test_cli_student(tmp_path, capsys):
+    source, dest = tmp_path / "ex.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(small_notebook(), source)
+    assert grading.main(["student", str(source), str(dest)]) == 0
+    assert "written" in capsys.readouterr().out
+    dest.write_text("{}", encoding="utf-8")
+    assert grading.main(["student", str(source), str(dest)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert grading.main(["student", str(tmp_path / "missing.ipynb"), str(dest)]) == 2
+
+
+def test_report_reads_marks_and_errors():
+    nb = new_notebook(cells=[
+        tagged(new_code_cell("..."), "check"), tagged(new_code_cell("..."), "check"),
+        tagged(new_code_cell("..."), "check"), new_code_cell("print('✓ not a check cell: ignored')")])
+    nb.cells[0].outputs = [new_output("stream", name="stdout", text="✓ Task 1 (a): fine\n✗ Task 2 (b): no\n  hint: h\n")]
+    nb.cells[1].outputs = [new_output("error", ename="NameError", evalue="name 'x' is not defined", traceback=[])]
+    nb.cells[2].outputs = []
+    nb.cells[3].outputs = [new_output("stream", name="stdout", text="✓ not a check cell: ignored\n")]
+    results = grading.report(nb)
+    assert [(r.task, r.passed) for r in results] == [("Task 1 (a)", True), ("Task 2 (b)", False),
+                                                     ("cell 1", False), ("cell 2", False)]
+    assert "NameError" in results[2].message and "no result" in results[3].message
+
+
+def unchanged(path):
+    """A snapshot of a file's bytes and modification time."""
+    return path.read_bytes(), os.stat(path).st_mtime_ns
+
+
+def test_grade_runs_a_copy(tmp_path, capsys):
+    """grade executes a copy: the graded file keeps its bytes and mtime, and cells run in a temp dir."""
+    nb = small_notebook()
+    nb.cells.append(tagged(new_code_cell("import os\nopen('side_effect.txt', 'w').write('x')\n"
+                                         "print('✓ Task cwd: wrote', os.getcwd() != %r)" % str(tmp_path)),
+                           "check"))
+    path = tmp_path / "student.ipynb"
+    nbformat.write(grading.student_version(nb), path)
+    past = time.time() - 3600
+    os.utime(path, (past, past))
+    before = unchanged(path)
+    results = grading.grade(path, timeout=60)
+    assert unchanged(path) == before
+    assert not (tmp_path / "side_effect.txt").exists()
+    assert [(r.task, r.passed) for r in results] == [("Task x", False), ("Task cwd", True)]
+    assert results[1].message == "wrote True"
+    assert grading.main(["grade", str(path), "--json"]) == 0
+    assert '"task": "Task x"' in capsys.readouterr().out
+    assert unchanged(path) == before
+
+
+# ------------------------------------------------------------------ the exercise, end to end
+
+
+@pytest.fixture(scope="module")
+def student_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("student") / "exercise_distilbert.ipynb"
+    before = unchanged(EXERCISE)
+    assert grading.main(["student", str(EXERCISE), str(path)]) == 0
+    assert unchanged(EXERCISE) == before
+    return path
+
+
+def check_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and "check" in c.metadata.get("tags", [])]
+
+
+def test_exercise_student_version_has_no_answers(student_path):
+    source = nbformat.read(EXERCISE, as_version=4)
+    student = nbformat.read(student_path, as_version=4)
+    text = "".join(c.source for c in student.cells)
+    for cell in source.cells:
+        if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
+            code = [l for l in cell.source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+            assert code and not any(line in text for line in code if "= None" not in line), code
+    assert len(check_cells(student)) == len(check_cells(source)) >= 8
+    assert not any(c.get("outputs") for c in student.cells if c.cell_type == "code")
+
+
+def test_exercise_placeholders_fail_with_hints(student_path):
+    before = unchanged(student_path)
+    nb = grading.execute_copy(student_path, timeout=300)
+    assert unchanged(student_path) == before
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
+    for cell in check_cells(nb):
+        text = "".join(o.get("text", "") for o in cell.outputs)
+        assert text.startswith("✗") and "hint:" in text and "Traceback" not in text, text
+    results = grading.report(nb)
+    assert len(results) >= 9 and not any(r.passed for r in results)
+
+
+def test_exercise_solutions_pass(student_path, tmp_path):
+    """The student version with the reference solutions put back: every graded check passes."""
+    filled = grading.restore_solutions(nbformat.read(student_path, as_version=4),
+                                       nbformat.read(EXERCISE, as_version=4))
+    path = tmp_path / "filled.ipynb"
+    nbformat.write(filled, path)
+    before = unchanged(path)
+    results = grading.grade(path, timeout=600)
+    assert unchanged(path) == before
+    assert len(results) >= 9
+    graded = [r for r in results if "speed" not in r.task]  # timing is machine-dependent: not graded
+    assert all(r.passed for r in graded), [(r.task, r.message) for r in results if not r.passed]
+    assert len(graded) == len(results) - 1

@@ -1,0 +1,225 @@
+"""bertfamily.quantization on a tiny 2-layer BERT: sizes as predicted, an independent copy, timings."""
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel
+
+from bertfamily import budget, models, quantization as q
+
+TINY = dict(vocab_size=2000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=128, max_position_embeddings=64)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    torch.manual_seed(0)
+    return BertModel(BertConfig(**TINY)).eval()
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return {"input_ids": torch.randint(0, TINY["vocab_size"], (2, 16),
+                                       generator=torch.Generator().manual_seed(0))}
+
+
+def overhead_bound(model):
+    """Generous bound on what torch.save adds beyond the raw tensor bytes: framing per tensor."""
+    return 2048 + 1024 * len(model.state_dict())
+
+
+def test_linear_layers_become_int8_embeddings_stay(bert):
+    quantized = q.quantize_linear(bert)
+    kinds = {type(m) for m in quantized.modules()}
+    assert nn.Linear not in kinds and torch.ao.nn.quantized.dynamic.Linear in kinds
+    assert nn.Embedding in kinds  # untouched without embeddings=True
+    with_tables = q.quantize_linear(bert, embeddings=True)
+    kinds = {type(m) for m in with_tables.modules()}
+    assert nn.Embedding not in kinds and q.ContiguousQuantizedEmbedding in kinds
+
+
+def test_the_input_is_untouched_and_the_copy_independent(bert):
+    before = {k: v.clone() for k, v in bert.state_dict().items()}
+    quantized = q.quantize_linear(bert, embeddings=True)
+    assert quantized is not bert
+    assert all(type(m) is not nn.Linear for m in quantized.modules())
+    assert sum(isinstance(m, nn.Linear) for m in bert.modules()) == 2 * 6 + 1  # still fp32
+    for name, tensor in bert.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+    # the copy's surviving fp32 tensors are separate storage: changing them leaves the original alone
+    quantized.embeddings.LayerNorm.weight.data.fill_(3.0)
+    assert torch.equal(bert.embeddings.LayerNorm.weight, before["embeddings.LayerNorm.weight"])
+
+
+@pytest.mark.parametrize("embeddings", [False, True])
+def test_int8_model_computes_nearly_the_same(bert, inputs, embeddings):
+    """Runs without token_type_ids (BERT's default is a strided view: the contiguity fix)."""
+    quantized = q.quantize_linear(bert, embeddings=embeddings)
+    with torch.inference_mode():
+        ref = bert(**inputs).last_hidden_state
+        got = quantized(**inputs).last_hidden_state
+    cos = torch.nn.functional.cosine_similarity(ref.flatten(1), got.flatten(1))
+    assert cos.min() > 0.99
+    assert not torch.equal(ref, got)  # it did quantise something
+
+
+def test_per_channel_keeps_one_scale_per_row(bert, inputs):
+    quantized = q.quantize_linear(bert, per_channel=True)
+    weight = quantized.pooler.dense.weight()
+    assert weight.qscheme() == torch.per_channel_affine
+    assert weight.q_per_channel_scales().numel() == bert.pooler.dense.out_features
+    assert q.quantize_linear(bert).pooler.dense.weight().qscheme() == torch.per_tensor_affine
+    with torch.inference_mode():
+        ref = bert(**inputs).last_hidden_state
+        got = quantized(**inputs).last_hidden_state
+    assert torch.nn.functional.cosine_similarity(ref.flatten(1), got.flatten(1)).min() > 0.99
+
+
+def test_sizes_shrink_as_predicted(bert):
+    fp32 = q.serialized_bytes(bert)
+    linear = q.quantize_linear(bert)
+    tables = q.quantize_linear(bert, embeddings=True)
+    sizes = {"fp32": fp32, "linear": q.serialized_bytes(linear), "tables": q.serialized_bytes(tables)}
+    predicted = {"fp32": q.predicted_bytes(bert.config),
+                 "linear": q.predicted_bytes(bert.config, linear_bits=8),
+                 "tables": q.predicted_bytes(bert.config, linear_bits=8, embedding_bits=8)}
+    assert predicted["fp32"] == budget.to_bytes(budget.count(bert.config), 32)
+    assert sizes["fp32"] > sizes["linear"] > sizes["tables"]
+    for model, key in ((bert, "fp32"), (linear, "linear"), (tables, "tables")):
+        extra = sizes[key] - predicted[key]
+        assert 0 <= extra < overhead_bound(model), (key, sizes[key], predicted[key])
+    # the saving is 3 bytes per quantised weight, give or take the framing
+    split = q.linear_split(bert.config)
+    saved = sizes["fp32"] - sizes["linear"]
+    assert abs(saved - 3 * split["linear weights"]) < overhead_bound(bert)
+
+
+def test_file_and_buffer_agree(bert, tmp_path):
+    quantized = q.quantize_linear(bert)
+    path = tmp_path / "model.pt"
+    on_disk = q.serialized_bytes(quantized, path)
+    assert path.stat().st_size == on_disk
+    in_memory = q.serialized_bytes(quantized)
+    assert abs(on_disk - in_memory) < 100 * len(quantized.state_dict())
+    assert q.serialized_bytes(quantized.state_dict()) == in_memory
+    assert q.serialized_mib(quantized) == pytest.approx(in_memory / 2 ** 20)
+
+
+@pytest.mark.parametrize("config", [
+    BertConfig(**TINY),
+    DistilBertConfig(vocab_size=500, dim=32, hidden_dim=64, n_layers=2, n_heads=2,
+                     max_position_embeddings=32),
+    models.published_config("albert-base-v2"),
+    models.published_config("distilbert-base-uncased"),
+    models.published_config("bert-base-uncased"),
+], ids=["tiny-bert", "tiny-distilbert", "albert-base", "distilbert-base", "bert-base"])
+def test_linear_split_matches_the_modules(config):
+    with torch.device("meta"):
+        model = models.transformers.AutoModel.from_config(config)
+    split = q.linear_split(config)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    tables = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    assert split["linear weights"] == sum(m.weight.numel() for m in linears)
+    assert split["linear biases"] == sum(m.bias.numel() for m in linears)
+    assert split["embeddings"] == sum(m.weight.numel() for m in tables)
+    assert sum(split.values()) == budget.count(config) == models.count_parameters(model)
+
+
+def test_distilbert_prediction_is_the_lessons_arithmetic():
+    config = models.published_config("distilbert-base-uncased")
+    split = q.linear_split(config)
+    assert split["linear weights"] == 42_467_328 and split["embeddings"] == 23_834_112
+    assert q.predicted_bytes(config) == 4 * 66_362_880
+    assert q.predicted_bytes(config, linear_bits=8) == 4 * 66_362_880 - 3 * 42_467_328
+
+
+def test_no_deprecation_warnings_escape(bert):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quantized = q.quantize_linear(bert, embeddings=True)
+        q.serialized_bytes(quantized)
+
+
+def test_other_warnings_are_not_silenced(bert, monkeypatch):
+    real = q.quantize_dynamic
+
+    def noisy(*args, **kwargs):
+        warnings.warn("something else went wrong", UserWarning)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(q, "quantize_dynamic", noisy)
+    with pytest.warns(UserWarning, match="something else"):
+        q.quantize_linear(bert)
+
+
+def test_latency_is_positive(bert, inputs):
+    seconds = q.latency(bert, inputs, warmup=1, runs=3)
+    assert 0 < seconds < 10
+    assert q.latency(bert, (inputs["input_ids"],), warmup=0, runs=1) > 0
+    assert q.latency(bert, inputs["input_ids"], warmup=0, runs=1) > 0
+
+
+class Recorder(nn.Module):
+    def __init__(self, name, log):
+        super().__init__()
+        self.name, self.log = name, log
+
+    def forward(self, x):
+        self.log.append(self.name)
+        return x
+
+
+def test_compare_latency_interleaves_and_reports_ratios(bert, inputs):
+    log = []
+    result = q.compare_latency({"a": Recorder("a", log), "b": Recorder("b", log)},
+                               torch.zeros(1), warmup=1, runs=3)
+    assert log == ["a", "b"] + ["a", "b"] * 3  # warm-up each, then timed in turn
+    assert set(result["seconds"]) == {"a", "b"} and result["baseline"] == "a"
+    assert all(len(ts) == 3 for ts in result["times"].values())
+
+    result = q.compare_latency({"bert": bert, "int8": q.quantize_linear(bert)}, inputs,
+                               warmup=1, runs=3, baseline="int8")
+    assert all(s > 0 for s in result["seconds"].values())
+    assert result["speedup"]["int8"] == 1.0
+    assert result["speedup"]["bert"] == pytest.approx(
+        result["seconds"]["int8"] / result["seconds"]["bert"])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: q.quantize_linear("not a model"), "torch.nn.Module"),
+    (lambda m: q.quantize_linear(m, embeddings="yes"), "True or False"),
+    (lambda m: q.quantize_linear(m, per_channel=1), "per_channel must be True or False"),
+    (lambda m: q.serialized_bytes([1, 2, 3]), "state_dict"),
+    (lambda m: q.predicted_bytes(m.config, linear_bits=4), "8 .int8. or 32"),
+    (lambda m: q.latency(m, None, warmup=-1), "warmup must be"),
+    (lambda m: q.latency(m, None, runs=0), "runs must be"),
+    (lambda m: q.compare_latency({}, None), "non-empty dict"),
+    (lambda m: q.compare_latency([m], None), "non-empty dict"),
+    (lambda m: q.compare_latency({"a": m, "b": 3}, None), "models\\['b'\\]"),
+    (lambda m: q.compare_latency({"a": m}, None, baseline="z"), "baseline must be one of"),
+    (lambda m: q.linear_split(object()), "budget knows model types"),
+])
+def test_bad_input_says_what_is_allowed(bert, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(bert)
+
+
+def test_size_calculator_reproduces_the_lesson():
+    distil = q.size_calculator()  # DistilBERT's shape at 8 bits
+    assert distil["parameters"] == 66_362_880
+    assert distil["mib"] == pytest.approx(63.29, abs=0.01)
+    assert distil["factor"] == pytest.approx(4 * 109_482_240 / 66_362_880)
+    bert = q.size_calculator(layers=12, bits=32, layout="bert")
+    assert bert["parameters"] == 109_482_240 and bert["factor"] == 1.0
+    assert q.size_calculator(layers=3)["parameters"] < distil["parameters"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(layers=0), "layers must be"), (dict(hidden=100), "multiple of 64"),
+    (dict(vocab=2.5), "vocab must be"), (dict(bits=3), "bits must be one of"),
+    (dict(layout="albert"), "layout must be"),
+])
+def test_size_calculator_refuses_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        q.size_calculator(**kwargs)

@@ -1,0 +1,174 @@
+"""The XLM lesson's experiment helpers (bertfamily.tlm), on tiny configs: each test runs in seconds."""
+import pytest
+import torch
+
+from bertfamily import tlm
+from bertfamily.data import aligned_pairs
+from bertfamily.pretraining import tiny_bert, tiny_bert_config
+
+
+def tiny_model(vocab, seed=0, layers=1, eager=False):  # sdpa unless eager
+    config = tiny_bert_config(vocab, hidden=32, layers=layers, heads=2, max_positions=32, type_vocab_size=2)
+    if eager:
+        config._attn_implementation = "eager"
+    return tiny_bert(config, seed)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    train, test = tlm.split_pairs(aligned_pairs("it"))
+    tokenizer = tlm.train_tokenizer([s for p in train for s in p], vocab_size=300)
+    return train, test, tokenizer
+
+
+def test_tokenizer_special_ids_and_one_vocabulary(corpus):
+    _, _, tokenizer = corpus
+    for i, name in enumerate(tlm.SPECIAL_TOKENS):
+        assert tokenizer.token_to_id(name) == i
+    assert tokenizer.get_vocab_size() <= 300
+    # English and Italian words come out of the same table, accents kept, lower-cased
+    ids = tokenizer.encode("Python è", add_special_tokens=False)
+    assert tokenizer.decode(ids.ids) == "python è"
+
+
+@pytest.mark.parametrize("size", [0, 5, 2.5])
+def test_tokenizer_bad_size(size):
+    with pytest.raises(ValueError, match="vocab_size must be an integer above 5"):
+        tlm.train_tokenizer(["a b c"], vocab_size=size)
+
+
+def test_tokenizer_needs_text():
+    with pytest.raises(ValueError, match="texts is empty"):
+        tlm.train_tokenizer(["", "  "])
+
+
+def test_split_shares_no_sentence(corpus):
+    train, test, _ = corpus
+    assert len(train) > 4 * len(test) > 0
+    assert not {a for a, _ in train} & {a for a, _ in test}
+    assert not {b for _, b in train} & {b for _, b in test}
+    assert tlm.split_pairs(aligned_pairs("it")) == (train, test)
+    assert tlm.split_pairs(aligned_pairs("it"), seed=1)[1] != test
+
+
+def test_split_bad_input():
+    with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\)"):
+        tlm.split_pairs([("a", "b"), ("c", "d")], test_fraction=1.0)
+    with pytest.raises(ValueError, match="non-empty strings"):
+        tlm.split_pairs([("a", ""), ("c", "d")])
+
+
+def test_keep_short():
+    first, second = tlm.keep_short([[5, 6], [5] * 10, [7]], [[8], [9], [9] * 3], max_tokens=4)
+    assert first == [[5, 6], [7]] and second == [[8], [9] * 3]
+    with pytest.raises(ValueError, match="same number"):
+        tlm.keep_short([[5]], [[6], [7]])
+    with pytest.raises(ValueError, match="no pair has at most 2 tokens"):
+        tlm.keep_short([[5, 6]], [[7]], max_tokens=2)
+
+
+def test_monolingual_inputs_layout():
+    out = tlm.monolingual_inputs([[7, 8, 9], [10]], [0, 1])
+    assert out["input_ids"].tolist() == [[tlm.CLS, 7, 8, 9, tlm.SEP], [tlm.CLS, 10, tlm.SEP, tlm.PAD, tlm.PAD]]
+    assert out["attention_mask"].tolist() == [[1] * 5, [1, 1, 1, 0, 0]]
+    assert out["language_ids"].tolist() == [[0] * 5, [1] * 5]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 0, 0]]
+    assert out["special_mask"].tolist() == [[True, False, False, False, True], [True, False, True, True, True]]
+    with pytest.raises(ValueError, match="one language id per sentence"):
+        tlm.monolingual_inputs([[7]], [0, 1])
+    with pytest.raises(ValueError, match="non-empty lists"):
+        tlm.monolingual_inputs([[7], []], [0, 1])
+
+
+def test_training_batch_packs_the_same_text_two_ways():
+    first, second = [[5, 6], [7], [8, 9, 10]], [[11], [12, 13], [14]]
+    tlm_batch = tlm.training_batch(first, second, [0, 2], "tlm")
+    mlm_batch = tlm.training_batch(first, second, [0, 2], "mlm")
+    assert tlm_batch["input_ids"].shape[0] == 2 and mlm_batch["input_ids"].shape[0] == 4
+    text = lambda b: sorted(t for t in b["input_ids"].flatten().tolist() if t >= len(tlm.SPECIAL_TOKENS))
+    assert text(tlm_batch) == text(mlm_batch) == [5, 6, 8, 9, 10, 11, 14]
+    assert mlm_batch["language_ids"][:, 0].tolist() == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match=r"objective must be one of \('mlm', 'tlm'\)"):
+        tlm.training_batch(first, second, [0], "clm")
+
+
+def test_blanks_mask_each_second_side_token_once():
+    first, second = [[5, 6, 7], [8, 9]], [[7, tlm.UNK, 10], [11]]
+    with_en = tlm.italian_blanks(first, second, "with")
+    alone = tlm.italian_blanks(first, second, "without")
+    wrong = tlm.italian_blanks(first, second, "mismatched")
+    for blanks in (with_en, alone, wrong):
+        assert len(blanks) == 3  # [UNK] is not a blank
+        ids, labels = blanks.inputs["input_ids"], blanks.labels
+        assert ((ids == tlm.MASK).sum(1) == 1).all() and ((labels != -100).sum(1) == 1).all()
+        blank = ids == tlm.MASK
+        assert (blanks.inputs["language_ids"][blank] == 1).all()  # always on the second side
+        assert labels[blank].tolist() == blanks.target.tolist() == [7, 10, 11]
+    assert with_en.in_first.tolist() == [True, False, False]
+    assert with_en.inputs["input_ids"][0].tolist() == [tlm.CLS, 5, 6, 7, tlm.SEP, tlm.MASK, tlm.UNK, 10, tlm.SEP]
+    assert alone.inputs["input_ids"][0, :5].tolist() == [tlm.CLS, tlm.MASK, tlm.UNK, 10, tlm.SEP]
+    assert wrong.inputs["input_ids"][0, :4].tolist() == [tlm.CLS, 8, 9, tlm.SEP]  # the other pair's English
+    with pytest.raises(ValueError, match=r"condition must be one of \('with', 'without', 'mismatched'\)"):
+        tlm.italian_blanks(first, second, "both")
+    with pytest.raises(ValueError, match="same, non-zero number"):
+        tlm.italian_blanks(first, second[:1], "with")
+    with pytest.raises(ValueError, match="at least two pairs"):
+        tlm.italian_blanks(first[:1], second[:1], "mismatched")
+
+
+def test_train_pairs_is_deterministic_and_checks_input():
+    first, second = [[5, 6, 7]] * 8, [[8, 9]] * 8
+    runs = []
+    for _ in range(2):
+        model = tiny_model(12)
+        runs.append(tlm.train_pairs(model, first, second, "tlm", steps=5, batch_size=4,
+                                    generator=torch.Generator().manual_seed(0), progress=False))
+    assert runs[0] == runs[1] and len(runs[0]) == 5
+    with pytest.raises(ValueError, match="batch_size must be between 1 and the 8 pairs"):
+        tlm.train_pairs(tiny_model(12), first, second, "tlm", steps=1, batch_size=9)
+    with pytest.raises(ValueError, match="same, non-zero number"):
+        tlm.train_pairs(tiny_model(12), first, second[:3], "mlm", steps=1)
+    with pytest.raises(ValueError, match="objective must be one of"):
+        tlm.train_pairs(tiny_model(12), first, second, "nsp", steps=1, batch_size=4)
+
+
+def test_tlm_learns_to_read_the_other_side_and_mlm_cannot():
+    """A toy 'translation': the second sentence is a random-token copy of the first, one vocabulary
+    shifted by a fixed offset. Its blanks are unguessable alone; TLM must learn to consult the
+    first side, MLM never sees it. The gap is the lesson's claim in miniature."""
+    g = torch.Generator().manual_seed(0)
+    words, offset = 10, 10
+    first = [(torch.randint(words, (4,), generator=g) + 5).tolist() for _ in range(160)]
+    second = [[t + offset for t in s] for s in first]
+    vocab = 5 + 2 * words
+    scores = {}
+    for objective in tlm.OBJECTIVES:
+        model = tiny_model(vocab, layers=2)
+        tlm.train_pairs(model, first[:128], second[:128], objective, steps=250, batch_size=32,
+                        lr=1e-2, probability=0.3, generator=torch.Generator().manual_seed(1), progress=False)
+        scores[objective] = {c: tlm.blank_accuracy(model, tlm.italian_blanks(first[128:], second[128:], c)).float().mean().item()
+                             for c in ("with", "without")}
+    assert scores["tlm"]["with"] > 0.6, scores
+    assert scores["tlm"]["without"] < 0.3 and scores["mlm"]["with"] < 0.3, scores
+
+
+def test_attention_to_first_shares():
+    first, second = [[5, 6, 7], [8, 9]], [[7, 10], [11]]
+    blanks = tlm.italian_blanks(first, second, "with")
+    shares = tlm.attention_to_first(tiny_model(12, layers=2, eager=True), blanks)
+    assert shares.shape == (2, 2) and ((shares >= 0) & (shares <= 1)).all()
+    assert (shares[:, 1] <= shares[:, 0]).all()  # the copies are some of the English words
+    with pytest.raises(ValueError, match="no first sentence"):
+        tlm.attention_to_first(tiny_model(12, eager=True), tlm.italian_blanks(first, second, "without"))
+
+
+def test_blank_attention_rows_are_distributions():
+    first, second = [[5, 6, 7], [8, 9]], [[7, 10], [11]]
+    blanks = tlm.italian_blanks(first, second, "with")
+    model = tlm.tiny_model(12, max_positions=16)
+    weights, token_ids, where = tlm.blank_attention(model, blanks, pair=0)
+    assert weights.shape == (2, 8) and torch.allclose(weights.sum(1), torch.ones(2))
+    assert token_ids.tolist() == [tlm.CLS, 5, 6, 7, tlm.SEP, 7, 10, tlm.SEP]  # blanks put back
+    assert where.tolist() == [5, 6]
+    with pytest.raises(ValueError, match="pair 5 has no blanks"):
+        tlm.blank_attention(model, blanks, pair=5)
