@@ -157,6 +157,16 @@ def test_counts_wrong(capsys, distil, bert, hint):
     assert not ok and hint in text
 
 
+def test_placeholder_none_says_no_answer_yet(capsys):
+    for check, args in ((checks.check_models, (None, None)), (checks.check_parameter_counts, (None, None)),
+                        (checks.check_reduction, (None,)), (checks.check_predicted_sizes, (None, None)),
+                        (checks.check_combined_factor, (None,)), (checks.check_file_sizes, (None, None)),
+                        (checks.check_explanation, (None,)), (checks.check_embedding_quantization, (None,)),
+                        (checks.check_speedup, (None,))):
+        ok, text = run(capsys, check, *args)
+        assert not ok and "no answer yet" in text and "still None" in text, text
+
+
 def test_counts_given_a_model(capsys, tiny_distilbert):
     ok, text = run(capsys, checks.check_parameter_counts, tiny_distilbert, BERT)
     assert not ok and "a model (DistilBertModel)" in text and "Traceback" not in text
@@ -177,6 +187,7 @@ def test_reduction_right(capsys):
     (BERT / DISTIL - 1, "upside down"),
     (round(1 - DISTIL / BERT, 2), "rounded too early"),
     (0.5, "compare the two counts"),
+    (42.0, "looks like a percentage"),
     (None, "still None"),
 ])
 def test_reduction_wrong(capsys, value, hint):

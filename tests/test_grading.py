@@ -134,6 +134,7 @@ def test_report_reads_marks_and_errors():
     assert [(r.task, r.passed) for r in results] == [("Task 1 (a)", True), ("Task 2 (b)", False),
                                                      ("cell 1", False), ("cell 2", False)]
     assert "NameError" in results[2].message and "no result" in results[3].message
+    assert [r.hint for r in results] == ["", "h", "", ""]
 
 
 def unchanged(path):
@@ -202,6 +203,7 @@ def test_exercise_placeholders_fail_with_hints(student_path):
         assert text.startswith("✗") and "hint:" in text and "Traceback" not in text, text
     results = grading.report(nb)
     assert len(results) >= 9 and not any(r.passed for r in results)
+    assert all(r.message == "no answer yet" and "None" in r.hint for r in results), results
 
 
 def test_exercise_solutions_pass(student_path, tmp_path):

@@ -105,6 +105,10 @@ class _Wrong(Exception):
     """An answer of the wrong kind; its message is the hint (caught inside the checks, never raised)."""
 
 
+class _Missing(_Wrong):
+    """A placeholder still ``None``: no answer yet."""
+
+
 def _describe(value) -> str:
     try:
         import torch
@@ -121,7 +125,7 @@ def _number(value, name: str, integer: bool = False) -> float:
     """``value`` as a Python number, or :class:`_Wrong` with a hint saying what was expected."""
     kind = "a whole number" if integer else "a number"
     if value is None:
-        raise _Wrong(f"`{name}` is still None: replace the placeholder with your code, then run "
+        raise _Missing(f"`{name}` is still None: replace the placeholder with your code, then run "
                      "the cell before this check")
     if isinstance(value, bool):
         raise _Wrong(f"`{name}` should be {kind}, got {value!r}")
@@ -160,6 +164,8 @@ def _guarded(task):
         def run(*args, **kwargs):
             try:
                 return check(*args, **kwargs)
+            except _Missing as missing:
+                return _report(False, task, "no answer yet", [str(missing)])
             except _Wrong as wrong:
                 return _report(False, task, "not an answer of the expected kind yet", [str(wrong)])
         return run
@@ -178,7 +184,7 @@ def _model_kind(model, name: str) -> str:
     except ImportError:  # pragma: no cover
         raise _Wrong("torch is needed")
     if model is None:
-        raise _Wrong(f"`{name}` is still None: replace the placeholder with your code")
+        raise _Missing(f"`{name}` is still None: replace the placeholder with your code")
     if not isinstance(model, torch.nn.Module):
         raise _Wrong(f"`{name}` should be a transformers model, got {_describe(model)}")
     config = getattr(model, "config", None)
@@ -288,6 +294,9 @@ def check_reduction(reduction) -> bool:
         hint = "close, but rounded too early: compute with the exact counts and round only when printing"
     elif value < 0:
         hint = "a negative reduction: the ratio is upside down"
+    elif 1 < value <= 100:
+        hint = ("a reduction above 1 looks like a percentage: give the fraction (between 0 and 1), "
+                "and check the counts of task 2")
     else:
         hint = "compare the two counts of task 2: what share of BERT-base's parameters is gone?"
     return _report(False, T3, "not the reduction yet", [hint])
@@ -328,7 +337,7 @@ def check_predicted_sizes(fp32_mib, int8_mib) -> bool:
             hints.append(f"`{key}` looks like GiB: the task asks for MiB (2**20 bytes)")
         elif any(_close(value, budget.to_mib(n, b), tol) for b in (1, 2, 4, 16, 64) if b != bits):
             hints.append(f"`{key}` uses the wrong number of bytes per parameter: how many bytes "
-                         f"does a {bits}-bit number take?")
+                         f"does {'an' if bits == 8 else 'a'} {bits}-bit number take?")
         elif _close(value, budget.to_mib(expected_counts()[1], bits), tol):
             hints.append(f"`{key}` is BERT-base's size: the task asks about DistilBERT")
         else:
@@ -374,7 +383,7 @@ def check_quantized(distilbert_int8, distilbert) -> bool:
 
     model = distilbert_int8
     if model is None:
-        return _report(False, T5, "no quantised model yet", [
+        return _report(False, T5, "no answer yet", [
             "`distilbert_int8` is still None: quantize_dynamic returns the quantised model, "
             "assign its result to `distilbert_int8`"])
     _model_kind(model, "distilbert_int8")
@@ -481,7 +490,7 @@ _PLACEHOLDER = re.compile(r"your (?:answer|code|explanation) here|^\s*\.\.\.\s*$
 def check_explanation(text) -> bool:
     """A sentence saying why the int8 file is not a quarter of the fp32 one (lenient, keyword-based)."""
     if text is None:
-        raise _Wrong("`explanation` is still None: write your sentence as a string")
+        raise _Missing("`explanation` is still None: write your sentence as a string")
     if not isinstance(text, str):
         raise _Wrong(f"`explanation` should be a sentence (a string), got {_describe(text)}")
     words = re.findall(r"\w+", text)
@@ -530,13 +539,13 @@ def check_embedding_quantization(int8_all_bytes) -> bool:
 
 
 @_guarded(T8b)
-def check_speedup(speedup) -> bool:
+def check_speedup(ratio) -> bool:
     """A measured speed ratio, slower model's time over faster model's time (machine-dependent).
 
     Timings vary, so the check asks only for a plausible ratio above 1: below 1 means the ratio was
     taken the wrong way round, and a value above 20 means something other than time was divided.
     """
-    value = _number(speedup, "speedup")
+    value = _number(ratio, "ratio")
     if value <= 0:
         return _report(False, T8b, "not a speed ratio", ["divide one positive time by another"])
     if value < 1:

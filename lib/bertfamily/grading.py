@@ -170,6 +170,7 @@ class CheckResult:
     passed: bool
     message: str
     cell: int
+    hint: str = ""
 
 
 def _output_text(cell) -> str:
@@ -192,10 +193,15 @@ def report(nb) -> list[CheckResult]:
         if cell.cell_type != "code" or CHECK not in _tags(cell):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        marks = [_MARK.match(line) for line in _output_text(cell).splitlines()]
-        marks = [m for m in marks if m]
-        for m in marks:
-            results.append(CheckResult(m.group(2), m.group(1) == "✓", m.group(3), index))
+        marks = 0
+        for line in _output_text(cell).splitlines():
+            m = _MARK.match(line)
+            if m:
+                marks += 1
+                results.append(CheckResult(m.group(2), m.group(1) == "✓", m.group(3), index))
+            elif marks and line.strip().startswith("hint:"):
+                hint = line.strip()[len("hint:"):].strip()
+                results[-1].hint = f"{results[-1].hint} {hint}".strip()
         if errors:
             e = errors[0]
             results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}", index))
@@ -234,6 +240,8 @@ def _print_report(results, stream=sys.stdout) -> None:
     width = max((len(r.task) for r in results), default=4)
     for r in results:
         print(f"{'✓' if r.passed else '✗'} {r.task:<{width}}  {r.message}", file=stream)
+        if r.hint:
+            print(f"  {'':<{width}}  hint: {r.hint}", file=stream)
     passed = sum(r.passed for r in results)
     print(f"{passed}/{len(results)} checks passed", file=stream)
 
