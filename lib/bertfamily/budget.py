@@ -16,7 +16,7 @@ from collections import OrderedDict
 MIB = 2 ** 20
 
 
-def _sizes(config):
+def sizes(config):
     """(V, P, T, H, I, L, E, shared, pooler) read from a BERT, RoBERTa, XLM-R, DistilBERT or ALBERT config."""
     kind = getattr(config, "model_type", None)
     if kind == "distilbert":
@@ -48,7 +48,7 @@ def breakdown(config, mlm_head: bool = False) -> OrderedDict:
     no pooler, and the head's transform (dense + LayerNorm) and output bias instead; the decoder
     matrix is tied to the word embeddings, so it adds no distinct parameters.
     """
-    V, P, T, H, I, L, E, shared, pooler = _sizes(config)
+    V, P, T, H, I, L, E, shared, pooler = sizes(config)
     parts = OrderedDict()
     parts["word embeddings"] = V * E
     parts["position embeddings"] = P * E
@@ -82,7 +82,7 @@ def tied_decoder(config) -> int:
     decoder's bias is also the head's bias (V). ``parameters()`` yields each tensor once, so summing
     ``state_dict()`` over-counts by exactly this much: the double-counting trap.
     """
-    V, _, _, _, _, _, E, _, _ = _sizes(config)
+    V, _, _, _, _, _, E, _, _ = sizes(config)
     return V * E + (0 if config.model_type == "distilbert" else V)
 
 
