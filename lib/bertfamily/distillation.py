@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from typing import Sequence
@@ -26,7 +27,22 @@ from torch import nn
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
            "triple_loss", "student_from_teacher", "BagOfEmbeddings", "train_classifier",
-           "train_linear_head", "accuracy", "mean_std"]
+           "train_linear_head", "accuracy", "mean_std", "one_thread"]
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the enclosed torch code on one CPU thread, then restore the previous setting.
+
+    The lesson's students are tiny (a few thousand weights): splitting each small matrix product
+    across threads costs more in synchronisation than it saves, badly so on a busy machine.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # --------------------------------------------------------------------------- checks
@@ -295,6 +311,13 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, 
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
+    with one_thread():
+        _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser)
+    model.eval()
+    return model
+
+
+def _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser):
     for _ in range(epochs):
         order = torch.randperm(n, generator=generator)
         for i in range(0, n, batch_size):
@@ -307,8 +330,6 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, 
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-    model.eval()
-    return model
 
 
 def train_linear_head(features: torch.Tensor, labels, num_classes: int | None = None,
@@ -329,11 +350,12 @@ def train_linear_head(features: torch.Tensor, labels, num_classes: int | None = 
     torch.manual_seed(seed)
     head = nn.Linear(x.shape[1], k)
     optimiser = torch.optim.Adam(head.parameters(), lr=lr, weight_decay=weight_decay)
-    for _ in range(epochs):
-        loss = F.cross_entropy(head(x), y)
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
+    with one_thread():
+        for _ in range(epochs):
+            loss = F.cross_entropy(head(x), y)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
     head.eval()
     return head
 

@@ -1,0 +1,194 @@
+"""bertfamily.distillation: temperature, the distillation losses, students built from a teacher."""
+import math
+
+import pytest
+import torch
+import transformers
+
+from bertfamily import distillation as D
+from bertfamily.features import mean_pool
+
+FIGURE = torch.tensor([5.0, 2.0, 0.5, 0.5, -0.4], dtype=torch.float64)
+
+
+def test_lesson_figure_numbers():
+    p1, p3 = D.soften(FIGURE, 1), D.soften(FIGURE, 3)
+    assert round(float(D.non_target_mass(p1)), 3) == 0.071
+    assert round(float(D.non_target_mass(p3)), 3) == 0.495
+    assert round(float(D.entropy(p1)), 2) == 0.33
+    assert round(float(D.entropy(p3)), 2) == 1.36
+    assert torch.equal(p1.argsort(), p3.argsort())  # temperature keeps the order
+
+
+def test_temperature_limits():
+    z = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(D.soften(z, 1), torch.softmax(z, -1))
+    assert torch.allclose(D.entropy(D.soften(z, 1e4)), torch.full((4,), math.log(7)), atol=1e-4)
+    assert torch.all(D.entropy(D.soften(z, 3)) > D.entropy(D.soften(z, 1)))
+    target = torch.tensor([0, 1, 2, 3])
+    p = D.soften(z, 1)
+    assert torch.allclose(D.non_target_mass(p, target), 1 - p[torch.arange(4), target])
+
+
+@pytest.mark.parametrize("T", [0, -1, float("nan"), float("inf"), True])
+def test_bad_temperature(T):
+    with pytest.raises(ValueError, match="temperature"):
+        D.soften(FIGURE, T)
+    with pytest.raises(ValueError, match="temperature"):
+        D.distillation_loss(FIGURE[None], FIGURE[None], T)
+
+
+def test_distillation_loss_is_t2_kl_and_zero_at_match():
+    g = torch.Generator().manual_seed(1)
+    s, t = torch.randn(8, 5, generator=g), torch.randn(8, 5, generator=g)
+    T = 3.0
+    p, q = torch.softmax(t / T, -1), torch.softmax(s / T, -1)
+    kl = (p * (p.log() - q.log())).sum(-1).mean()
+    assert torch.allclose(D.distillation_loss(s, t, T), kl * T * T, atol=1e-6)
+    assert float(D.distillation_loss(t, t, T)) == pytest.approx(0, abs=1e-6)
+    s.requires_grad_()
+    t.requires_grad_()
+    D.distillation_loss(s, t, T).backward()
+    assert t.grad is None and s.grad is not None  # the teacher is a constant
+
+
+def test_t2_keeps_gradient_size():
+    g = torch.Generator().manual_seed(2)
+    t = torch.randn(256, 10, generator=g) * 3
+    s0 = torch.randn(256, 10, generator=g)
+    norms = {}
+    for T in (2.0, 8.0):
+        s = s0.clone().requires_grad_()
+        D.distillation_loss(s, t, T).backward()
+        norms[T] = float(s.grad.norm())
+    # without T**2 the ratio would be about (8/2)**2 = 16; with it the sizes stay comparable
+    assert 0.2 < norms[8.0] / norms[2.0] < 5
+
+
+def test_shape_mismatch():
+    with pytest.raises(ValueError, match="shapes must match"):
+        D.distillation_loss(torch.zeros(2, 5), torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="shapes must match"):
+        D.cosine_loss(torch.zeros(2, 3, 8), torch.zeros(2, 3, 4))
+    with pytest.raises(ValueError, match="attention_mask"):
+        D.cosine_loss(torch.ones(2, 3, 4), torch.ones(2, 3, 4), torch.ones(2, 4))
+
+
+def test_cosine_loss_and_mask():
+    a = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(3))
+    assert float(D.cosine_loss(a, 2 * a)) == pytest.approx(0, abs=1e-6)
+    assert float(D.cosine_loss(a, -a)) == pytest.approx(2, abs=1e-6)
+    b = a.clone()
+    b[:, 2] = -b[:, 2]  # only the masked-out position disagrees
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    assert float(D.cosine_loss(a, b, mask)) == pytest.approx(0, abs=1e-6)
+    assert float(D.cosine_loss(a, b)) > 0.5
+
+
+def test_triple_loss_weights():
+    g = torch.Generator().manual_seed(4)
+    s, t = torch.randn(6, 5, generator=g), torch.randn(6, 5, generator=g)
+    hs, ht = torch.randn(6, 8, generator=g), torch.randn(6, 8, generator=g)
+    y = torch.randint(0, 5, (6,), generator=g)
+    total, parts = D.triple_loss(s, t, y, hs, ht, temperature=2.0, alpha_ce=5, alpha_task=2, alpha_cos=1)
+    expected = 5 * parts["ce"] + 2 * parts["task"] + parts["cos"]
+    assert float(total) == pytest.approx(expected, rel=1e-5)
+    assert parts["ce"] == pytest.approx(float(D.distillation_loss(s, t, 2.0)), rel=1e-5)
+    only_cos, parts = D.triple_loss(s, t, y, hs, ht, alpha_ce=0, alpha_task=0, alpha_cos=1)
+    assert set(parts) == {"cos"}
+    with pytest.raises(ValueError, match="all zero"):
+        D.triple_loss(s, t, y, hs, ht, alpha_ce=0, alpha_task=0, alpha_cos=0)
+    with pytest.raises(ValueError, match="non-negative"):
+        D.triple_loss(s, t, y, hs, ht, alpha_ce=-1)
+    with pytest.raises(ValueError, match="labels"):
+        D.triple_loss(s, t, y[:3], hs, ht)
+
+
+def tiny_bert(layers=4):
+    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=layers,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     max_position_embeddings=32)
+    torch.manual_seed(0)
+    return transformers.BertModel(config).eval()
+
+
+def test_student_from_teacher_keeps_every_other_layer():
+    teacher = tiny_bert(4)
+    student = D.student_from_teacher(teacher)
+    assert student.config.num_hidden_layers == 2 and len(student.encoder.layer) == 2
+    assert teacher.config.num_hidden_layers == 4 and len(teacher.encoder.layer) == 4
+    for new, old in zip(student.encoder.layer, (teacher.encoder.layer[0], teacher.encoder.layer[2])):
+        for a, b in zip(new.parameters(), old.parameters()):
+            assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()  # a copy, not shared
+    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():  # the student's forward is the teacher's layers 0 and 2 in a row
+        x = teacher.embeddings(input_ids=ids)
+        for i in (0, 2):
+            out = teacher.encoder.layer[i](x)
+            x = out[0] if isinstance(out, tuple) else out
+        assert torch.allclose(student(ids).last_hidden_state, x, atol=1e-5)
+    assert D.student_from_teacher(teacher, [3]).config.num_hidden_layers == 1
+
+
+@pytest.mark.parametrize("layers", [[], [4], [-1], [1, 1]])
+def test_student_bad_layers(layers):
+    with pytest.raises(ValueError):
+        D.student_from_teacher(tiny_bert(4), layers)
+
+
+def test_student_needs_a_bert():
+    with pytest.raises(ValueError, match="encoder.layer"):
+        D.student_from_teacher(torch.nn.Linear(3, 3))
+
+
+def test_students_learn_and_check_inputs():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(120, 6, generator=g)
+    y = (x[:, 0] > 0).long()
+    torch.manual_seed(0)
+    head = D.train_linear_head(x, y, 2, epochs=100, lr=0.05)
+    assert D.accuracy(head(x), y) > 0.9
+    torch.manual_seed(0)
+    student = D.train_classifier(torch.nn.Linear(6, 2), [x], D.soften(head(x).detach(), 2.0),
+                                 epochs=30, lr=0.05, temperature=2.0)
+    assert D.accuracy(student(x), y) > 0.9
+    ids = torch.randint(1, 40, (60, 9), generator=g)
+    yb = (ids[:, 0] < 20).long()
+    bag = D.train_classifier(D.BagOfEmbeddings(40, 2, dim=8), [ids], yb, epochs=60, lr=0.05)
+    assert D.accuracy(bag(ids), yb) > 0.6
+    with pytest.raises(ValueError, match="probability rows"):
+        D.train_classifier(torch.nn.Linear(6, 2), [x], torch.full((120, 2), 0.7))
+    with pytest.raises(ValueError, match="hard targets"):
+        D.train_classifier(torch.nn.Linear(6, 2), [x], y[:10])
+    with pytest.raises(ValueError, match="num_classes"):
+        D.BagOfEmbeddings(40, 1)
+    assert torch.get_num_threads() >= 1
+
+
+def test_mean_std_and_pool():
+    assert D.mean_std([1.0, 3.0]) == (2.0, pytest.approx(math.sqrt(2)))
+    with pytest.raises(ValueError):
+        D.mean_std([])
+    h = torch.arange(12.0).reshape(1, 3, 4)
+    assert torch.allclose(mean_pool(h, torch.tensor([[1, 1, 0]])), h[0, :2].mean(0))
+
+
+def test_encoder_pass_is_cached():
+    from bertfamily import features, models
+    tokenizer = models.minilm_tokenizer()
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
+                                     num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=32)
+    torch.manual_seed(0)
+    model = transformers.BertModel(config).eval()
+    texts = ["the cat sat on the mat", "a dog"]
+    first = features.encode(model, tokenizer, texts, max_length=8, progress=False)
+    assert first.pooled.shape == (2, 16) and first.input_ids.shape[1] <= 8
+    assert features.encode(model, tokenizer, texts, max_length=8, progress=False) is first
+    wide = features.encode(model, tokenizer, texts, max_length=8, keep_hidden=True, progress=False)
+    assert wide.hidden.shape[:2] == wide.input_ids.shape
+    assert torch.allclose(mean_pool(wide.hidden, wide.attention_mask), first.pooled, atol=1e-6)
+    with pytest.raises(ValueError, match="max_length"):
+        features.encode(model, tokenizer, texts, max_length=1)
+    with pytest.raises(ValueError, match="non-empty"):
+        features.encode(model, tokenizer, "one string")
