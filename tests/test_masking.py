@@ -153,7 +153,8 @@ def test_matches_datacollator_for_language_modeling():
     theirs = collator.torch_mask_tokens(ids.clone(), special_tokens_mask=enc["special_tokens_mask"])
     ours = mask_tokens(ids, vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id,
                        special_ids=tokenizer.all_special_ids, pad_token_id=tokenizer.pad_token_id,
-                       generator=torch.Generator().manual_seed(0))
+                       generator=torch.Generator().manual_seed(1))  # not the collator's seed: its bernoulli
+    # draws the same uniforms as our torch.rand, so equal seeds would agree trivially
     eligible = int((enc["special_tokens_mask"] == 0).sum())
     stats = []
     for corrupted, labels in (theirs, ours):
