@@ -208,13 +208,25 @@ def majority_baseline(labels: Sequence[str]) -> float:
     return Counter(labels).most_common(1)[0][1] / len(labels)
 
 
+class _Standardise(torch.nn.Module):
+    def __init__(self, x: torch.Tensor):
+        super().__init__()
+        self.register_buffer("mean", x.mean(0))
+        self.register_buffer("std", x.std(0).clamp(min=1e-6) if len(x) > 1 else torch.ones(x.shape[1]))
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
 def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence[str] | None = None,
-                hidden: int = 0, epochs: int = 300, lr: float = 0.05, weight_decay: float = 1e-3,
-                seed: int = 0):
+                hidden: int = 0, epochs: int = 100, lr: float = 0.01, weight_decay: float = 1e-2,
+                seed: int = 0, standardise: bool = True):
     """Fit a classifier on frozen sentence embeddings, full batch with Adam.
 
     ``hidden=0`` is a linear probe (multinomial logistic regression, zero-initialised, so the seed does
     not matter); ``hidden>0`` a one-hidden-layer head whose initialisation comes from ``seed``.
+    With ``standardise`` the features are first centred and scaled by the *training* rows' mean and
+    standard deviation (a fixed layer of the returned model, applied unchanged to any test language).
     Returns ``(model, classes)``; predict with :func:`accuracy`.
     """
     if features.ndim != 2 or features.shape[0] != len(labels):
@@ -228,7 +240,9 @@ def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence
         raise ValueError("a label is not in classes")
     y = torch.tensor([index[c] for c in labels])
     g = torch.Generator().manual_seed(seed)
-    d, k = features.shape[1], len(classes)
+    x = features.detach().float()
+    d, k = x.shape[1], len(classes)
+    scale = _Standardise(x) if standardise else torch.nn.Identity()
     if hidden:
         first, last = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, k)
         for layer in (first, last):
@@ -242,7 +256,7 @@ def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence
         torch.nn.init.zeros_(model.weight)
         torch.nn.init.zeros_(model.bias)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    x = features.detach().float()
+    model = torch.nn.Sequential(scale, model)
     for _ in range(epochs):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
