@@ -17,7 +17,8 @@ def test_book_builds_strictly(tmp_path):
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     html = tmp_path / "_build" / "html"
     index = (html / "index.html").read_text(encoding="utf-8")
-    assert "BERT" in index
+    assert "book/intro.html" in index  # the home page redirects to the intro
+    assert "BERT" in (html / "book" / "intro.html").read_text(encoding="utf-8")
     setup = (html / "book" / "00_setup.html").read_text(encoding="utf-8")
     assert "colab.research.google.com" in setup and "mybinder.org" in setup  # launch buttons
     for page in ("01_dynamic_masking", "02_distillation", "03_compression", "04_albert",
