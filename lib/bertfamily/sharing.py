@@ -296,21 +296,22 @@ def forward_latency(model, seq_len: int, batch: int = 1, runs: int = 5, warmup: 
 
 def interleaved_latency(models: dict, seq_len: int, batch: int = 1, runs: int = 5,
                         warmup: int = 1, threads: int | None = None) -> dict:
-    """:func:`forward_latency` for several models, taking turns run by run.
+    """Forward-pass times of several models on the same ``batch x seq_len`` ids, taking turns.
 
     ``models`` maps a name to a model. Alternating the models means a busy spell of the machine slows
-    them all rather than one of them, so their ratio is fairer. Returns name -> list of seconds.
+    them all rather than one of them, so their ratio is fairer. The interleaving is the course's one
+    timing loop, :func:`bertfamily.quantization.compare_latency`; this adds the random ids (fixed
+    seed, valid for every model's vocabulary) and the thread setting. Returns name -> list of seconds.
     """
+    from .quantization import compare_latency
+
     if not models:
         raise ValueError("give at least one model to time, as a dict name -> model")
-    _positive_int(runs, "runs")
-    for name, model in models.items():  # warm-up, and argument checks
-        forward_latency(model, seq_len, batch, runs=1, warmup=warmup, threads=threads)
-    times = {name: [] for name in models}
-    for _ in range(runs):
-        for name, model in models.items():
-            times[name] += forward_latency(model, seq_len, batch, runs=1, warmup=0, threads=threads)
-    return times
+    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
+    vocab = min(model.config.vocab_size for model in models.values())
+    ids = torch.randint(0, vocab, (b, s), generator=torch.Generator().manual_seed(0))
+    with torch_threads(threads):
+        return compare_latency(models, {"input_ids": ids}, warmup=warmup, runs=runs)["times"]
 
 
 def time_call(fn, *args, runs: int = 5, number: int = 10, threads: int | None = None) -> list:
