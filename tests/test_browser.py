@@ -1,0 +1,363 @@
+"""The website as a reader sees it: every page of _toc.yml opened in headless Chromium.
+
+The book is built once per session (the `book_build` fixture of tests/conftest.py, shared with the
+strict build test) and served on localhost. Each page must load without failed requests for local
+files, show its figures, its launch buttons (Binder and Colab, for that very notebook, and Thebe)
+and every number it glues, with no broken internal link; a solution dropdown must open on click,
+and the search page must find a term. A screenshot of every page is written to BOOK_SCREENSHOTS
+(default: _build/screenshots/) and the folder is named in the summary at the end of the run.
+
+The checks are plain functions that return a list of problems. `test_checks_detect_removals` runs
+them on copies of a built page with a figure, a glued number or a launch button removed, and
+asserts that each removal is reported: a check that cannot fail is not a check.
+
+Requests that leave localhost (MathJax, the widget manager and Thebe from their CDNs) are blocked,
+as they would fail anyway on an offline machine; so mathematics shows as TeX source in the
+screenshots and widgets as their saved-state placeholders.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+import yaml
+
+from test_book import glue_values, toc_docs
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+GLUE_TEXT = re.compile(r"\{glue:text\}`([^`]+)`")
+IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
+pytestmark = pytest.mark.book
+
+
+# ---------------------------------------------------------------- what each page should show
+
+def _notebook(doc: str) -> Path:
+    return ROOT / f"{doc}.ipynb"
+
+
+def _markdown(doc: str) -> str:
+    if _notebook(doc).is_file():
+        nb = nbformat.read(_notebook(doc), as_version=4)
+        return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    return (ROOT / f"{doc}.md").read_text(encoding="utf-8")
+
+
+def expected_glue_texts(doc: str) -> list[str]:
+    """Every `{glue:text}` of a page, formatted as myst-nb formats it (keys from other notebooks too)."""
+    from myst_nb.core.variables import format_plain_text
+    texts = []
+    for role in GLUE_TEXT.findall(_markdown(doc)):
+        key_fmt = role.rsplit(":", 1)  # the parsing of myst-nb's PasteTextRole
+        key, fmt = key_fmt if len(key_fmt) == 2 else (key_fmt[0], "s")
+        source = doc
+        if "::" in key:
+            path, key = key.split("::", 1)
+            source = str((Path(doc).parent / path).with_suffix("")).replace(os.sep, "/")
+        value = glue_values(source).get(key)
+        assert value is not None, f"{doc} glues {key!r}, which {source} does not store"
+        texts.append(format_plain_text(value, fmt))
+    return texts
+
+
+def expected_figures(doc: str) -> int:
+    """How many image outputs a notebook stores (widget views, which the site renders, excluded)."""
+    if not _notebook(doc).is_file():
+        return 0
+    nb = nbformat.read(_notebook(doc), as_version=4)
+    count = 0
+    for cell in nb.cells:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell.cell_type != "code" or tags & {"remove-output", "remove-cell"}:
+            continue
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if any(m in data for m in IMAGE_MIMES) and "application/vnd.jupyter.widget-view+json" not in data:
+                count += 1
+    return count
+
+
+@functools.lru_cache(maxsize=None)
+def launch_targets(doc: str) -> dict[str, str]:
+    """The Binder and Colab addresses that the launch buttons of a notebook page must point to."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    repo = config["repository"]["url"].rstrip("/").removeprefix("https://github.com/")
+    branch = config["repository"].get("branch", "main")
+    launch = config["launch_buttons"]
+    folder = config["repository"].get("path_to_book", "").strip("/")
+    path = f"{folder}/{doc}.ipynb" if folder else f"{doc}.ipynb"
+    return {"Binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{repo}/{branch}?urlpath=tree/{path}",
+            "Colab": f"{launch['colab_url'].rstrip('/')}/github/{repo}/blob/{branch}/{path}"}
+
+
+# ---------------------------------------------------------------- the checks (lists of problems)
+
+def open_page(context, url: str):
+    """Open `url`; return the page and the failed requests for local files seen while it loaded."""
+    page = context.new_page()
+    failures = []
+    local = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}/"
+    page.on("requestfailed", lambda r: r.url.startswith(local) and failures.append(f"{r.url}: {r.failure}"))
+    page.on("response", lambda r: r.url.startswith(local) and r.status >= 400
+            and failures.append(f"{r.url}: HTTP {r.status}"))
+    page.on("console", lambda m: m.type == "error" and m.location.get("url", "").startswith(local)
+            and "Failed to load resource" in m.text and failures.append(f"console: {m.text}"))
+    page.goto(url, wait_until="load")
+    return page, failures
+
+
+def figure_problems(page, expected: int) -> list[str]:
+    """Every figure of the page is an image that loaded with a non-zero size, and none is missing."""
+    images = page.eval_on_selector_all(
+        "main img[src*='_images/']",
+        "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, e.naturalHeight])")
+    problems = [f"figure {src} did not load ({w}x{h})" for src, w, h in images if not (w and h)]
+    if len(images) != expected:
+        problems.append(f"{len(images)} figures on the page, the notebook stores {expected}")
+    return problems
+
+
+def glue_problems(page, expected: list[str]) -> list[str]:
+    """Every glued number is on the page as text, and no glue role was left unrendered."""
+    shown = page.eval_on_selector_all("span.pasted-text", "els => els.map(e => e.textContent)")
+    problems = []
+    missing = Counter(expected) - Counter(shown)
+    if missing:
+        problems.append(f"glued values missing from the page: {dict(missing)}")
+    extra = Counter(shown) - Counter(expected)
+    if extra:
+        problems.append(f"glued values the source does not have: {dict(extra)}")
+    if "{glue" in page.inner_text("main"):
+        problems.append("an unrendered {glue...} role is on the page")
+    return problems
+
+
+def launch_problems(page, targets: dict[str, str]) -> list[str]:
+    """The launch menu opens on click and lists Binder and Colab for this notebook, and Thebe."""
+    menu = page.locator(".dropdown-launch-buttons")
+    if menu.count() == 0:
+        return ["no launch-button menu"]
+    menu.locator("button").first.click()
+    problems = []
+    for name, href in targets.items():
+        link = page.locator(f'.dropdown-launch-buttons a[href="{href}"]')
+        if link.count() == 0:
+            found = page.eval_on_selector_all(".dropdown-launch-buttons a", "els => els.map(e => e.href)")
+            problems.append(f"no {name} button pointing to {href} (found {found})")
+        elif not link.first.is_visible():
+            problems.append(f"the {name} button does not show when the menu is opened")
+    if page.locator(".dropdown-launch-buttons .btn-launch-thebe").count() == 0:
+        problems.append("no Thebe (live code) button")
+    page.keyboard.press("Escape")
+    return problems
+
+
+def link_problems(page, html: Path) -> list[str]:
+    """Every link to a page of the site reaches a file, and its #anchor an element of that page."""
+    here = urlsplit(page.url)
+    problems = []
+    for href in set(page.eval_on_selector_all("main a[href]", "els => els.map(e => e.href)")):
+        url = urlsplit(href)
+        if url.netloc != here.netloc:
+            continue
+        target = html / unquote(url.path).lstrip("/")
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            problems.append(f"link to a missing file: {href}")
+        elif url.fragment and f'id="{url.fragment}"' not in target.read_text(encoding="utf-8"):
+            problems.append(f"link to a missing anchor: {href}")
+    return problems
+
+
+def widget_problems(page) -> list[str]:
+    """Every widget view on the page has its saved state embedded (the site has no kernel)."""
+    parse = "els => els.map(e => JSON.parse(e.textContent))"
+    views = page.eval_on_selector_all('script[type="application/vnd.jupyter.widget-view+json"]', parse)
+    states = page.eval_on_selector_all('script[type="application/vnd.jupyter.widget-state+json"]', parse)
+    saved = {model for state in states for model in state.get("state", {})}
+    return [f"widget {v['model_id']} has no saved state" for v in views if v["model_id"] not in saved]
+
+
+def solution_problems(page) -> list[str]:
+    """The first solution is hidden until its title is clicked, and shown after."""
+    solution = page.locator(".solution.dropdown").first
+    if solution.count() == 0:
+        return ["no solution dropdown on the page"]
+    body = solution.locator(":scope > :not(.admonition-title)").first
+    if body.is_visible():
+        return ["the solution shows before it is clicked"]
+    button = solution.locator("button.toggle-button")  # not the title, whose link would navigate
+    (button if button.count() else solution.locator(".admonition-title")).first.click()
+    try:
+        body.wait_for(state="visible", timeout=5000)
+    except Exception:  # playwright's TimeoutError
+        return ["the solution does not show after a click on its title"]
+    return []
+
+
+# ---------------------------------------------------------------- fixtures
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def site(book_build):
+    """The built website served on a free localhost port: (folder, base address)."""
+    if book_build.returncode != 0 or not (book_build.html / "index.html").is_file():
+        pytest.fail("the website did not build (see test_book_builds_strictly):\n" + book_build.log[-2000:])
+    handler = functools.partial(_QuietHandler, directory=str(book_build.html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield book_build.html, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser_context(site, book_report):
+    """One headless Chromium for the session; requests that leave localhost are blocked."""
+    if not CHROMIUM.is_file():
+        reason = f"browser tests skipped: no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
+        book_report["browser"] = reason
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+    base = site[1]
+    start = time.perf_counter()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(15000)
+        context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
+                      else route.abort())
+        yield context
+        browser.close()
+    book_report["browser time"] = f"browser tests: {time.perf_counter() - start:.1f} s in Chromium"
+
+
+@pytest.fixture(scope="session")
+def screenshots(book_report) -> Path:
+    """The folder the page screenshots go to (BOOK_SCREENSHOTS, default _build/screenshots)."""
+    folder = Path(os.environ.get("BOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    book_report["screenshots"] = f"screenshots of every page: {folder}"
+    return folder
+
+
+# ---------------------------------------------------------------- the tests
+
+@pytest.mark.parametrize("doc", toc_docs())
+def test_page_as_a_reader_sees_it(doc, site, browser_context, screenshots):
+    html, base = site
+    page, failures = open_page(browser_context, base + f"{doc}.html")
+    try:
+        shot = screenshots / f"{doc.replace('/', '_')}.jpg"
+        page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=80)
+        print(f"screenshot: {shot}")
+        problems = [f"failed local request {f}" for f in failures]
+        problems += figure_problems(page, expected_figures(doc))
+        problems += glue_problems(page, expected_glue_texts(doc))
+        problems += link_problems(page, html)
+        problems += widget_problems(page)
+        if _notebook(doc).is_file():
+            problems += launch_problems(page, launch_targets(doc))
+        assert not problems, f"{doc}:\n" + "\n".join(problems)
+    finally:
+        page.close()
+
+
+def test_solution_opens_on_click(site, browser_context):
+    page, failures = open_page(browser_context, site[1] + "book/exercise_distilbert.html")
+    try:
+        assert solution_problems(page) == []
+    finally:
+        page.close()
+
+
+def test_search_finds_a_term(site, browser_context):
+    page, failures = open_page(browser_context, site[1] + "search.html?q=distillation")
+    try:
+        page.wait_for_selector("#search-results ul.search li", timeout=15000)
+        found = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
+        assert any("book/02_distillation.html" in href for href in found), found
+    finally:
+        page.close()
+
+
+BROKEN = {  # what is removed from a copy of a built lesson page, and which check must notice it
+    "figure_missing_file": (r'src="\.\./_images/[^"]+"', 'src="../_images/no-such-figure.png"', "figures"),
+    "figure_removed": (r'<img[^>]*src="\.\./_images/[^"]+"[^>]*>', "", "figures"),
+    "glued_number_removed": (r'<span class="pasted-text">[^<]*</span>', "", "glue"),
+    "binder_button_removed": (r'<li><a href="https://mybinder\.org[^"]*".*?</li>', "", "launch"),
+    "colab_points_elsewhere": (r'(colab\.research\.google\.com/[^"]*/)03_compression\.ipynb',
+                               r"\g<1>00_setup.ipynb", "launch"),
+}
+
+
+def test_checks_detect_removals(site, browser_context):
+    """The page checks fail on copies of a built page with one thing removed.
+
+    The unchanged page passes the same checks in test_page_as_a_reader_sees_it; here every other
+    check must still pass on each copy, so that each removal is told apart from the others.
+    """
+    html, base = site
+    doc = "book/03_compression"
+    original = (html / f"{doc}.html").read_text(encoding="utf-8")
+    checks = {
+        "figures": lambda page: figure_problems(page, expected_figures(doc)),
+        "glue": lambda page: glue_problems(page, expected_glue_texts(doc)),
+        "launch": lambda page: launch_problems(page, launch_targets(doc)),
+    }
+    for name, (pattern, replacement, check) in BROKEN.items():
+        text, n = re.subn(pattern, replacement, original, count=1, flags=re.DOTALL)
+        assert n == 1, f"{name}: the pattern no longer matches the built page"
+        copy = html / "book" / f"_test_{name}.html"
+        copy.write_text(text, encoding="utf-8")
+        page, failures = open_page(browser_context, base + f"book/{copy.name}")
+        try:
+            found = {c: run(page) for c, run in checks.items()}
+            found["figures"] += failures
+        finally:
+            page.close()
+            copy.unlink()
+        assert found[check], f"{name}: the {check} check did not notice"
+        assert not any(v for c, v in found.items() if c != check), f"{name}: other checks fired: {found}"
+
+
+def test_expected_glue_texts_formats_as_myst_nb():
+    """The expectation itself: cross-document keys are read from the other notebook and formatted."""
+    texts = expected_glue_texts("book/claims")
+    n_bert = int(glue_values("book/03_compression")["n_bert"])
+    assert f"{n_bert:,d}" in texts
+    assert len(texts) == len(GLUE_TEXT.findall(_markdown("book/claims")))
+
+
+def test_every_widget_has_a_static_figure_beside_it():
+    """An `interact` cell shows nothing on the website, so one of the next two code cells draws a figure."""
+    lonely = []
+    for doc in toc_docs():
+        if not _notebook(doc).is_file():
+            continue
+        cells = [c for c in nbformat.read(_notebook(doc), as_version=4).cells if c.cell_type == "code"]
+        for i, cell in enumerate(cells):
+            mimes = {m for o in cell.get("outputs", []) for m in o.get("data", {})}
+            if "interact" in cell.source and "application/vnd.jupyter.widget-view+json" in mimes:
+                after = [m for c in cells[i + 1:i + 3] for o in c.get("outputs", []) for m in o.get("data", {})]
+                if not any(m in IMAGE_MIMES for m in after):
+                    lonely.append(f"{doc}: code cell {i}")
+    assert not lonely, f"widgets without a static figure after them: {lonely}"
