@@ -11,6 +11,9 @@
   language modelling in DistilBERT, a classification label in this course's small version).
 * :func:`student_from_teacher` builds a shallower BERT from a deeper one by keeping one layer out of
   two, DistilBERT's initialisation.
+* :class:`PooledClassifier`, :func:`reinitialise_layers`, :func:`distil` and :func:`predict` run
+  DistilBERT's recipe at notebook scale: a student encoder with a classification head, trained on a
+  teacher's outputs with :func:`triple_loss` (or any one of its terms).
 * :class:`BagOfEmbeddings`, :func:`train_classifier`, :func:`train_linear_head` and
   :func:`accuracy` are the small models and the training loop of the lesson's experiments.
 """
@@ -26,7 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
-           "triple_loss", "student_from_teacher", "BagOfEmbeddings", "train_classifier",
+           "triple_loss", "student_from_teacher", "PooledClassifier", "reinitialise_layers", "distil",
+           "predict", "BagOfEmbeddings", "train_classifier",
            "train_linear_head", "accuracy", "mean_std", "one_thread"]
 
 
@@ -240,6 +244,156 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     return student
 
 
+class PooledClassifier(nn.Module):
+    """An encoder, mean-pooled over the real tokens, then a linear head.
+
+    ``forward(inputs, attention_mask)`` returns ``(logits, pooled)``: the logits for the
+    distillation and task terms of :func:`triple_loss`, the pooled vector for its cosine term. The
+    head is a copy of ``head`` (so a teacher's head can start the student without being trained
+    along with it).
+
+    ``inputs`` are token ids (N, L), or, with ``skip_layers = k``, the hidden states (N, L, H) that
+    come out of the encoder's first ``k`` layers, computed once beforehand (for instance by the
+    teacher's pass, :func:`bertfamily.features.encode` with ``keep_layer=k``, when those layers are
+    the teacher's and stay frozen). Then only the layers above them run: the same result as the
+    whole encoder on the ids, for a fraction of the cost.
+    """
+
+    def __init__(self, encoder: nn.Module, head: nn.Linear, skip_layers: int = 0):
+        super().__init__()
+        if not isinstance(head, nn.Linear):
+            raise ValueError(f"head must be a torch.nn.Linear, got {type(head).__name__}")
+        depth = len(encoder.encoder.layer) if hasattr(encoder, "encoder") else None
+        if isinstance(skip_layers, bool) or not isinstance(skip_layers, int) or skip_layers < 0 \
+                or (depth is not None and skip_layers >= depth):
+            raise ValueError(f"skip_layers must be an integer in [0, {depth - 1 if depth else 0}] "
+                             f"(at least one layer must run), got {skip_layers!r}")
+        self.encoder = encoder
+        self.head = copy.deepcopy(head)
+        self.skip_layers = skip_layers
+
+    def forward(self, inputs: torch.Tensor, attention_mask: torch.Tensor):
+        if self.skip_layers:
+            if not inputs.is_floating_point() or inputs.dim() != 3:
+                raise ValueError(f"with skip_layers={self.skip_layers} the inputs are the hidden "
+                                 f"states (N, L, H) after that many layers, got {tuple(inputs.shape)} "
+                                 f"{inputs.dtype}")
+            from transformers.masking_utils import create_bidirectional_mask
+
+            mask = create_bidirectional_mask(config=self.encoder.config, inputs_embeds=inputs,
+                                             attention_mask=attention_mask)
+            hidden = inputs
+            for layer in self.encoder.encoder.layer[self.skip_layers:]:
+                out = layer(hidden, mask)
+                hidden = out[0] if isinstance(out, tuple) else out
+        else:
+            hidden = self.encoder(input_ids=inputs, attention_mask=attention_mask).last_hidden_state
+        if hidden.shape[-1] != self.head.in_features:
+            raise ValueError(f"the encoder's hidden size {hidden.shape[-1]} does not match the "
+                             f"head's input size {self.head.in_features}")
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+        return self.head(pooled), pooled
+
+
+def reinitialise_layers(model: nn.Module, seed: int = 0) -> nn.Module:
+    """Give the transformer layers of a BERT-style ``model`` fresh random weights, in place.
+
+    BERT's initialisation: linear weights from N(0, ``initializer_range``) (0.02 unless the config
+    says otherwise), biases 0, LayerNorm weight 1 and bias 0. Only ``.encoder.layer`` changes; the
+    embeddings keep their weights. This is the "random initialisation" arm of DistilBERT's ablation,
+    applied to the layers. Returns ``model``.
+    """
+    owner = model if hasattr(model, "encoder") else getattr(model, "base_model", None)
+    if owner is None or not hasattr(owner, "encoder") or not hasattr(owner.encoder, "layer"):
+        raise ValueError("reinitialise_layers needs a BERT-style model with .encoder.layer, got "
+                         f"{type(model).__name__}")
+    std = float(getattr(getattr(model, "config", None), "initializer_range", 0.02))
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in owner.encoder.layer.modules():
+            if isinstance(module, nn.Linear):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+    return model
+
+
+def distil(student: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
+           teacher_logits: torch.Tensor, teacher_pooled: torch.Tensor, steps: int,
+           batch_size: int = 16, lr: float = 2e-4, temperature: float = 2.0,
+           alpha_ce: float = 5.0, alpha_task: float = 2.0, alpha_cos: float = 1.0, seed: int = 0,
+           progress: bool = False) -> list[dict]:
+    """Train ``student`` (a :class:`PooledClassifier`) on a teacher's outputs with :func:`triple_loss`.
+
+    Each of ``steps`` steps draws ``batch_size`` rows (with replacement, from a generator seeded by
+    ``seed``) of the transfer set ``inputs`` / ``attention_mask`` (token ids, or the hidden states
+    a student with ``skip_layers`` reads), and matches the student to the
+    teacher's ``teacher_logits`` (soft targets at ``temperature``, L_ce), to their arg-max (hard
+    labels, L_task) and to the teacher's pooled vectors ``teacher_pooled`` (L_cos), weighted by the
+    three ``alpha_*`` (a weight of 0 drops its term: ``alpha_ce=0, alpha_cos=0`` is training on the
+    teacher's hard labels alone). Only parameters with ``requires_grad`` are trained (AdamW).
+    Returns the per-step loss terms; the student is left in eval mode.
+    """
+    n = inputs.shape[0]
+    if attention_mask.shape != inputs.shape[:2]:
+        raise ValueError(f"attention_mask must be (N, L) like the inputs {tuple(inputs.shape[:2])}, "
+                         f"got {tuple(attention_mask.shape)}")
+    for name, t in (("teacher_logits", teacher_logits), ("teacher_pooled", teacher_pooled)):
+        if t.dim() != 2 or t.shape[0] != n:
+            raise ValueError(f"{name} must have one row per example ({n}), got {tuple(t.shape)}")
+    for name, v in (("steps", steps), ("batch_size", batch_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be positive, got {lr!r}")
+    params = [p for p in student.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the student has no trainable parameter (every requires_grad is False)")
+    from tqdm.auto import tqdm
+
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # dropout
+    optimiser = torch.optim.AdamW(params, lr=lr)
+    hard = teacher_logits.argmax(-1)
+    history = []
+    student.train()
+    for _ in tqdm(range(steps), desc="distil", disable=not progress, leave=False):
+        rows = torch.randint(n, (batch_size,), generator=generator)
+        logits, pooled = student(inputs[rows], attention_mask[rows])
+        loss, parts = triple_loss(logits, teacher_logits[rows], hard[rows], pooled,
+                                  teacher_pooled[rows], temperature=temperature, alpha_ce=alpha_ce,
+                                  alpha_task=alpha_task, alpha_cos=alpha_cos)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        history.append({"loss": float(loss.detach()), **parts})
+    student.eval()
+    return history
+
+
+@torch.no_grad()
+def predict(model: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
+            batch_size: int = 128, output: str = "logits") -> torch.Tensor:
+    """A :class:`PooledClassifier`'s ``output`` ("logits" or "pooled") for every row, in batches."""
+    if output not in ("logits", "pooled"):
+        raise ValueError(f'output must be "logits" or "pooled", got {output!r}')
+    if attention_mask.shape != inputs.shape[:2]:
+        raise ValueError(f"attention_mask must be (N, L) like the inputs {tuple(inputs.shape[:2])}, "
+                         f"got {tuple(attention_mask.shape)}")
+    was_training = model.training
+    model.eval()
+    out = []
+    for i in range(0, inputs.shape[0], batch_size):
+        logits, pooled = model(inputs[i:i + batch_size], attention_mask[i:i + batch_size])
+        out.append(logits if output == "logits" else pooled)
+    model.train(was_training)
+    return torch.cat(out)
+
+
 class BagOfEmbeddings(nn.Module):
     """A weak student: the mean of learned token vectors (padding excluded), then a linear layer.
 
@@ -319,9 +473,10 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, 
 
 def _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser):
     for _ in range(epochs):
-        order = torch.randperm(n, generator=generator)
+        # one batch of everything needs no shuffling (and no copy of the inputs)
+        order = torch.randperm(n, generator=generator) if batch_size < n else None
         for i in range(0, n, batch_size):
-            idx = order[i:i + batch_size]
+            idx = slice(None) if order is None else order[i:i + batch_size]
             logits = model(*[x[idx] for x in inputs])
             if soft:
                 loss = -(y[idx].to(logits.dtype) * F.log_softmax(logits / T, -1)).sum(-1).mean() * T * T
