@@ -7,7 +7,7 @@ PORT   ?= 8000
 NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
-.PHONY: help setup book serve test unit notebooks execute benchmark student check clean
+.PHONY: help setup book serve test unit notebooks execute benchmark bench student check clean
 
 help:
 	@echo "make book       set up .venv if needed, build the website into _build/html"
@@ -15,6 +15,7 @@ help:
 	@echo "make test       unit tests, nbval over every notebook, strict build of the book"
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
 	@echo "make benchmark  time and peak memory of every notebook, each in a fresh kernel"
+	@echo "make bench      the full benchmark: benchmarks/results.json, .md and the appendix page"
 	@echo "make student    write the student version of the exercise into student/"
 
 # The virtual environment is (re)made only when pyproject.toml changed since the last install.
@@ -53,6 +54,12 @@ execute: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python tools/nb.py benchmark $(NB)
+
+# Every notebook, masking, book builds and unit tests into benchmarks/results.json and .md; then
+# the appendix page, which reads that result, is re-executed so that it shows the new numbers.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+	$(BIN)/python tools/nb.py execute book/running.ipynb
 
 student: $(STAMP)
 	$(BIN)/python -m bertfamily.grading student book/exercise_distilbert.ipynb student/exercise_distilbert.ipynb

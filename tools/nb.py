@@ -2,15 +2,13 @@
 
     python tools/nb.py list                 notebooks in _toc.yml order
     python tools/nb.py execute [NB ...]     re-execute in place (keeps widget state for the website)
-    python tools/nb.py benchmark [NB ...]   run each in a fresh kernel on a copy: wall time, peak memory
+    python tools/nb.py benchmark [NB ...]   wall time and peak memory of each in a fresh kernel (benchmarks/run.py)
     python tools/nb.py colab-cell [--check] write (or check) every notebook's first cell from _config.yml
     python tools/nb.py environment [--check] write (or check) environment.yml from pyproject.toml
 """
 from __future__ import annotations
 
 import argparse
-import copy
-import json
 import re
 import sys
 import time
@@ -18,8 +16,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_CELL_TAGS = ["hide-output", "nbval-ignore-output", "colab-setup"]
-PEAK_CODE = ("import resource, json; print('BENCHMARK', json.dumps("
-             "{'peak_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
 
 
 def toc_notebooks() -> list[Path]:
@@ -61,29 +57,16 @@ def execute(paths) -> None:
         print(f"executed {path.relative_to(ROOT)} in {time.perf_counter() - start:.1f} s")
 
 
-def benchmark(paths) -> list[dict]:
-    """Execute a copy of each notebook in a fresh kernel; report wall time and the kernel's peak RSS.
+def benchmark(paths) -> int:
+    """Notebooks only (no masking, book or unit tests), into _build/benchmark.json and .md.
 
-    The notebook on disk is never modified: the measuring cell is appended to an in-memory copy.
+    A thin call of ``benchmarks/run.py``, which does the measuring (``make bench`` runs all of it
+    and writes the committed ``benchmarks/results.json``).
     """
-    import nbformat
-    rows = []
-    for path in _targets(paths):
-        nb = nbformat.read(path, as_version=4)
-        work = copy.deepcopy(nb)
-        work.cells.append(nbformat.v4.new_code_cell(PEAK_CODE))
-        start = time.perf_counter()
-        _client(work, path).execute()
-        wall = time.perf_counter() - start
-        text = "".join(o.get("text", "") for o in work.cells[-1].outputs)
-        peak = json.loads(text.split("BENCHMARK", 1)[1])["peak_mib"]
-        rows.append({"notebook": str(path.relative_to(ROOT)), "wall_s": round(wall, 1), "peak_mib": round(peak)})
-        print(f"{rows[-1]['notebook']:<40} {wall:7.1f} s {peak:8.0f} MiB", flush=True)
-    out = ROOT / "_build" / "benchmark.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out.relative_to(ROOT)}")
-    return rows
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.run import main as bench
+    return bench([*map(str, paths), "--skip-book", "--skip-masking", "--skip-unit",
+                  "--out", str(ROOT / "_build" / "benchmark.json")])
 
 
 def repository_url() -> str:
@@ -168,7 +151,7 @@ def main(argv=None) -> int:
     elif args.command == "execute":
         execute(args.notebooks)
     elif args.command == "benchmark":
-        benchmark(args.notebooks)
+        return benchmark(args.notebooks)
     elif args.command == "colab-cell":
         return colab_cell(args.check)
     elif args.command == "environment":

@@ -1,0 +1,1 @@
+"""The course benchmark (``python benchmarks/run.py``, ``make bench``); see run.py."""

@@ -1,0 +1,601 @@
+"""The course's benchmark: how long each lesson takes, how much memory it needs, and the hot spots.
+
+    python benchmarks/run.py [NB ...] [--skip-book] [--skip-masking] [--skip-unit] [--make-test]
+                             [--cores N] [--strict] [--out benchmarks/results.json]
+
+(``make bench`` runs it over every notebook of ``_toc.yml``, then re-executes the appendix page
+``book/running.ipynb``, which reads the result.) What it measures, one step after the other:
+
+* **Each notebook** in a fresh kernel, one at a time, offline (``HF_HUB_OFFLINE=1``), on at most
+  ``--cores`` CPUs: the wall time from kernel start to kernel shutdown, and the peak resident memory
+  of the kernel's whole process tree (see :class:`TreePeak`). The notebook is read into memory and
+  executed there; the file on disk is never written. A notebook that fails is recorded as failed
+  and the run goes on; the script then exits with status 1.
+* **Masking**: ``bertfamily.masking.mask_tokens`` against transformers'
+  ``DataCollatorForLanguageModeling`` on the same batch of real BBC word pieces with the same
+  probability, timed in turn (interleaved) many times; medians, tokens per second and ratios.
+* **The book**: ``jupyter-book build`` into an empty temporary folder (cold), then again with
+  nothing changed (rebuild).
+* **The unit tests** (``pytest tests -m "not book"``), so that the cost of ``make test`` can be
+  estimated from its parts; ``--make-test`` also times a real ``make test`` (about ten minutes).
+
+It writes ``--out`` (JSON) and the same name with ``.md`` (a markdown table with the budgets and
+a verdict per row). Timings depend on the machine and on what else runs on it: the machine facts,
+including the load average before, during and after, are part of the result.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 2 ** 20
+SCHEMA = 1
+
+#: The budgets of the course (CONTRIBUTING.md): each notebook under 90 s and 1.5 GiB on 2 cores,
+#: Binder's 2 GiB limit for reference, ``make test`` under 10 minutes, and our masking at least as
+#: fast as the transformers collator on the same batch.
+BUDGETS = {"notebook_wall_s": 90.0, "notebook_peak_mib": 1536.0, "binder_mib": 2048.0,
+           "make_test_s": 600.0, "masking_ratio": 1.0, "cores": 2}
+
+
+# --------------------------------------------------------------------------- memory of a process tree
+
+def _hwm_mib(pid: int) -> float:
+    """The kernel's own record of a process's peak resident memory (``VmHWM``, Linux), 0 elsewhere."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+class TreePeak:
+    """Peak resident memory (RSS) of a process tree, sampled from outside by a background thread.
+
+    Every ``interval`` seconds the thread sums the RSS of every process below ``root`` (its
+    children, their children, ...; and ``root`` itself with ``include_root``), with psutil, and
+    keeps the largest sum: ``sampled_mib``. It also keeps, per process, the peak that the
+    operating system recorded for that process alone (``VmHWM`` on Linux), which catches a spike
+    between two samples: ``largest_process_mib`` is the largest of those.
+
+    ``peak_mib`` is the larger of the two. Both are lower bounds of the true peak of the tree
+    (sampling can miss a short spike of a child; one process's peak is part of the tree's), and
+    summing RSS counts pages that processes share once per process, which errs on the high side
+    for forked workers. Use it as a context manager::
+
+        with TreePeak() as peak:      # root: this process; only its descendants are counted
+            subprocess.run(...)
+        peak.peak_mib
+    """
+
+    def __init__(self, root: int | None = None, interval: float = 0.05, include_root: bool = False):
+        import psutil
+        if not isinstance(interval, (int, float)) or interval <= 0:
+            raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+        self.root = psutil.Process(os.getpid() if root is None else root)
+        self.interval = float(interval)
+        self.include_root = include_root
+        self.sampled_mib = 0.0
+        self.hwm = {}  # pid -> MiB
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="TreePeak", daemon=True)
+
+    def tree(self) -> list:
+        """The processes counted now."""
+        import psutil
+        try:
+            procs = self.root.children(recursive=True)
+        except psutil.Error:
+            procs = []
+        return ([self.root] if self.include_root else []) + procs
+
+    def sample(self) -> float:
+        """Measure the tree once; return its RSS now in MiB (and update the peaks)."""
+        import psutil
+        total = 0.0
+        for proc in self.tree():
+            try:
+                total += proc.memory_info().rss / MIB
+            except psutil.Error:  # it ended between listing and reading
+                continue
+            self.hwm[proc.pid] = max(self.hwm.get(proc.pid, 0.0), _hwm_mib(proc.pid))
+        self.sampled_mib = max(self.sampled_mib, total)
+        self.samples += 1
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    @property
+    def largest_process_mib(self) -> float:
+        return max(self.hwm.values(), default=0.0)
+
+    @property
+    def peak_mib(self) -> float:
+        return max(self.sampled_mib, self.largest_process_mib)
+
+    def __enter__(self) -> "TreePeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+
+# --------------------------------------------------------------------------- notebooks
+
+def toc_notebooks() -> list[Path]:
+    """Every notebook of ``_toc.yml``, in reading order (the list ``tools/nb.py list`` prints)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import nb as nbtools
+    finally:
+        sys.path.pop(0)
+    return nbtools.toc_notebooks()
+
+
+def _name(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def code_cells(nb) -> int:
+    """How many cells nbclient will run (code cells that are not empty)."""
+    return sum(1 for c in nb.cells if c.cell_type == "code" and c.source.strip())
+
+
+def run_notebook(path, timeout: int = 600, interval: float = 0.05, progress=None) -> dict:
+    """Execute the notebook at ``path`` in a fresh kernel, in memory; measure time and peak memory.
+
+    Returns ``{"notebook", "status" ("ok" or "failed"), "error", "wall_s", "peak_rss_mib",
+    "sampled_tree_mib", "largest_process_mib", "samples", "cells", "loadavg_start"}``. The file is
+    read once and never written. ``progress`` (a tqdm bar) advances by one per executed cell.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise ValueError(f"not a notebook file (.ipynb): {path}")
+    nb = nbformat.read(path, as_version=4)
+    cells = code_cells(nb)
+    done = [0]
+
+    def advance(**_):
+        done[0] += 1
+        if progress is not None:
+            progress.update(1)
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=advance)
+    row = {"notebook": _name(path), "status": "ok", "error": None, "cells": cells,
+           "loadavg_start": round(os.getloadavg()[0], 2)}
+    start = time.perf_counter()
+    with TreePeak(interval=interval) as peak:
+        try:
+            client.execute()
+        except Exception as err:  # a failing cell, a timeout, a dead kernel: record it and go on
+            row["status"] = "failed"
+            lines = [l for l in str(err).strip().splitlines() if l.strip()]
+            row["error"] = f"{type(err).__name__}: {lines[-1] if lines else ''}"[:300]
+    row["wall_s"] = round(time.perf_counter() - start, 2)
+    row.update(peak_rss_mib=round(peak.peak_mib, 1), sampled_tree_mib=round(peak.sampled_mib, 1),
+               largest_process_mib=round(peak.largest_process_mib, 1), samples=peak.samples)
+    if progress is not None and done[0] < cells:  # cells a failure skipped
+        progress.update(cells - done[0])
+    return row
+
+
+# --------------------------------------------------------------------------- masking throughput
+
+def masking_batch(rows: int = 200, length: int = 128):
+    """The batch lesson 01 uses: ``rows`` blocks of ``length`` word pieces of BBC articles."""
+    from bertfamily.data import bbc_news
+    from bertfamily.models import minilm_tokenizer
+    from bertfamily.pretraining import token_blocks
+
+    tokenizer = minilm_tokenizer()
+    texts, _ = bbc_news()
+    return tokenizer, token_blocks(tokenizer, texts[:rows], length=length)[:rows]
+
+
+def masking_comparison(tokenizer, batch, probability: float = 0.15, repeats: int = 100, seed: int = 0) -> dict:
+    """Masking throughput of ``bertfamily.masking.mask_tokens`` and of transformers' collator.
+
+    The same ``batch`` (2-D tensor of ids) and ``probability`` for all three contestants:
+
+    * ``bertfamily.mask_tokens``: finds the special tokens itself;
+    * ``collator.torch_mask_tokens``: the collator's masking step, handed a ready special-tokens mask;
+    * ``collator(examples)``: calling the collator on a list of ``{"input_ids": row}`` examples, as a
+      ``DataLoader`` does (it also pads, converts and looks up the special tokens row by row).
+
+    After one warm-up call each, every repeat times each contestant once, in an order that rotates
+    from repeat to repeat, so a slow moment of the machine touches all of them. Returns the median
+    seconds, tokens per second (``batch.numel() / median``) and ``ratio``: our tokens per second over
+    each collator variant's (above 1: ours is faster).
+    """
+    import torch
+    from transformers import DataCollatorForLanguageModeling
+
+    from bertfamily.masking import mask_tokens
+
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    batch = torch.as_tensor(batch)
+    if batch.dim() != 2 or batch.numel() == 0:
+        raise ValueError(f"batch must be a non-empty 2-D tensor of token ids, got shape {tuple(batch.shape)}")
+    generator = torch.Generator().manual_seed(seed)
+    vocab = dict(vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id,
+                 special_ids=tokenizer.all_special_ids, pad_token_id=tokenizer.pad_token_id)
+    protected = torch.isin(batch, torch.tensor(tokenizer.all_special_ids))
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, seed=seed)
+    examples = [{"input_ids": row} for row in batch.tolist()]
+    contestants = {
+        "bertfamily.mask_tokens": lambda: mask_tokens(batch, generator=generator, probability=probability, **vocab),
+        "collator.torch_mask_tokens": lambda: collator.torch_mask_tokens(batch.clone(), special_tokens_mask=protected),
+        "collator(examples)": lambda: collator(examples),
+    }
+    names = list(contestants)
+    times = {name: [] for name in names}
+    for fn in contestants.values():
+        fn()
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start = time.perf_counter()
+            contestants[name]()
+            times[name].append(time.perf_counter() - start)
+    tokens = batch.numel()
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    throughput = {name: tokens / s for name, s in median.items()}
+    ours = names[0]
+    return {"batch": list(batch.shape), "tokens": tokens, "probability": probability, "repeats": repeats,
+            "torch_threads": torch.get_num_threads(), "median_s": median,
+            "spread_s": {name: [min(ts), max(ts)] for name, ts in times.items()},
+            "tokens_per_s": throughput, "ours": ours,
+            "ratio": {name: throughput[ours] / throughput[name] for name in names[1:]}}
+
+
+# --------------------------------------------------------------------------- book, tests, machine
+
+def _timed(cmd, cwd=ROOT, timeout: int = 1800) -> dict:
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        rc, tail = done.returncode, (done.stdout + done.stderr)[-1500:]
+    except subprocess.TimeoutExpired:
+        rc, tail = None, f"timed out after {timeout} s"
+    wall = round(time.perf_counter() - start, 2)
+    return {"wall_s": wall, "returncode": rc, "status": "ok" if rc == 0 else "failed",
+            "output_tail": None if rc == 0 else tail}
+
+
+def book_build_times(root: Path = ROOT) -> dict:
+    """``jupyter-book build`` into an empty temporary folder (cold), then again unchanged (rebuild).
+
+    The cold build also counts the HTML pages it wrote under ``book/``, a check that it built the book.
+    """
+    jb = Path(sys.executable).with_name("jupyter-book")
+    with tempfile.TemporaryDirectory(prefix="bench-book-") as out:
+        cmd = [str(jb), "build", str(root), "--path-output", out, "--keep-going"]
+        cold = _timed(cmd)
+        cold["pages"] = len(list((Path(out) / "_build" / "html" / "book").glob("*.html")))
+        rebuild = _timed(cmd)
+    return {"command": "jupyter-book build . --path-output <empty temporary folder> --keep-going",
+            "cold": cold, "rebuild": rebuild}
+
+
+def unit_test_time() -> dict:
+    """Wall time of the unit tests (what ``make unit`` runs)."""
+    result = _timed([sys.executable, "-m", "pytest", "tests", "-q", "-m", "not book", "-p", "no:cacheprovider"])
+    result["command"] = 'pytest tests -m "not book"'
+    return result
+
+
+def make_test_time() -> dict:
+    """Wall time of a real ``make test`` (the whole CI run)."""
+    result = _timed(["make", "test"], timeout=3600)
+    result["command"] = "make test"
+    return result
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    """The facts a reader needs to judge the timings: CPU, cores, memory, versions, date, load."""
+    import importlib.metadata
+
+    import psutil
+    import torch
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cores_used": affinity,
+            "torch_threads": torch.get_num_threads(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
+            "platform": platform.platform(terse=True), "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": importlib.metadata.version("transformers"),
+            "offline": os.environ.get("HF_HUB_OFFLINE") == "1",
+            "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
+
+
+def limit_cores(n: int | None) -> None:
+    """Run this process and every kernel it starts on at most ``n`` of the CPUs it may use."""
+    if n is None or not hasattr(os, "sched_setaffinity"):
+        return
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"cores must be a positive integer, got {n!r}")
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, allowed[:n])
+
+
+# --------------------------------------------------------------------------- verdicts and summary
+
+def within(value, budget) -> bool:
+    """The budgets say "under": a value equal to its budget is over."""
+    return value is not None and value < budget
+
+
+def notebook_verdict(row: dict, budgets: dict = BUDGETS) -> str:
+    """``"within"``, ``"failed"``, or ``"over: time"`` / ``"over: memory"`` / ``"over: time, memory"``."""
+    if row.get("status") != "ok":
+        return "failed"
+    over = [what for what, key, budget in (("time", "wall_s", "notebook_wall_s"),
+                                           ("memory", "peak_rss_mib", "notebook_peak_mib"))
+            if not within(row[key], budgets[budget])]
+    return "within" if not over else "over: " + ", ".join(over)
+
+
+def summarize(result: dict) -> dict:
+    """Verdicts of every part of ``result`` against ``result["budgets"]``; added as ``result["summary"]``."""
+    budgets = result["budgets"]
+    rows = result["notebooks"]
+    for row in rows:
+        row["verdict"] = notebook_verdict(row, budgets)
+    ok = [r for r in rows if r["status"] == "ok"]
+    summary = {"notebooks": len(rows), "within": sum(r["verdict"] == "within" for r in rows),
+               "over": [r["notebook"] for r in rows if r["verdict"].startswith("over")],
+               "failed": [r["notebook"] for r in rows if r["verdict"] == "failed"],
+               "total_wall_s": round(sum(r["wall_s"] for r in rows), 1),
+               "max_wall_s": max((r["wall_s"] for r in ok), default=None),
+               "max_peak_rss_mib": max((r["peak_rss_mib"] for r in ok), default=None)}
+    masking = result.get("masking")
+    if masking:
+        core = masking["ratio"]["collator.torch_mask_tokens"]
+        masking["verdict"] = "within" if core >= budgets["masking_ratio"] else "over"
+        summary["masking_within"] = masking["verdict"] == "within"
+    # make test = unit tests + every notebook under nbval + a strict cold build of the book
+    parts = [summary["total_wall_s"]]
+    if result.get("unit_tests") and result.get("book"):
+        parts += [result["unit_tests"]["wall_s"], result["book"]["cold"]["wall_s"]]
+        summary["make_test_estimate_s"] = round(sum(parts), 1)
+        summary["make_test_estimate_within"] = within(summary["make_test_estimate_s"], budgets["make_test_s"])
+    if result.get("make_test"):
+        result["make_test"]["verdict"] = "within" if within(result["make_test"]["wall_s"], budgets["make_test_s"]) \
+            and result["make_test"]["status"] == "ok" else "over"
+    summary["all_within"] = (not summary["over"] and not summary["failed"]
+                             and summary.get("masking_within", True)
+                             and summary.get("make_test_estimate_within", True)
+                             and (result.get("make_test") or {}).get("verdict", "within") == "within")
+    result["summary"] = summary
+    return summary
+
+
+# --------------------------------------------------------------------------- writing the result
+
+def _fmt(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def notebook_table(result: dict) -> str:
+    """The markdown table of the notebooks, with budgets and verdicts (also shown by the book)."""
+    b = result["budgets"]
+    lines = ["| notebook | wall time (s) | budget (s) | peak memory (MiB) | budget (MiB) | verdict |",
+             "|---|--:|--:|--:|--:|---|"]
+    for r in result["notebooks"]:
+        lines.append(f"| {Path(r['notebook']).stem} | {_fmt(r['wall_s'], '.1f')} | {b['notebook_wall_s']:.0f} "
+                     f"| {_fmt(r['peak_rss_mib'], ',.0f')} | {b['notebook_peak_mib']:,.0f} | {r['verdict']} |")
+    s = result["summary"]
+    lines.append(f"| **all {s['notebooks']}** | **{s['total_wall_s']:.1f}** (sum) | | "
+                 f"**{_fmt(s['max_peak_rss_mib'], ',.0f')}** (max) | | **{s['within']} of {s['notebooks']} within** |")
+    return "\n".join(lines)
+
+
+def masking_table(masking: dict) -> str:
+    lines = ["| implementation | median time (ms) | tokens per second | bertfamily is faster by |",
+             "|---|--:|--:|--:|"]
+    for name, seconds in masking["median_s"].items():
+        ratio = masking["ratio"].get(name)
+        lines.append(f"| `{name}` | {1e3 * seconds:.2f} | {masking['tokens_per_s'][name]:,.0f} "
+                     f"| {'–' if ratio is None else f'{ratio:.2f}×'} |")
+    return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    """The whole result as a markdown page (``results.md``)."""
+    m, s, b = result["machine"], result["summary"], result["budgets"]
+    after = m.get("loadavg_after")
+    out = ["# Benchmark: time and memory of every lesson", "",
+           f"Measured {m['date']} on {m['cpu_model']}, {m['cores_used']} of {m['cpu_count']} cores used, "
+           f"{m['torch_threads']} torch threads, {m['memory_gib']} GiB; Python {m['python']}, torch {m['torch']}, "
+           f"transformers {m['transformers']}{', offline' if m['offline'] else ''}. Load average (1, 5, 15 min) "
+           f"{m['loadavg_before']} before, {after} after: on a machine shared with other work the times are "
+           "inflated. Regenerate with `make bench`.", "",
+           f"Each notebook runs in a fresh kernel; wall time from kernel start to shutdown; peak memory is the "
+           f"largest resident memory (RSS) of the kernel's whole process tree, sampled every "
+           f"{result['sample_interval_s']} s, or the kernel's own recorded peak if larger. Budgets: under "
+           f"{b['notebook_wall_s']:.0f} s and {b['notebook_peak_mib']:,.0f} MiB (1.5 GiB) per notebook on "
+           f"{b['cores']} cores; Binder allows {b['binder_mib']:,.0f} MiB.", "",
+           notebook_table(result), ""]
+    for r in result["notebooks"]:
+        if r["error"]:
+            out.append(f"- {Path(r['notebook']).stem} failed: `{r['error']}`")
+    if s["over"] or s["failed"]:
+        out += [f"Over budget: {', '.join(s['over']) or 'none'}. Failed: {', '.join(s['failed']) or 'none'}.", ""]
+    masking = result.get("masking")
+    if masking:
+        core = masking["ratio"]["collator.torch_mask_tokens"]
+        out += ["## Masking throughput", "",
+                f"The same batch ({masking['batch'][0]} × {masking['batch'][1]} word pieces of BBC articles), "
+                f"probability {masking['probability']}, {masking['repeats']} interleaved timings each, medians, "
+                f"{masking['torch_threads']} torch threads.", "", masking_table(masking), "",
+                f"Budget: `bertfamily.masking` at least {b['masking_ratio']:.1f}× the collator's masking step: "
+                f"{core:.2f}×, {masking['verdict']}.", ""]
+    book = result.get("book")
+    if book:
+        out += ["## Building the book", "", "| build | wall time (s) | status |", "|---|--:|---|",
+                f"| cold (empty output folder, {book['cold'].get('pages', '?')} pages) | {book['cold']['wall_s']:.1f} "
+                f"| {book['cold']['status']} |",
+                f"| rebuild (nothing changed) | {book['rebuild']['wall_s']:.1f} | {book['rebuild']['status']} |", ""]
+    unit = result.get("unit_tests")
+    if unit:
+        out += [f"Unit tests (`{unit['command']}`): {unit['wall_s']:.1f} s, {unit['status']}.", ""]
+    if "make_test_estimate_s" in s:
+        out += [f"`make test`, estimated as unit tests + every notebook + a cold build: "
+                f"{s['make_test_estimate_s']:.0f} s (budget {b['make_test_s']:.0f} s): "
+                f"{'within' if s['make_test_estimate_within'] else 'over'}.", ""]
+    if result.get("make_test"):
+        mt = result["make_test"]
+        out += [f"`make test`, measured: {mt['wall_s']:.0f} s, {mt['status']}, {mt['verdict']}.", ""]
+    return "\n".join(out)
+
+
+def write_results(result: dict, out: Path) -> tuple[Path, Path]:
+    """Write ``result`` as JSON to ``out`` and as markdown next to it (same name, ``.md``)."""
+    out = Path(out)
+    if out.suffix != ".json":
+        raise ValueError(f"--out must name a .json file, got {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md = out.with_suffix(".md")
+    md.write_text(markdown(result) + "\n", encoding="utf-8")
+    return out, md
+
+
+def load_results(path) -> dict:
+    """Read a result written by :func:`write_results` (checks the schema version)."""
+    result = json.loads(Path(path).read_text(encoding="utf-8"))
+    schema = result.get("schema") if isinstance(result, dict) else None
+    if schema != SCHEMA:
+        raise ValueError(f"{path} has schema {schema!r}; this code reads schema {SCHEMA}: "
+                         "regenerate it with `make bench`")
+    return result
+
+
+# --------------------------------------------------------------------------- the figure
+
+def plot(result: dict):
+    """Time and peak memory per notebook against the budgets (and Binder's limit); returns the figure."""
+    from bertfamily.plots import COLORS, bar_labels, plt, use_style
+
+    use_style()
+    rows, b = result["notebooks"], result["budgets"]
+    names = [Path(r["notebook"]).stem for r in rows][::-1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 0.35 * len(rows) + 1.6), sharey=True)
+    panels = ((left, "wall_s", "notebook_wall_s", "time", "wall time (s)", "Time per notebook"),
+              (right, "peak_rss_mib", "notebook_peak_mib", "memory", "peak memory (MiB)", "Peak memory per notebook"))
+    for ax, key, budget, what, label, title in panels:
+        values = [r[key] for r in rows][::-1]
+        colors = [COLORS["highlight"] if r["verdict"] == "failed" or what in r["verdict"] else COLORS["dynamic"]
+                  for r in rows][::-1]
+        ax.barh(names, values, color=colors)
+        bar_labels(ax)
+        ax.axvline(b[budget], color=COLORS["neutral"], linestyle="--", label="budget")
+        ax.set(xlabel=label, title=title)
+    right.axvline(b["binder_mib"], color=COLORS["bert"], linestyle=":", label="Binder's limit")
+    for ax, key, limit in ((left, "wall_s", b["notebook_wall_s"]), (right, "peak_rss_mib", b["binder_mib"])):
+        ax.set_xlim(0, 1.3 * max([limit] + [r[key] for r in rows]))  # room for the labels and legend
+        ax.legend(loc="best", fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------- the command
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: every notebook of _toc.yml)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"),
+                        help="the JSON result; the markdown table goes next to it (default: benchmarks/results.json)")
+    parser.add_argument("--skip-book", action="store_true", help="do not time the book's builds")
+    parser.add_argument("--skip-masking", action="store_true", help="do not compare the masking functions")
+    parser.add_argument("--skip-unit", action="store_true", help="do not time the unit tests")
+    parser.add_argument("--make-test", action="store_true", help="also time a real `make test` (about 10 minutes)")
+    parser.add_argument("--cores", type=int, default=BUDGETS["cores"],
+                        help=f"run on at most this many CPUs (default {BUDGETS['cores']}, the budget's machine; 0: all)")
+    parser.add_argument("--interval", type=float, default=0.05, help="memory sampling interval in seconds")
+    parser.add_argument("--strict", action="store_true", help="exit with status 2 when anything is over budget")
+    args = parser.parse_args(argv)
+    if args.cores < 0:
+        parser.error(f"--cores must be 0 (all) or a positive number, got {args.cores}")
+    if args.interval <= 0:
+        parser.error(f"--interval must be a positive number of seconds, got {args.interval}")
+    if not args.out.endswith(".json"):
+        parser.error(f"--out must name a .json file, got {args.out}")
+    paths = [Path(p).resolve() for p in args.notebooks] or toc_notebooks()
+    bad = [str(p) for p in paths if p.suffix != ".ipynb" or not p.is_file()]
+    if bad:
+        parser.error(f"not notebook files (.ipynb): {', '.join(bad)}")
+
+    from tqdm.auto import tqdm
+    import nbformat
+
+    limit_cores(args.cores or None)
+    os.environ["HF_HUB_OFFLINE"] = "1"  # the budgets are for an offline run; kernels inherit this
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    result = {"schema": SCHEMA, "budgets": dict(BUDGETS), "machine": machine(), "sample_interval_s": args.interval,
+              "notebooks": [], "masking": None, "book": None, "unit_tests": None, "make_test": None}
+    total = sum(code_cells(nbformat.read(p, as_version=4)) for p in paths)
+    with tqdm(total=total, unit="cell", desc="notebooks", dynamic_ncols=True) as bar:
+        for path in paths:
+            bar.set_description(path.stem)
+            row = run_notebook(path, interval=args.interval, progress=bar)
+            result["notebooks"].append(row)
+            bar.write(f"{row['notebook']:<36} {row['status']:<6} {row['wall_s']:7.1f} s "
+                      f"{row['peak_rss_mib']:8.0f} MiB" + (f"  {row['error']}" if row["error"] else ""))
+    steps = [("masking", not args.skip_masking, lambda: masking_comparison(*masking_batch())),
+             ("book", not args.skip_book, book_build_times),
+             ("unit_tests", not args.skip_unit, unit_test_time),
+             ("make_test", args.make_test, make_test_time)]
+    for key, wanted, step in tqdm([s for s in steps if s[1]], desc="other measurements", unit="step"):
+        result[key] = step()
+    result["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    summary = summarize(result)
+    out, md = write_results(result, Path(args.out))
+    print(markdown(result))
+    print(f"wrote {_name(out)} and {_name(md)}")
+    failed = summary["failed"] or any(result[k] and result[k].get("status") == "failed"
+                                      for k in ("unit_tests", "make_test")) \
+        or (result["book"] and "failed" in (result["book"]["cold"]["status"], result["book"]["rebuild"]["status"]))
+    if failed:
+        return 1
+    return 2 if args.strict and not summary["all_within"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

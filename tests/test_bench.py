@@ -1,0 +1,178 @@
+"""The benchmark (benchmarks/run.py): its memory sampler, verdicts, writers and notebook runner.
+
+Nothing here asserts a timing: the machine is shared, and only sizes and structure are checked.
+"""
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks import run as bench  # noqa: E402
+
+ALLOCATE = "import time; block = b'x' * ({mib} * 2 ** 20); time.sleep({sleep})"
+
+
+def test_tree_peak_sees_a_child_that_allocates_300_mib():
+    with bench.TreePeak(interval=0.02) as peak:
+        subprocess.run([sys.executable, "-c", ALLOCATE.format(mib=300, sleep=0.8)], check=True)
+    assert peak.samples > 5
+    assert peak.peak_mib >= 300
+    assert peak.sampled_mib >= 300 or peak.largest_process_mib >= 300
+
+
+def test_tree_peak_sums_the_whole_tree_not_the_largest_process():
+    # a child and a grandchild of 160 MiB each, alive together: the tree holds >= 320 MiB,
+    # although neither process alone reaches 300 MiB
+    grandchild = ALLOCATE.format(mib=160, sleep=1.2)
+    child = textwrap.dedent(f"""
+        import subprocess, sys, time
+        p = subprocess.Popen([sys.executable, "-c", {grandchild!r}])
+        block = b'y' * (160 * 2 ** 20)
+        p.wait()
+    """)
+    with bench.TreePeak(interval=0.02) as peak:
+        subprocess.run([sys.executable, "-c", child], check=True)
+    assert 160 <= peak.largest_process_mib < 300
+    assert peak.sampled_mib >= 320
+
+
+def test_tree_peak_rejects_a_bad_interval():
+    with pytest.raises(ValueError, match="interval"):
+        bench.TreePeak(interval=0)
+
+
+def _row(name, wall, peak, status="ok"):
+    return {"notebook": f"book/{name}.ipynb", "status": status, "error": None if status == "ok" else "boom",
+            "wall_s": wall, "peak_rss_mib": peak, "cells": 3, "loadavg_start": 1.0}
+
+
+def fake_result():
+    masking = {"batch": [4, 16], "tokens": 64, "probability": 0.15, "repeats": 3, "torch_threads": 1,
+               "median_s": {"bertfamily.mask_tokens": 1e-4, "collator.torch_mask_tokens": 3e-4,
+                            "collator(examples)": 1e-3},
+               "tokens_per_s": {"bertfamily.mask_tokens": 640000.0, "collator.torch_mask_tokens": 213333.3,
+                                "collator(examples)": 64000.0},
+               "ours": "bertfamily.mask_tokens",
+               "ratio": {"collator.torch_mask_tokens": 3.0, "collator(examples)": 10.0}}
+    return {"schema": bench.SCHEMA, "budgets": dict(bench.BUDGETS), "sample_interval_s": 0.05,
+            "machine": {"date": "2026-01-01T00:00:00+00:00", "cpu_model": "Test CPU", "cpu_count": 2,
+                        "cores_used": 2, "torch_threads": 2, "memory_gib": 8.0, "platform": "Linux",
+                        "python": "3.11", "torch": "2.13.0", "transformers": "5", "offline": True,
+                        "loadavg_before": [0.5, 0.5, 0.5], "loadavg_after": [1.0, 0.8, 0.6]},
+            "notebooks": [_row("00_fast", 10.0, 500.0), _row("01_slow", 95.0, 800.0),
+                          _row("02_big", 50.0, 1600.0), _row("03_broken", 4.0, 100.0, status="failed")],
+            "masking": masking, "book": {"cold": {"wall_s": 60.0, "status": "ok"},
+                                         "rebuild": {"wall_s": 5.0, "status": "ok"}},
+            "unit_tests": {"wall_s": 30.0, "status": "ok", "command": "pytest"}, "make_test": None}
+
+
+def test_verdicts_follow_the_budgets():
+    b = bench.BUDGETS
+    assert bench.notebook_verdict(_row("a", b["notebook_wall_s"] - 0.1, b["notebook_peak_mib"] - 1)) == "within"
+    assert bench.notebook_verdict(_row("a", b["notebook_wall_s"], 10)) == "over: time"  # "under 90 s"
+    assert bench.notebook_verdict(_row("a", 1, b["notebook_peak_mib"] + 1)) == "over: memory"
+    assert bench.notebook_verdict(_row("a", 1e3, 1e4)) == "over: time, memory"
+    assert bench.notebook_verdict(_row("a", 1, 1, status="failed")) == "failed"
+
+
+def test_summary_counts_and_estimates():
+    result = fake_result()
+    s = bench.summarize(result)
+    assert s["within"] == 1 and s["notebooks"] == 4
+    assert s["over"] == ["book/01_slow.ipynb", "book/02_big.ipynb"] and s["failed"] == ["book/03_broken.ipynb"]
+    assert s["total_wall_s"] == 159.0 and s["max_wall_s"] == 95.0 and s["max_peak_rss_mib"] == 1600.0
+    assert s["make_test_estimate_s"] == 159.0 + 30.0 + 60.0 and s["make_test_estimate_within"]
+    assert result["masking"]["verdict"] == "within" and not s["all_within"]
+    result["masking"]["ratio"]["collator.torch_mask_tokens"] = 0.9
+    assert not bench.summarize(result)["masking_within"]
+
+
+def test_writers_round_trip_and_show_the_verdicts(tmp_path):
+    result = fake_result()
+    bench.summarize(result)
+    out, md = bench.write_results(result, tmp_path / "r.json")
+    assert md == tmp_path / "r.md"
+    assert bench.load_results(out) == json.loads(json.dumps(result))
+    text = md.read_text(encoding="utf-8")
+    assert "| 01_slow | 95.0 | 90 | 800 | 1,536 | over: time |" in text
+    assert "| 02_big | 50.0 | 90 | 1,600 | 1,536 | over: memory |" in text
+    assert "| 03_broken |" in text and "failed" in text and "**1 of 4 within**" in text
+    assert "3.00×" in text and "Load average" in text and "Test CPU" in text
+    with pytest.raises(ValueError, match=".json"):
+        bench.write_results(result, tmp_path / "r.txt")
+
+
+def test_load_results_rejects_another_schema(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps([{"notebook": "x", "wall_s": 1}]), encoding="utf-8")
+    with pytest.raises(ValueError, match="schema"):
+        bench.load_results(path)
+
+
+def test_plot_draws_one_bar_per_notebook_and_the_limits():
+    result = fake_result()
+    bench.summarize(result)
+    fig = bench.plot(result)
+    left, right = fig.axes
+    assert len(left.patches) == len(right.patches) == 4
+    assert {l.get_xdata()[0] for l in right.lines} == {bench.BUDGETS["notebook_peak_mib"], bench.BUDGETS["binder_mib"]}
+
+
+def _notebook(path, source):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# tiny"), nbformat.v4.new_code_cell(source)]
+    nbformat.write(nb, path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_run_leaves_notebooks_untouched_records_failures_and_exits_nonzero(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # main() sets it for its kernels; restored afterwards
+    good, bad = tmp_path / "good.ipynb", tmp_path / "bad.ipynb"
+    digests = {good: _notebook(good, "x = 6 * 7\nprint(x)"), bad: _notebook(bad, "raise RuntimeError('on purpose')")}
+    out = tmp_path / "out" / "results.json"
+    code = bench.main([str(good), str(bad), "--skip-book", "--skip-masking", "--skip-unit", "--cores", "0",
+                       "--out", str(out)])
+    assert code == 1  # one notebook failed
+    for path, digest in digests.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    result = bench.load_results(out)
+    rows = {Path(r["notebook"]).stem: r for r in result["notebooks"]}
+    assert rows["good"]["status"] == "ok" and rows["good"]["verdict"] == "within"
+    assert rows["bad"]["status"] == "failed" and "on purpose" in rows["bad"]["error"]
+    assert rows["good"]["peak_rss_mib"] > 20  # a Python kernel holds tens of MiB at least
+    assert rows["good"]["wall_s"] > 0 and rows["good"]["cells"] == 1
+    assert result["machine"]["loadavg_after"] and out.with_suffix(".md").is_file()
+
+
+def test_run_says_what_it_accepts(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        bench.main([str(tmp_path / "missing.ipynb"), "--skip-book"])
+    assert "not notebook files" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--out", str(tmp_path / "r.csv")])
+    with pytest.raises(ValueError, match="not a notebook"):
+        bench.run_notebook(tmp_path / "nothing.ipynb")
+
+
+def test_masking_comparison_on_a_tiny_batch():
+    import torch
+
+    from bertfamily.models import minilm_tokenizer
+    tokenizer = minilm_tokenizer()
+    batch = torch.randint(1000, 2000, (4, 16), generator=torch.Generator().manual_seed(0))
+    batch[:, 0], batch[:, -1] = tokenizer.cls_token_id, tokenizer.sep_token_id
+    found = bench.masking_comparison(tokenizer, batch, repeats=3)
+    assert found["tokens"] == 64 and found["batch"] == [4, 16] and found["probability"] == 0.15
+    assert set(found["tokens_per_s"]) == {"bertfamily.mask_tokens", "collator.torch_mask_tokens", "collator(examples)"}
+    assert all(v > 0 for v in found["tokens_per_s"].values()) and all(v > 0 for v in found["ratio"].values())
+    with pytest.raises(ValueError, match="repeats"):
+        bench.masking_comparison(tokenizer, batch, repeats=0)
+    with pytest.raises(ValueError, match="2-D"):
+        bench.masking_comparison(tokenizer, batch[0])
