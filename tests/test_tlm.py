@@ -190,3 +190,26 @@ def test_blank_attention_rows_are_distributions():
     assert where.tolist() == [5, 6]
     with pytest.raises(ValueError, match="pair 5 has no blanks"):
         tlm.blank_attention(model, blanks, pair=5)
+
+
+def test_train_models_in_processes_equals_the_serial_loop(one_thread):
+    first, second = [[5, 6, 7], [6, 7, 5, 8]] * 4, [[8, 9], [9, 10, 11]] * 4
+    jobs = [("mlm", 0), ("tlm", 0), ("tlm", 1)]
+    kw = dict(steps=4, batch_size=4, model_kw={"max_positions": 16}, progress=False)
+    parallel_models, parallel = tlm.train_models(12, first, second, jobs, processes=2, **kw)
+    serial_models, serial = tlm.train_models(12, first, second, jobs, processes=1, **kw)
+    assert parallel == serial and set(parallel) == set(jobs)
+    for job in jobs:  # the same weights, bit for bit, and the same as one call of train_pairs
+        for a, b in zip(parallel_models[job].parameters(), serial_models[job].parameters()):
+            assert torch.equal(a, b)
+    model = tlm.tiny_model(12, seed=1, max_positions=16)  # one thread, as in the workers
+    direct = tlm.train_pairs(model, first, second, "tlm", steps=4, batch_size=4,
+                             generator=torch.Generator().manual_seed(1), progress=False)
+    assert direct == serial["tlm", 1]
+    assert not parallel_models["mlm", 0].training
+    with pytest.raises(ValueError, match="distinct"):
+        tlm.train_models(12, first, second, [("mlm", 0), ("mlm", 0)], **kw)
+    with pytest.raises(ValueError, match="objective"):
+        tlm.train_models(12, first, second, [("nsp", 0)], **kw)
+    with pytest.raises(ValueError, match="processes"):
+        tlm.train_models(12, first, second, jobs, processes=0, **kw)

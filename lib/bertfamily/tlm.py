@@ -39,7 +39,7 @@ CONDITIONS = ("with", "without", "mismatched")
 
 __all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "CONDITIONS",
            "train_tokenizer", "split_pairs", "encode_pairs", "keep_short", "monolingual_inputs", "training_batch",
-           "tiny_model", "train_pairs", "Blanks", "italian_blanks", "blank_accuracy", "attention_to_first",
+           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_accuracy", "attention_to_first",
            "blank_attention"]
 
 
@@ -237,6 +237,72 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
         losses.append(loss.item())
     model.eval()
     return losses
+
+
+def _train_job(args):
+    (vocab_size, first, second, objective, seed, steps, batch_size, model_kw, train_kw) = args
+    torch.set_num_threads(1)  # one thread per process: the result does not depend on the cores
+    model = tiny_model(vocab_size, seed=seed, **model_kw)
+    losses = train_pairs(model, first, second, objective, steps=steps, batch_size=batch_size,
+                         generator=torch.Generator().manual_seed(seed), progress=False, **train_kw)
+    return model.state_dict(), losses
+
+
+def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]], *, steps: int,
+                 batch_size: int = 32, processes: int | None = None, model_kw: dict | None = None,
+                 progress: bool = True, **train_kw):
+    """Train one :func:`tiny_model` per ``(objective, seed)`` in ``jobs`` with :func:`train_pairs`.
+
+    Each model is trained on one thread, from ``tiny_model(vocab_size, seed=seed)`` with a generator
+    seeded by ``seed``, exactly as a serial loop would; the jobs are independent, so they run in
+    ``processes`` worker processes at once (default: one per CPU, at most one per job), which on a
+    2-core machine halves the wall time. Where the platform cannot fork (Windows, macOS), or with
+    ``processes=1``, they run one after the other in this process. The results are the same either
+    way. Returns ``(models, losses)``, two dicts keyed by ``(objective, seed)``.
+    """
+    import multiprocessing
+    import os
+
+    jobs = [(str(o), int(s)) for o, s in jobs]
+    if not jobs or len(set(jobs)) != len(jobs):
+        raise ValueError(f"jobs must be distinct (objective, seed) pairs, got {jobs!r}")
+    for objective, _ in jobs:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    model_kw = dict(model_kw or {})
+    args = [(vocab_size, first, second, o, s, steps, batch_size, model_kw, train_kw) for o, s in jobs]
+    if processes is None:
+        processes = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                        else (os.cpu_count() or 1))
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be a positive integer, got {processes!r}")
+    can_fork = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" \
+        and not os.uname().sysname == "Darwin"
+    bar = tqdm(total=len(jobs), desc="models", disable=not progress)
+    results = {}
+    if processes > 1 and can_fork:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+            for job, result in zip(jobs, pool.map(_train_job, args)):
+                results[job] = result
+                bar.update()
+    else:
+        threads = torch.get_num_threads()
+        try:
+            for job, a in zip(jobs, args):
+                results[job] = _train_job(a)
+                bar.update()
+        finally:
+            torch.set_num_threads(threads)
+    bar.close()
+    models, losses = {}, {}
+    for (objective, seed), (state, loss) in results.items():
+        model = tiny_model(vocab_size, seed=seed, **model_kw)
+        model.load_state_dict(state)
+        models[objective, seed] = model.eval()
+        losses[objective, seed] = loss
+    return models, losses
 
 
 # --------------------------------------------------------------------------- evaluation
