@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8000
+# make test runs its tests on JOBS pytest-xdist workers (a notebook's cells stay together on one)
+JOBS   ?= 2
 NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
@@ -37,11 +39,12 @@ serve: book
 	$(BIN)/python -m http.server $(PORT) --directory _build/html
 
 # Unit tests, then every notebook of _toc.yml under nbval; tests/test_book.py builds the book
-# strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary.
+# strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary;
+# JOBS=1 runs it in one process.
 test: $(STAMP)
 	$(BIN)/python tools/nb.py colab-cell --check
 	$(BIN)/python tools/nb.py environment --check
-	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider
+	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book"

@@ -9,3 +9,5 @@ def pytest_collection_modifyitems(session, config, items):
     for item in items:
         if hasattr(item, "output_timeout"):
             item.output_timeout = NBVAL_OUTPUT_TIMEOUT_S
+        # `make test` runs under pytest-xdist with --dist loadfile: the cells of one notebook, which
+        # share one kernel, stay together and in order on one worker.

@@ -1,4 +1,5 @@
 """Shared fixtures. Unit tests run offline: nothing here may reach a model hub."""
+import json
 import os
 import shutil
 import subprocess
@@ -61,8 +62,27 @@ def book_build(tmp_path_factory, book_report) -> BookBuild:
     return BookBuild(out / "_build" / "html", result.returncode, result.stdout + result.stderr, seconds)
 
 
+_REPORT_DIR = ROOT / "_build" / "website-report"
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        shutil.rmtree(_REPORT_DIR, ignore_errors=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under pytest-xdist the summary lines live in the workers: hand them to the controller by file."""
+    report = session.config.stash.get(BOOK_REPORT, {})
+    if hasattr(session.config, "workerinput") and report:
+        _REPORT_DIR.mkdir(parents=True, exist_ok=True)
+        worker = session.config.workerinput["workerid"]
+        (_REPORT_DIR / f"{worker}.json").write_text(json.dumps(report), encoding="utf-8")
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    report = config.stash.get(BOOK_REPORT, {})
+    report = dict(config.stash.get(BOOK_REPORT, {}))
+    for path in sorted(_REPORT_DIR.glob("*.json")) if not report else []:
+        report.update(json.loads(path.read_text(encoding="utf-8")))
     if report:
         terminalreporter.section("the website")
         for line in report.values():
