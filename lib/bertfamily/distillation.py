@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .features import mean_pool
+
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
            "triple_loss", "student_from_teacher", "PooledClassifier", "reinitialise_layers", "distil",
            "predict", "BagOfEmbeddings", "train_classifier",
@@ -204,6 +206,17 @@ def triple_loss(student_logits, teacher_logits, labels, student_hidden, teacher_
 
 # --------------------------------------------------------------------------- students
 
+def _layer_owner(model, caller: str):
+    """The module of a BERT-style ``model`` that holds ``.encoder.layer``: the model itself, or its
+    ``.base_model`` / ``.bert`` (``BertForMaskedLM`` and the like)."""
+    owner = model if hasattr(model, "encoder") else (getattr(model, "base_model", None)
+                                                     or getattr(model, "bert", None))
+    if owner is None or not hasattr(owner, "encoder") or not hasattr(owner.encoder, "layer"):
+        raise ValueError(f"{caller} needs a BERT-style model with .encoder.layer "
+                         f"(e.g. transformers.BertModel), got {type(model).__name__}")
+    return owner
+
+
 def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     """A copy of a BERT-style ``teacher`` that keeps only some of its layers (default: one in two).
 
@@ -212,15 +225,7 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     copied; the teacher is not modified. Works for any model with ``.encoder.layer`` (``BertModel``)
     or a ``.bert`` / ``.base_model`` holding one.
     """
-    encoder_owner = teacher
-    for attr in ("encoder",):
-        if not hasattr(encoder_owner, attr):
-            encoder_owner = getattr(teacher, "base_model", None) or getattr(teacher, "bert", None)
-    if encoder_owner is None or not hasattr(encoder_owner, "encoder") \
-            or not hasattr(encoder_owner.encoder, "layer"):
-        raise ValueError("student_from_teacher needs a BERT-style model with .encoder.layer "
-                         f"(e.g. transformers.BertModel), got {type(teacher).__name__}")
-    depth = len(encoder_owner.encoder.layer)
+    depth = len(_layer_owner(teacher, "student_from_teacher").encoder.layer)
     keep = list(range(0, depth, 2)) if layers is None else [int(i) for i in layers]
     if not keep:
         raise ValueError("layers must name at least one teacher layer")
@@ -230,8 +235,7 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     if len(set(keep)) != len(keep):
         raise ValueError(f"layer indices must be distinct, got {list(layers)}")
     student = copy.deepcopy(teacher)
-    owner = student if hasattr(student, "encoder") else (getattr(student, "base_model", None)
-                                                         or student.bert)
+    owner = _layer_owner(student, "student_from_teacher")
     owner.encoder.layer = nn.ModuleList([owner.encoder.layer[i] for i in keep])
     for module in (student, owner):
         if hasattr(module, "config"):
@@ -291,8 +295,7 @@ class PooledClassifier(nn.Module):
         if hidden.shape[-1] != self.head.in_features:
             raise ValueError(f"the encoder's hidden size {hidden.shape[-1]} does not match the "
                              f"head's input size {self.head.in_features}")
-        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+        pooled = mean_pool(hidden, attention_mask)
         return self.head(pooled), pooled
 
 
@@ -304,10 +307,7 @@ def reinitialise_layers(model: nn.Module, seed: int = 0) -> nn.Module:
     embeddings keep their weights. This is the "random initialisation" arm of DistilBERT's ablation,
     applied to the layers. Returns ``model``.
     """
-    owner = model if hasattr(model, "encoder") else getattr(model, "base_model", None)
-    if owner is None or not hasattr(owner, "encoder") or not hasattr(owner.encoder, "layer"):
-        raise ValueError("reinitialise_layers needs a BERT-style model with .encoder.layer, got "
-                         f"{type(model).__name__}")
+    owner = _layer_owner(model, "reinitialise_layers")
     std = float(getattr(getattr(model, "config", None), "initializer_range", 0.02))
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -320,6 +320,12 @@ def reinitialise_layers(model: nn.Module, seed: int = 0) -> nn.Module:
                 module.weight.fill_(1.0)
                 module.bias.zero_()
     return model
+
+
+def _check_mask(inputs: torch.Tensor, attention_mask: torch.Tensor) -> None:
+    if attention_mask.shape != inputs.shape[:2]:
+        raise ValueError(f"attention_mask must be (N, L) like the inputs {tuple(inputs.shape[:2])}, "
+                         f"got {tuple(attention_mask.shape)}")
 
 
 def distil(student: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
@@ -339,9 +345,7 @@ def distil(student: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tenso
     Returns the per-step loss terms; the student is left in eval mode.
     """
     n = inputs.shape[0]
-    if attention_mask.shape != inputs.shape[:2]:
-        raise ValueError(f"attention_mask must be (N, L) like the inputs {tuple(inputs.shape[:2])}, "
-                         f"got {tuple(attention_mask.shape)}")
+    _check_mask(inputs, attention_mask)
     for name, t in (("teacher_logits", teacher_logits), ("teacher_pooled", teacher_pooled)):
         if t.dim() != 2 or t.shape[0] != n:
             raise ValueError(f"{name} must have one row per example ({n}), got {tuple(t.shape)}")
@@ -381,9 +385,7 @@ def predict(model: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor
     """A :class:`PooledClassifier`'s ``output`` ("logits" or "pooled") for every row, in batches."""
     if output not in ("logits", "pooled"):
         raise ValueError(f'output must be "logits" or "pooled", got {output!r}')
-    if attention_mask.shape != inputs.shape[:2]:
-        raise ValueError(f"attention_mask must be (N, L) like the inputs {tuple(inputs.shape[:2])}, "
-                         f"got {tuple(attention_mask.shape)}")
+    _check_mask(inputs, attention_mask)
     was_training = model.training
     model.eval()
     out = []
