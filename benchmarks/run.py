@@ -568,6 +568,8 @@ def main(argv=None) -> int:
     import nbformat
 
     limit_cores(args.cores or None)
+    from bertfamily import kernels
+    os.environ.update(kernels.pinned_environ())  # as make test and the committed outputs (before torch)
     os.environ["HF_HUB_OFFLINE"] = "1"  # the budgets are for an offline run; kernels inherit this
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result = {"schema": SCHEMA, "budgets": dict(BUDGETS), "machine": machine(), "sample_interval_s": args.interval,

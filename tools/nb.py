@@ -9,11 +9,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
 from pathlib import Path
 
+from bertfamily import kernels
+
+# Notebook kernels inherit this environment: pinned before anything imports torch.
+os.environ.update(kernels.pinned_environ())
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_CELL_TAGS = ["hide-output", "nbval-ignore-output", "colab-setup"]
 
@@ -84,6 +89,8 @@ def colab_cell_source() -> str:
         f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", \"git+{repository_url()}\"], check=True)\n"
         "    from bertfamily.env import install_requirements\n"
         "    install_requirements(skip=(\"torch\",))  # keep Colab's own torch\n"
+        "from bertfamily.kernels import pin\n"
+        "pin()  # the numerical kernels the committed outputs were made with (before torch starts)\n"
         "from bertfamily.env import report\n"
         "generator = report(seed=0)"
     )

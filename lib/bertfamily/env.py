@@ -12,6 +12,8 @@ import sys
 import numpy as np
 import torch
 
+from bertfamily import kernels
+
 REPORTED = ("torch", "transformers", "tokenizers", "numpy", "matplotlib", "ipywidgets")
 
 
@@ -68,6 +70,7 @@ def versions() -> dict:
             found[name] = "not installed"
     found["bertfamily"] = importlib.metadata.version("bertfamily")
     found["torch threads"] = torch.get_num_threads()
+    found["kernels"] = f"{torch.backends.cpu.get_cpu_capability()}, {kernels.describe().split(';')[0]}"
     found["cuda"] = torch.cuda.is_available()
     found["colab"] = on_colab()
     return found

@@ -55,6 +55,8 @@ from pathlib import Path
 import nbformat
 import nbformat.v4
 
+from bertfamily import kernels
+
 SOLUTION, CHECK = "solution", "check"
 PLACEHOLDER = "# YOUR CODE HERE"
 _SOLUTION_DIRECTIVE = re.compile(r"[`:]{3,}\s*\{solution")
@@ -305,6 +307,7 @@ class Limits:
     cell_timeout: float = 120
     timeout: float = 900
     memory_mib: int = 4096
+    threads: int | None = None  # torch threads per kernel; None: the pinned default (kernels.PINNED)
 
 
 @dataclass
@@ -407,10 +410,12 @@ def prepare(nb, reference, tasks):
     return out
 
 
-def sandbox_env(folder) -> dict:
+def sandbox_env(folder, threads: int | None = None) -> dict:
     """The environment of a run: PATH and locale only, offline, HOME and caches inside ``folder``.
 
     Nothing else of the instructor's environment passes (no tokens, keys, credentials, proxies).
+    The numerical kernels are pinned as for the committed outputs (:mod:`bertfamily.kernels`), with
+    ``threads`` torch threads (the grader gives each of its jobs cores / jobs).
     """
     folder = Path(folder)
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
@@ -423,6 +428,8 @@ def sandbox_env(folder) -> dict:
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    pinned = kernels.pinned_environ({k: v for k, v in os.environ.items() if k == kernels.SWITCH}, threads)
+    env.update({k: v for k, v in pinned.items() if k in kernels.PINNED})
     return env
 
 
@@ -634,7 +641,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str) -> dict:
         cmd = [sys.executable, "-c", _WORKER, str(record), str(notebook), str(limits.cell_timeout),
                str(folder / "sanitize.cfg"), str(folder / "pytest.ini")]
         with open(folder / "log.txt", "wb") as log:
-            proc = subprocess.Popen(cmd, cwd=folder / "work", env=sandbox_env(folder),
+            proc = subprocess.Popen(cmd, cwd=folder / "work", env=sandbox_env(folder, limits.threads),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_no_core_dumps)
             peak = [0]
@@ -849,7 +856,11 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
                          "(pip install -e '.[test]', as make setup does)")
     exercise = exercise or Exercise.load()
     sanitizers = _sanitizers(sanitize)
-    work = [(path, name, exercise, limits, sanitizers) for path, name in collect(paths)]
+    found = collect(paths)
+    if limits.threads is None:  # share the cores between the kernels that run at once
+        from dataclasses import replace
+        limits = replace(limits, threads=max(1, _jobs_default() // max(1, min(jobs, len(found)))))
+    work = [(path, name, exercise, limits, sanitizers) for path, name in found]
     rows = []
     with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress,
               file=sys.stderr) as bar:
@@ -989,6 +1000,8 @@ def _main_commands(argv) -> int:
 def main(argv=None) -> int:
     """``student`` and ``grade`` as before; anything else is a class to regrade into a gradebook."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "torch" not in sys.modules:  # `grade` runs its kernel in this environment
+        os.environ.update(kernels.pinned_environ())
     if argv and argv[0] in ("student", "grade"):
         return _main_commands(argv)
     return _main_gradebook(argv)
