@@ -7,7 +7,7 @@ from bertfamily import kernels
 # Pin the numerical kernels before anything imports torch: this process, the pytest-xdist workers
 # and every notebook kernel nbval starts inherit the environment (bertfamily.kernels says why).
 if "torch" not in sys.modules:
-    os.environ.update(kernels.pinned_environ())
+    os.environ.update(kernels.pinned_environ(shared_cores=True))  # workers and kernels share 2 cores
 KERNEL_MODE = kernels.mode()
 
 # nbval waits only 5 s for a cell's output messages after the cell has finished; a kernel that is

@@ -102,6 +102,25 @@ def test_prepare_takes_nbval_markers_from_the_reference(exercise):
     assert "nbval-ignore-output" in solution.metadata["tags"]
 
 
+def test_place_dependent_outputs_are_not_compared():
+    out = [nbformat.v4.new_output("stream", name="stderr", text="a warning\n"),
+           nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": {},
+                                                        "text/plain": "Loading weights: 100%"}),
+           nbformat.v4.new_output("stream", name="stdout", text="DistilBERT 66,362,880 parameters\n"),
+           nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>"})]
+    assert grading.place_independent(out) == out[2:]
+
+
+def test_prepare_restores_check_cells_from_the_reference(exercise):
+    nb = copy.deepcopy(exercise.reference)
+    check = cell_of(nb, exercise.tasks[2], "check")
+    original = check.source
+    check.source = "print('✓ Task 3 (the reduction): trust me')"
+    prepared = grading.prepare(nb, exercise.reference, exercise.tasks)
+    assert next(c for c in prepared.cells if c.get("id") == check.id).source == original
+    assert check.source != original  # the submission itself is untouched
+
+
 def test_model_source_line_is_not_compared():
     """A student who had the hub online saw another provenance line; it sanitizes to the same text."""
     from nbval.plugin import get_sanitize_patterns
@@ -252,6 +271,10 @@ def planted(tmp_path_factory, exercise):
             "    shutil.rmtree(name) if os.path.isdir(name) else os.remove(name)\n"
             "os.kill(os.getpid(), signal.SIGKILL)")),
         "other_assignment": other_assignment(),
+        # run online: transformers' progress widget and its stderr load report in task 1's cell
+        "online": online(correct, tasks),
+        # a stray keystroke (a trailing newline) in task 3's check cell: restored, noted, no mark lost
+        "check_edited": spoiled("task3", "check", source=cell_of(correct, tasks["task3"], "check").source + "\n"),
     }
     for name, nb in notebooks.items():
         nbformat.write(nb, klass / f"{name}.ipynb")
@@ -268,6 +291,20 @@ def planted(tmp_path_factory, exercise):
     return {"root": root, "class": klass, "loop": loop, "paths": paths, "before": before}
 
 
+def online(correct, tasks):
+    """``correct`` as a student with the hub online saved it: a progress widget and stderr lines."""
+    nb = copy.deepcopy(correct)
+    cell = cell_of(nb, tasks["task1"], "solution")
+    widget = {"model_id": "0a1b2c", "version_major": 2, "version_minor": 0}
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": widget,
+                                                     "text/plain": "Loading weights: 100%|##########| 199/199"}),
+        nbformat.v4.new_output("stream", name="stderr", text="BertModel LOAD REPORT from: bert-base-uncased\n"
+                               "Key                        | Status     |\ncls.predictions.bias | UNEXPECTED |\n"),
+        *cell.outputs]
+    return nb
+
+
 @pytest.fixture(scope="module")
 def batch(planted, exercise):
     """The class folder and the course's own solution notebook, graded once with two jobs."""
@@ -281,7 +318,13 @@ def test_batch_rows_are_sorted_and_complete(batch, planted):
     assert set(by_name) == {p.stem for p in planted["class"].iterdir()} | {EXERCISE.stem}
 
 
-@pytest.mark.parametrize("name", ["exercise_distilbert", "correct"])
+def test_an_edited_check_cell_is_restored_and_noted(batch, exercise):
+    row = batch[0]["check_edited"]
+    assert (row.status, row.score) == ("graded", len(exercise.graded)), row
+    assert row.detail.startswith("task3: its check cell") and "restored" in row.detail, row.detail
+
+
+@pytest.mark.parametrize("name", ["exercise_distilbert", "correct", "online"])
 def test_full_marks(batch, exercise, name):
     """The course's solution notebook, and the student version with the solutions put back."""
     row = batch[0][name]

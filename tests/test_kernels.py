@@ -23,6 +23,9 @@ def test_pinned_environ_sets_every_variable_and_keeps_the_switch(monkeypatch):
     chosen = kernels.pinned_environ({"ATEN_CPU_CAPABILITY": "default"})
     assert chosen["ATEN_CPU_CAPABILITY"] == "default" and kernels.mode(chosen) == "tolerant"
     assert kernels.pinned_environ({}, threads=3)["OMP_NUM_THREADS"] == "3"
+    assert "OMP_WAIT_POLICY" not in env
+    assert kernels.pinned_environ({}, shared_cores=True)["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # this run's workers and kernels share the cores
 
 
 def test_no_avx2_means_no_forced_avx2_and_tolerant(monkeypatch):
@@ -97,7 +100,7 @@ def test_measured_cells_pass_within_tolerance_only_on_unpinned_kernels(tmp_path)
 
 def test_the_graders_sandbox_runs_pinned_kernels_with_its_share_of_threads(tmp_path, monkeypatch):
     env = grading.sandbox_env(tmp_path, threads=1)
-    assert env["OMP_NUM_THREADS"] == "1"
+    assert env["OMP_NUM_THREADS"] == "1" and env["OMP_WAIT_POLICY"] == "PASSIVE"
     if EXPECTED is None:
         pytest.skip("no AVX2 on this CPU")
     assert {k: env[k] for k in kernels.PINNED if "THREADS" not in k} == \

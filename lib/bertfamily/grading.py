@@ -391,14 +391,19 @@ def prepare(nb, reference, tasks):
 
     A submission cannot exempt a cell from the output comparison: its own nbval tags and
     ``# NBVAL_...`` comment lines are dropped and the reference's tags for the same cell id applied.
+    Check cells are restored from the reference by id (an edit of one cannot change its verdict;
+    the gradebook notes what was restored).
     """
     ref_tags = {c.get("id"): [t for t in _tags(c) if t in NBVAL_TAGS]
                 for c in reference.cells if c.cell_type == "code"}
     skipped = {cid for t in tasks if not t.graded for cid in t.cells}
+    checks = {cid: source for t in tasks for cid, source in t.checks}
     out = copy.deepcopy(nb)
     for cell in out.cells:
         if cell.cell_type != "code":
             continue
+        if cell.get("id") in checks:  # a stray keystroke in a check cell: the course's check runs
+            cell.source = checks[cell.get("id")]
         tags = [t for t in _tags(cell) if t not in NBVAL_TAGS] + ref_tags.get(cell.get("id"), [])
         if cell.get("id") in skipped:
             tags.append("nbval-skip")
@@ -428,8 +433,9 @@ def sandbox_env(folder, threads: int | None = None) -> dict:
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    pinned = kernels.pinned_environ({k: v for k, v in os.environ.items() if k == kernels.SWITCH}, threads)
-    env.update({k: v for k, v in pinned.items() if k in kernels.PINNED})
+    pinned = kernels.pinned_environ({k: v for k, v in os.environ.items() if k == kernels.SWITCH}, threads,
+                                    shared_cores=True)
+    env.update({k: v for k, v in pinned.items() if k in kernels.PINNED or k in kernels.SHARED_CORES})
     return env
 
 
@@ -461,11 +467,32 @@ def _first_difference(item) -> tuple[str, str]:
     def lines(outputs):
         return item.sanitize(_output_text(nbformat.from_dict({"outputs": coalesce_streams(
             [nbformat.from_dict(copy.deepcopy(dict(o))) for o in outputs])}))).splitlines()
-    for stored, rerun in zip_longest(lines(item.cell.outputs), lines(item.test_outputs or []),
+    for stored, rerun in zip_longest(lines(place_independent(item.cell.outputs)),
+                                     lines(place_independent(item.test_outputs or [])),
                                      fillvalue="(nothing)"):
         if stored != rerun:
             return stored[:100], rerun[:100]
     return "(an output that is not text)", "(a different one)"
+
+
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def place_independent(outputs) -> list:
+    """A cell's outputs without those that depend on where it ran, which the grader does not compare.
+
+    Dropped: stderr (warnings, hub download lines, transformers' load reports, version banners) and
+    widget displays (progress bars such as "Loading weights"). What a task computes is printed to
+    stdout or displayed as data, and that is still compared.
+    """
+    return [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+            and _WIDGET not in (o.get("data") or {})]
+
+
+def _place_independent_compare(original):
+    def compare_outputs(test, ref, skip_compare=None):
+        return original(place_independent(test), place_independent(ref), skip_compare)
+    return compare_outputs
 
 
 def _nbval_worker(argv) -> int:
@@ -486,6 +513,8 @@ def _nbval_worker(argv) -> int:
             for item in items:
                 if hasattr(item, "output_timeout"):
                     item.output_timeout = OUTPUT_TIMEOUT_S
+                if hasattr(item, "compare_outputs"):
+                    item.compare_outputs = _place_independent_compare(item.compare_outputs)
 
         def pytest_runtest_logstart(self, nodeid, location):
             self.write(start=int(nodeid.rsplit("Cell ", 1)[-1]))
@@ -759,14 +788,15 @@ def score_run(nb, exercise: Exercise, run: dict, limits: Limits) -> tuple[str, d
         problems.append("error: the kernel died")
     owners = _owners(nb, exercise)
     by_id = {c.get("id"): (i, c) for i, c in enumerate(nb.cells)}
-    marks = {}
+    marks, notes = {}, []
     for task in exercise.graded:
         found, reached = [], True
         for cid, source in task.checks:
             if cid not in by_id:
                 found.append("its check cell was deleted")
             elif by_id[cid][1].source != source:
-                found.append(f"its check cell (cell {by_id[cid][0]}) was changed")
+                notes.append(f"{task.name}: its check cell (cell {by_id[cid][0]}) was edited; "
+                             "the course's check was restored and run")
         for index in (i for i in code if owners.get(i) == task.name):
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
@@ -774,7 +804,8 @@ def score_run(nb, exercise: Exercise, run: dict, limits: Limits) -> tuple[str, d
             found.extend(p for p in [_problem(index, results[index], limits.cell_timeout)] if p)
             cell = nb.cells[index]
             if cell.get("id") in dict(task.checks):
-                found.extend(_check_problems(cell, results[index]["outputs"]))
+                found.extend(_check_problems(nbformat.from_dict({**cell, "source": dict(task.checks)[cell.get("id")]}),
+                                             results[index]["outputs"]))
         if not reached and status == "graded":
             found.append("not all of its cells ran")
         marks[task.name] = 1 if reached and not found else 0
@@ -784,7 +815,7 @@ def score_run(nb, exercise: Exercise, run: dict, limits: Limits) -> tuple[str, d
             problem = _problem(index, results[index], limits.cell_timeout)
             if problem:
                 problems.append(f"not in a task: {problem}")
-    return status, marks, problems
+    return status, marks, problems + notes
 
 
 def _sanitizers(path=SANITIZE) -> str:
@@ -859,7 +890,7 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
     found = collect(paths)
     if limits.threads is None:  # share the cores between the kernels that run at once
         from dataclasses import replace
-        limits = replace(limits, threads=max(1, _jobs_default() // max(1, min(jobs, len(found)))))
+        limits = replace(limits, threads=max(1, _cores() // max(1, min(jobs, len(found)))))
     work = [(path, name, exercise, limits, sanitizers) for path, name in found]
     rows = []
     with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress,
@@ -925,8 +956,18 @@ def summary(rows, exercise: Exercise) -> str:
     return "\n".join(lines)
 
 
-def _jobs_default() -> int:
+#: What one grading job needs: the kernel of the exercise with BERT-base and DistilBERT, and nbval.
+JOB_MIB = 1843
+
+
+def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _jobs_default() -> int:
+    """One job per core, but no more than the free memory holds (about 1.8 GiB each)."""
+    import psutil
+    return max(1, min(_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
 
 
 def _main_gradebook(argv) -> int:
@@ -938,7 +979,7 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
     parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out")
-    parser.add_argument("--jobs", type=int, default=_jobs_default(), help="submissions at a time (default: the cores, %(default)s)")
+    parser.add_argument("--jobs", type=int, default=_jobs_default(), help="submissions at a time (default: one per core, as far as free memory allows: %(default)s)")
     parser.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout, help="seconds per cell (default %(default)s)")
     parser.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds per notebook (default %(default)s)")
     parser.add_argument("--memory-mib", type=int, default=Limits.memory_mib, help="memory of one run, kernel and its children (MiB, default %(default)s)")
