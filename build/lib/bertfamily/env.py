@@ -1,0 +1,86 @@
+"""What the first cell of every lesson needs: install on Colab, seed, and say what this runs with."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import random
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from bertfamily import kernels
+
+REPORTED = ("torch", "transformers", "tokenizers", "numpy", "matplotlib", "ipywidgets")
+
+
+def on_colab() -> bool:
+    """True inside a Google Colab kernel."""
+    return "google.colab" in sys.modules
+
+
+def requirements(skip: tuple = ("torch",)) -> list[str]:
+    """The course's runtime dependencies, read from the installed package's own metadata.
+
+    This is the one dependency list (``pyproject.toml``); ``skip`` leaves out packages the host
+    already provides (Colab ships its own torch, which a pinned CPU wheel must not replace).
+    """
+    out = []
+    for req in importlib.metadata.requires("bertfamily") or []:
+        if "extra ==" in req:
+            continue
+        name = re.split(r"[ <>=!~;\[(]", req, maxsplit=1)[0].lower()
+        if name not in skip:
+            out.append(req.split(";")[0].strip())
+    return out
+
+
+def install_requirements(skip: tuple = ("torch",)) -> None:
+    """pip-install :func:`requirements` quietly (used by the Colab cell after a ``--no-deps`` install)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements(skip)], check=True)
+
+
+def seed_everything(seed: int = 0) -> torch.Generator:
+    """Seed Python, NumPy and torch; return a ``torch.Generator`` seeded the same way."""
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def peak_memory_mib() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux and macOS)."""
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
+
+
+def versions() -> dict:
+    """Python, platform and the versions of the libraries the lessons use."""
+    found = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
+    for name in REPORTED:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    found["bertfamily"] = importlib.metadata.version("bertfamily")
+    found["torch threads"] = torch.get_num_threads()
+    found["kernels"] = f"{torch.backends.cpu.get_cpu_capability()}, {kernels.describe().split(';')[0]}"
+    found["cuda"] = torch.cuda.is_available()
+    found["colab"] = on_colab()
+    return found
+
+
+def report(seed: int = 0) -> torch.Generator:
+    """Seed everything, print the versions this lesson runs with, and return the seeded generator."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    generator = seed_everything(seed)
+    for key, value in versions().items():
+        print(f"{key:>14}: {value}")
+    print(f"{'seed':>14}: {seed}")
+    return generator

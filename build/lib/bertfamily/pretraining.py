@@ -1,0 +1,270 @@
+"""A tiny masked-language-model toolkit: small enough to pretrain a BERT from scratch on a laptop CPU.
+
+* :func:`token_blocks` cuts tokenised articles into ``[CLS] ... [SEP]`` blocks of one length.
+* :class:`CompactVocabulary` renumbers the ids that actually occur (a few thousand of the
+  30,522 WordPiece entries) so the output layer stays small; the rest map to ``[UNK]``.
+* :func:`tiny_bert_config` / :func:`tiny_bert` build a small ``BertForMaskedLM``.
+* :func:`masked_lm_loss` applies the prediction head only at the masked positions (the other
+  85% of the logits are never needed), and returns the loss and the number of correct guesses.
+* :func:`train_mlm` trains on any masking schedule (``masking(rows, epoch) -> (ids, labels)``,
+  see :mod:`bertfamily.masking`) with AdamW, a ``torch.Generator`` for the order, ``tqdm``
+  progress, and a held-out evaluation every few steps.
+* :class:`HeldOut` and :func:`evaluate_mlm`: masked-LM loss and accuracy under one fixed mask,
+  the same for every model compared.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+import transformers
+from tqdm.auto import tqdm
+
+from .masking import IGNORE_INDEX, as_batch, mask_tokens
+
+__all__ = ["token_blocks", "CompactVocabulary", "tiny_bert_config", "tiny_bert", "masked_lm_loss",
+           "HeldOut", "evaluate_mlm", "train_mlm", "History"]
+
+
+# --------------------------------------------------------------------------- data
+
+def token_blocks(tokenizer, texts: Sequence[str], length: int = 64,
+                 max_blocks_per_text: int | None = None) -> torch.Tensor:
+    """Cut each text into consecutive ``[CLS] w1 ... w_{length-2} [SEP]`` blocks (no padding).
+
+    A text's last incomplete piece is dropped; ``max_blocks_per_text`` keeps only the first blocks
+    of each text. Returns a ``(blocks, length)`` long tensor of the tokenizer's ids.
+    """
+    if not isinstance(length, int) or length < 3:
+        raise ValueError(f"length must be an integer >= 3 ([CLS] + a token + [SEP]), got {length!r}")
+    if max_blocks_per_text is not None and (not isinstance(max_blocks_per_text, int) or max_blocks_per_text < 1):
+        raise ValueError(f"max_blocks_per_text must be a positive integer or None, got {max_blocks_per_text!r}")
+    if len(texts) == 0:
+        raise ValueError("texts is empty: give at least one text")
+    body = length - 2
+    blocks = []
+    # verbose=False: a whole article is longer than the model's 512 positions, which is why we cut it
+    for ids in tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]:
+        pieces = [ids[i:i + body] for i in range(0, len(ids) - body + 1, body)]
+        for piece in pieces[:max_blocks_per_text]:
+            blocks.append([tokenizer.cls_token_id, *piece, tokenizer.sep_token_id])
+    if not blocks:
+        raise ValueError(f"no text has {body} tokens: shorten length or give longer texts")
+    return torch.tensor(blocks, dtype=torch.long)
+
+
+class CompactVocabulary:
+    """Renumber the ids that occur in ``input_ids`` as 0..n-1 (``keep`` ids first, in order).
+
+    Ids seen fewer than ``min_count`` times, and ids never seen, map to ``unk_id``'s new id.
+    ``encode`` maps original ids to compact ones and ``decode`` maps back; ``size`` is the new
+    vocabulary size, to give to :func:`tiny_bert_config`.
+    """
+
+    def __init__(self, input_ids, *, keep: Sequence[int], unk_id: int, min_count: int = 1):
+        ids = as_batch(input_ids)
+        if unk_id not in keep:
+            keep = (*keep, unk_id)
+        if len(set(keep)) != len(keep):
+            raise ValueError(f"keep must not repeat ids, got {list(keep)}")
+        counts = Counter(ids.flatten().tolist())
+        frequent = sorted((i for i, c in counts.items() if c >= min_count and i not in keep),
+                          key=lambda i: (-counts[i], i))
+        self.original_ids = torch.tensor([*keep, *frequent], dtype=torch.long)
+        table_size = max(int(ids.max()), *keep) + 1
+        self.table = torch.full((table_size,), list(keep).index(unk_id), dtype=torch.long)
+        self.table[self.original_ids] = torch.arange(len(self.original_ids))
+        self.unk = int(self.table[unk_id])
+
+    @property
+    def size(self) -> int:
+        return len(self.original_ids)
+
+    def __call__(self, original_id: int) -> int:
+        """The compact id of one original id."""
+        return int(self.encode(torch.tensor([original_id]))[0])
+
+    def encode(self, input_ids) -> torch.Tensor:
+        ids = torch.as_tensor(input_ids, dtype=torch.long)
+        out = torch.full_like(ids, self.unk)
+        inside = ids < len(self.table)
+        out[inside] = self.table[ids[inside]]
+        return out
+
+    def decode(self, compact_ids) -> torch.Tensor:
+        return self.original_ids[torch.as_tensor(compact_ids, dtype=torch.long)]
+
+
+# --------------------------------------------------------------------------- model
+
+def tiny_bert_config(vocab_size: int, *, hidden: int = 64, layers: int = 2, heads: int = 2,
+                     intermediate: int | None = None, max_positions: int = 64, type_vocab_size: int = 1,
+                     dropout: float = 0.0, pad_token_id: int = 0) -> transformers.BertConfig:
+    """A small ``BertConfig`` (defaults: 2 layers, H 64, 2 heads, I = 4H, 64 positions, no dropout)."""
+    for name, value in (("vocab_size", vocab_size), ("hidden", hidden), ("layers", layers),
+                        ("heads", heads), ("max_positions", max_positions),
+                        ("type_vocab_size", type_vocab_size)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    return transformers.BertConfig(
+        vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max_positions,
+        type_vocab_size=type_vocab_size, hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout, pad_token_id=pad_token_id)
+
+
+def tiny_bert(config: transformers.BertConfig, seed: int = 0) -> transformers.BertForMaskedLM:
+    """A freshly initialised ``BertForMaskedLM``; the same ``seed`` gives the same weights."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.BertForMaskedLM(config)
+    return model
+
+
+def masked_lm_loss(model, input_ids, labels, attention_mask=None, **model_inputs):
+    """Cross-entropy at the labelled positions only; returns ``(mean loss, correct, count)``.
+
+    Runs the encoder on the whole batch but the prediction head (hidden -> vocabulary) only where
+    ``labels != -100``, which saves most of the output layer's work. ``model_inputs`` go to the
+    encoder as they are (``token_type_ids``, ``position_ids``).
+    """
+    hidden = model.bert(input_ids=input_ids, attention_mask=attention_mask, **model_inputs).last_hidden_state
+    chosen = labels != IGNORE_INDEX
+    targets = labels[chosen]
+    if targets.numel() == 0:
+        zero = hidden.sum() * 0.0
+        return zero, 0, 0
+    logits = model.cls(hidden[chosen])
+    loss = F.cross_entropy(logits, targets)
+    correct = int((logits.argmax(-1) == targets).sum())
+    return loss, correct, int(targets.numel())
+
+
+# --------------------------------------------------------------------------- evaluation
+
+@dataclass
+class HeldOut:
+    """Sequences corrupted once with a fixed mask, so every model is scored on the same blanks.
+
+    ``model_inputs`` holds further per-row tensors for the encoder, such as ``token_type_ids`` or
+    ``position_ids`` (the language ids and positions of :func:`bertfamily.masking.tlm_inputs`).
+    """
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    attention_mask: torch.Tensor | None = None
+    model_inputs: dict = field(default_factory=dict)
+
+    @classmethod
+    def fixed_mask(cls, input_ids, *, seed: int = 0, attention_mask=None, model_inputs=None,
+                   **mask_kwargs) -> "HeldOut":
+        """Mask ``input_ids`` once with a generator seeded ``seed`` (``mask_kwargs`` go to mask_tokens)."""
+        ids = as_batch(input_ids)
+        corrupted, labels = mask_tokens(ids, generator=torch.Generator().manual_seed(seed),
+                                        attention_mask=attention_mask, **mask_kwargs)
+        return cls(corrupted, labels, attention_mask, dict(model_inputs or {}))
+
+    @property
+    def targets(self) -> int:
+        return int((self.labels != IGNORE_INDEX).sum())
+
+
+@torch.no_grad()
+def evaluate_mlm(model, data, batch_size: int = 256) -> dict:
+    """Masked-LM loss (mean over blanks, nats) and accuracy of ``model`` on ``data``.
+
+    ``data`` is a :class:`HeldOut` or an ``(input_ids, labels)`` pair. The model is put in eval
+    mode and restored to the mode it was in.
+    """
+    if isinstance(data, tuple):
+        data = HeldOut(*data)
+    was_training = model.training
+    model.eval()
+    total, correct, count = 0.0, 0, 0
+    for start in range(0, data.input_ids.shape[0], batch_size):
+        part = slice(start, start + batch_size)
+        mask = None if data.attention_mask is None else data.attention_mask[part]
+        extra = {key: value[part] for key, value in data.model_inputs.items()}
+        loss, right, n = masked_lm_loss(model, data.input_ids[part], data.labels[part], mask, **extra)
+        total += float(loss) * n
+        correct += right
+        count += n
+    model.train(was_training)
+    if count == 0:
+        raise ValueError("the evaluation data has no masked positions")
+    return {"loss": total / count, "accuracy": correct / count, "targets": count}
+
+
+# --------------------------------------------------------------------------- training
+
+@dataclass
+class History:
+    """What :func:`train_mlm` records: the training loss of every step and the evaluations."""
+    train_loss: list = field(default_factory=list)
+    eval_steps: list = field(default_factory=list)
+    eval_loss: list = field(default_factory=list)
+    eval_accuracy: list = field(default_factory=list)
+    epochs: int = 0
+
+
+def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr: float = 1e-3,
+              weight_decay: float = 0.01, warmup: int = 0, generator: torch.Generator | None = None,
+              held_out: HeldOut | None = None, eval_every: int = 50, progress: bool = True,
+              desc: str = "pretraining") -> History:
+    """Train ``model`` for ``steps`` optimiser steps on the batches a masking schedule serves.
+
+    ``masking(rows, epoch)`` returns ``(corrupted_ids, labels)`` for the rows of its data (a
+    :class:`~bertfamily.masking.StaticMasking` or :class:`~bertfamily.masking.DynamicMasking`), or
+    ``(corrupted_ids, labels, model_inputs)`` where ``model_inputs`` is a dict of further encoder
+    inputs for those rows (``attention_mask``, ``token_type_ids``, ``position_ids``);
+    ``len(masking)`` is the number of sequences. Each epoch visits every sequence once in an order
+    drawn from ``generator``; a last incomplete batch is dropped. AdamW at ``lr`` with a linear
+    warm-up over ``warmup`` steps, then constant. With ``held_out``, the held-out loss and accuracy
+    are recorded every ``eval_every`` steps and after the last.
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= len(masking):
+        raise ValueError(f"batch_size must be between 1 and the {len(masking)} sequences, got {batch_size!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be positive, got {lr!r}")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+    history = History()
+    per_epoch = len(masking) // batch_size
+    order, epoch = None, -1
+    model.train()
+
+    def evaluate(step):
+        result = evaluate_mlm(model, held_out)
+        history.eval_steps.append(step)
+        history.eval_loss.append(result["loss"])
+        history.eval_accuracy.append(result["accuracy"])
+
+    for step in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
+        if step % per_epoch == 0:
+            epoch += 1
+            order = torch.randperm(len(masking), generator=generator)
+        rows = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
+        input_ids, labels, *extra = masking(rows, epoch)
+        loss, _, _ = masked_lm_loss(model, input_ids, labels, **(extra[0] if extra else {}))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        history.train_loss.append(loss.item())
+        if held_out is not None and (step + 1) % eval_every == 0:
+            evaluate(step + 1)
+    if held_out is not None and (not history.eval_steps or history.eval_steps[-1] != steps):
+        evaluate(steps)
+    history.epochs = epoch + 1
+    model.eval()
+    return history

@@ -1,0 +1,297 @@
+"""Real int8: quantise a model's linear layers (and optionally its embeddings), weigh the file, time it.
+
+Three questions a reader asks of a compressed model, each answered the way a user would answer it:
+
+* :func:`quantize_linear`: what does int8 look like in torch? Dynamic quantisation
+  (``torch.ao.quantization.quantize_dynamic``) stores every ``nn.Linear`` weight as int8 with one scale
+  and zero point per matrix and quantises the activations on the fly at each call; the biases stay
+  fp32. Everything else (embedding tables, LayerNorms) is untouched unless ``embeddings=True``, which
+  also stores each ``nn.Embedding`` as 8-bit rows with a float scale and offset per row
+  (``float_qparams_weight_only_qconfig``).
+* :func:`serialized_bytes` / :func:`serialized_mib`: how big is the file? ``torch.save(state_dict)``,
+  measured on disk or in a memory buffer, packing, scales and pickle overhead included.
+* :func:`latency` / :func:`compare_latency`: how fast is it? Warm-up calls, then the median of several
+  timed calls; several models are timed in turn, run by run, so that a noisy neighbour slows them all
+  alike and the ratios stay meaningful.
+
+:func:`linear_split` and :func:`predicted_bytes` give the *prediction* from the configuration alone
+(with :mod:`bertfamily.budget`), to set beside the measured file size.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import os
+import statistics
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from bertfamily import budget
+
+#: The messages of torch's own deprecation warnings for eager-mode quantisation (see quantize_linear).
+_DEPRECATION_MESSAGES = (
+    r"(?s).*torch\.ao\.quantization is deprecated.*",
+    r"(?s).*quantize_per_tensor, torch\.quantize_per_channel and other quantized tensor creation.*",
+)
+
+
+@contextlib.contextmanager
+def quiet_deprecation():
+    """Silence exactly torch's deprecation warnings about eager-mode quantisation, nothing else."""
+    with warnings.catch_warnings():
+        for message in _DEPRECATION_MESSAGES:
+            warnings.filterwarnings("ignore", message=message)
+        yield
+
+
+with quiet_deprecation():  # importing torch.ao.quantization itself warns (see quantize_linear)
+    from torch.ao.nn.quantized import Embedding as _QuantizedEmbedding
+    from torch.ao.quantization import (default_dynamic_qconfig, float_qparams_weight_only_qconfig,
+                                       per_channel_dynamic_qconfig, quantize_dynamic)
+
+
+class ContiguousQuantizedEmbedding(_QuantizedEmbedding):
+    """torch's int8 embedding table, accepting non-contiguous indices.
+
+    torch's int8 embedding kernel refuses strided index tensors, and BERT's default ``token_type_ids``
+    is a broadcast (``expand``-ed) view of a buffer; this subclass makes the indices contiguous first.
+    """
+
+    def forward(self, indices):
+        return super().forward(indices.contiguous())
+
+
+def _check_module(model, name: str = "model") -> None:
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"{name} must be a torch.nn.Module, got {type(model).__name__}")
+
+
+def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: bool = False) -> nn.Module:
+    """A quantised *copy* of ``model``: int8 linear layers, optionally int8 embedding tables.
+
+    Every ``nn.Linear`` becomes a dynamically quantised linear layer (``torch.qint8`` weights, one
+    scale per matrix, or one per output row with ``per_channel=True``; activations quantised at run
+    time; fp32 bias). With ``embeddings=True`` every ``nn.Embedding`` also becomes a weight-only
+    8-bit table with per-row float scale and zero point.
+    ``model`` itself is left untouched (it is deep-copied first), so the fp32 and int8 versions can be
+    compared side by side. Quantised modules run on CPU only.
+
+    About the warnings: torch 2.13 still ships eager-mode quantisation (``torch.ao.quantization``)
+    and it works, but every call warns that the API is deprecated in favour of the separate
+    ``torchao`` package (``torchao.quantization.quantize_``), and that quantised tensor dtypes
+    (``torch.qint8``...) will be removed in a future release. The arithmetic this lesson measures
+    (int8 weights, one scale per matrix or per row) is the same in both; we use the built-in API so
+    that nothing beyond torch is needed, and silence exactly those two warnings here, once, rather than
+    print them on every call.
+    """
+    _check_module(model)
+    for name, flag in (("embeddings", embeddings), ("per_channel", per_channel)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    if any(p.device.type != "cpu" for p in model.parameters()):
+        raise ValueError("quantize_linear needs a model on the CPU (torch's int8 kernels are CPU-only)")
+    with quiet_deprecation():
+        spec = {nn.Linear: per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig}
+        if embeddings:
+            spec[nn.Embedding] = float_qparams_weight_only_qconfig
+        quantized = quantize_dynamic(copy.deepcopy(model), spec, dtype=torch.qint8, inplace=True)
+    if embeddings:
+        for module in quantized.modules():
+            if type(module) is _QuantizedEmbedding:
+                module.__class__ = ContiguousQuantizedEmbedding
+    quantized.eval()
+    return quantized
+
+
+def _state_dict(model_or_state_dict) -> Mapping:
+    if isinstance(model_or_state_dict, nn.Module):
+        return model_or_state_dict.state_dict()
+    if isinstance(model_or_state_dict, Mapping):
+        return model_or_state_dict
+    raise ValueError("expected a torch.nn.Module or a state_dict (a mapping of names to tensors), "
+                     f"got {type(model_or_state_dict).__name__}")
+
+
+def serialized_bytes(model_or_state_dict, path: str | os.PathLike | None = None) -> int:
+    """Bytes of ``torch.save(state_dict)``: written to ``path`` if given, else to a memory buffer.
+
+    This is the size a user sees on disk, with everything a file carries: packed int8 weights, their
+    scales and zero points, the fp32 tensors left as they were, and the pickle/zip framing. A file
+    and a buffer differ by a few dozen bytes per tensor (the zip records are framed differently when
+    torch writes to a stream), well under 0.1% of a BERT-sized model.
+    """
+    state = _state_dict(model_or_state_dict)
+    with quiet_deprecation():
+        if path is not None:
+            torch.save(state, path)
+            return os.path.getsize(path)
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        return buffer.getbuffer().nbytes
+
+
+def serialized_mib(model_or_state_dict, path: str | os.PathLike | None = None) -> float:
+    """:func:`serialized_bytes` in mebibytes (2**20 bytes)."""
+    return serialized_bytes(model_or_state_dict, path) / budget.MIB
+
+
+def linear_split(config) -> OrderedDict:
+    """The budget of ``config`` split by what dynamic quantisation does to each part.
+
+    ``linear weights`` (the matrices ``quantize_dynamic`` turns into int8), ``linear biases`` (kept
+    fp32), ``embeddings`` (the word, position and segment tables: int8 only with ``embeddings=True``)
+    and ``other`` (LayerNorms and anything else, always fp32). The four add up to
+    :func:`bertfamily.budget.count` of the base model (no MLM head).
+    """
+    V, P, T, H, I, L, E, shared, pooler = budget.sizes(config)
+    copies = 1 if shared else L
+    weights = copies * (4 * H * H + 2 * H * I)
+    biases = copies * (4 * H + I + H)
+    if E != H:  # ALBERT's embedding projection is a Linear layer
+        weights += E * H
+        biases += H
+    if pooler:
+        weights += H * H
+        biases += H
+    tables = (V + P + T) * E
+    total = budget.count(config)
+    return OrderedDict([("linear weights", weights), ("linear biases", biases),
+                        ("embeddings", tables), ("other", total - weights - biases - tables)])
+
+
+def predicted_bytes(config, linear_bits: int = 32, embedding_bits: int = 32) -> int:
+    """Bytes of the weights alone, predicted from the configuration: the file minus its overhead.
+
+    Linear weight matrices at ``linear_bits``, embedding tables at ``embedding_bits``, everything else
+    (biases, LayerNorms) at 32 bits. ``linear_bits=8`` predicts :func:`quantize_linear`;
+    ``embedding_bits=8`` adds ``embeddings=True`` (whose per-row scale and zero point, 8 bytes a row,
+    are counted too). Scales of the linear layers, the zip/pickle framing and alignment padding
+    are not: they are what the measured file adds to this prediction.
+    """
+    for name, bits in (("linear_bits", linear_bits), ("embedding_bits", embedding_bits)):
+        if bits not in (8, 32):
+            raise ValueError(f"{name} must be 8 (int8) or 32 (fp32), got {bits!r}")
+    split = linear_split(config)
+    n = (budget.to_bytes(split["linear weights"], linear_bits)
+         + budget.to_bytes(split["linear biases"] + split["other"], 32)
+         + budget.to_bytes(split["embeddings"], embedding_bits))
+    if embedding_bits == 8:
+        V, P, T, *_ = budget.sizes(config)
+        n += 8 * (V + P + T)  # a float32 scale and a float32 zero point per row
+    return n
+
+
+def _call(model, inputs):
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _check_counts(warmup, runs) -> None:
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
+
+
+def _timed(model, inputs) -> float:
+    start = time.perf_counter()
+    _call(model, inputs)
+    return time.perf_counter() - start
+
+
+def latency(model: nn.Module, inputs, warmup: int = 2, runs: int = 5) -> float:
+    """Median wall-clock seconds of one forward pass of ``model`` on ``inputs``, after warm-up calls.
+
+    ``inputs`` is a mapping (passed as keyword arguments, as a tokenizer's output), a tuple or list
+    (positional arguments) or a single tensor. Runs under ``torch.inference_mode`` in eval mode.
+    """
+    _check_module(model)
+    _check_counts(warmup, runs)
+    model.eval()
+    with torch.inference_mode():
+        for _ in range(warmup):
+            _call(model, inputs)
+        times = [_timed(model, inputs) for _ in range(runs)]
+    return statistics.median(times)
+
+
+def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5,
+                    baseline: str | None = None) -> dict:
+    """Time several models on the same inputs, in turn, and compare them to a baseline.
+
+    Each run times every model once, one after the other (interleaved), so a slow moment of the
+    machine affects them all. Returns a dict with
+
+    * ``"seconds"``: name -> median seconds of one forward pass;
+    * ``"times"``: name -> the list of every timed run, in seconds (for a spread);
+    * ``"speedup"``: name -> ``seconds[baseline] / seconds[name]`` (above 1: faster than the baseline);
+    * ``"baseline"``: the name of the baseline, by default the first model of ``models``.
+    """
+    if not isinstance(models, Mapping) or not models:
+        raise ValueError("models must be a non-empty dict of name -> torch.nn.Module")
+    for name, model in models.items():
+        _check_module(model, f"models[{name!r}]")
+    _check_counts(warmup, runs)
+    if baseline is None:
+        baseline = next(iter(models))
+    if baseline not in models:
+        raise ValueError(f"baseline must be one of {list(models)}, got {baseline!r}")
+    times = {name: [] for name in models}
+    for model in models.values():
+        model.eval()
+    with torch.inference_mode():
+        for model in models.values():
+            for _ in range(warmup):
+                _call(model, inputs)
+        for _ in range(runs):
+            for name, model in models.items():
+                times[name].append(_timed(model, inputs))
+    seconds = {name: statistics.median(ts) for name, ts in times.items()}
+    speedup = {name: seconds[baseline] / s for name, s in seconds.items()}
+    return {"seconds": seconds, "times": times, "speedup": speedup, "baseline": baseline}
+
+
+#: The reference of :func:`size_calculator`'s factor: BERT-base (bert-base-uncased) in fp32.
+REFERENCE = "bert-base-uncased"
+
+
+def size_calculator(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits: int = 8,
+                    layout: str = "distilbert") -> OrderedDict:
+    """Parameters, MiB and the compression factor against BERT-base fp32 of a BERT-shaped model.
+
+    ``layout="distilbert"`` has no segment table and no pooler, ``layout="bert"`` has both; the
+    feed-forward width is ``4 * hidden``, heads of 64 dimensions, 512 positions, as in BERT. Every
+    parameter is stored at ``bits`` (a budget, not a file: see :func:`predicted_bytes` for what
+    torch's int8 really stores). The factor is ``bytes(BERT-base, 32 bits) / bytes(this model)``.
+    """
+    from transformers import BertConfig, DistilBertConfig
+
+    from bertfamily.models import published_config
+
+    for name, value, low in (("layers", layers, 1), ("hidden", hidden, 64), ("vocab", vocab, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if hidden % 64:
+        raise ValueError(f"hidden must be a multiple of 64 (heads of 64 dimensions), got {hidden}")
+    if layout == "distilbert":
+        config = DistilBertConfig(n_layers=layers, dim=hidden, hidden_dim=4 * hidden,
+                                  n_heads=hidden // 64, vocab_size=vocab)
+    elif layout == "bert":
+        config = BertConfig(num_hidden_layers=layers, hidden_size=hidden,
+                            intermediate_size=4 * hidden, num_attention_heads=hidden // 64,
+                            vocab_size=vocab)
+    else:
+        raise ValueError(f"layout must be 'distilbert' or 'bert', got {layout!r}")
+    n = budget.count(config)
+    size = budget.to_bytes(n, bits)  # validates bits
+    reference = budget.to_bytes(budget.count(published_config(REFERENCE)), 32)
+    return OrderedDict([("parameters", n), ("mib", size / budget.MIB), ("factor", reference / size)])

@@ -1,0 +1,433 @@
+"""The experiment of the XLM lesson: does translation language modelling teach a model to read the
+translation?
+
+The input construction itself (``[CLS] en [SEP] it [SEP]``, language ids, positions restarting at
+the second sentence, one mask across the pair) is :func:`bertfamily.masking.tlm_inputs` and
+:func:`bertfamily.masking.mask_tokens`. This module holds only what the lesson's experiment needs
+around them:
+
+* :func:`train_tokenizer`: a small WordPiece vocabulary learned from the training sentences of both
+  languages (one vocabulary for the two, as in XLM), so the model stays tiny.
+* :func:`split_pairs`: held-out pairs that share no sentence with the training pairs.
+* :func:`keep_short`: drops the few paragraph-long pairs that would pad every batch.
+* :func:`tiny_model`: the tiny BERT (token types as language embeddings, eager attention).
+* :func:`monolingual_inputs`: the MLM baseline's input, each sentence alone with its language id.
+* :func:`training_batch` and :func:`train_pairs`: the two objectives on the same pairs, same steps,
+  same text per step; only the packing differs (MLM: each sentence alone; TLM: the pair together).
+* :func:`italian_blanks` and :func:`blank_accuracy`: every token of the second side of held-out pairs
+  masked in turn, scored in three conditions: the translation visible (``"with"``), no translation
+  (``"without"``), and the translation of *another* pair (``"mismatched"``), which keeps the TLM
+  layout but removes the information.
+* :func:`attention_to_first` and :func:`blank_attention`: where the blanks look in the first sentence.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from .masking import IGNORE_INDEX, mask_tokens, tlm_inputs
+from .pretraining import masked_lm_loss, tiny_bert, tiny_bert_config
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PAD, UNK, CLS, SEP, MASK = range(5)
+OBJECTIVES = ("mlm", "tlm")
+CONDITIONS = ("with", "without", "mismatched")
+
+__all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "CONDITIONS",
+           "train_tokenizer", "split_pairs", "encode_pairs", "keep_short", "monolingual_inputs", "training_batch",
+           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_accuracy", "attention_to_first",
+           "blank_attention"]
+
+
+# --------------------------------------------------------------------------- data
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 1000, max_piece: int = 12):
+    """A lower-cased WordPiece tokenizer (``tokenizers``) whose vocabulary is learned from ``texts``.
+
+    The vocabulary is chosen deterministically (the ``tokenizers`` WordPiece trainer breaks ties
+    differently from run to run, and a lesson's numbers must not move): the five special tokens
+    (ids 0-4 in the order of :data:`SPECIAL_TOKENS`), every character seen, as a word start and as a
+    ``##`` continuation, then the word-initial pieces and ``##`` pieces of up to ``max_piece``
+    characters that save the most characters over the corpus (count x (length - 1)), ties broken
+    alphabetically. Words are split as BERT splits them (lower case, accents kept, punctuation apart)
+    and tokenised greedily, longest piece first, as in BERT.
+    """
+    from collections import Counter
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    texts = [t for t in texts if isinstance(t, str) and t.strip()]
+    if not texts:
+        raise ValueError("texts is empty: give the training sentences to learn the vocabulary from")
+    if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be an integer above {len(SPECIAL_TOKENS)} "
+                         f"(the special tokens), got {vocab_size!r}")
+    normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    words = Counter(w for t in texts for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(t)))
+    alphabet = sorted({ch for w in words for ch in w})
+    pieces = [*SPECIAL_TOKENS, *alphabet, *(f"##{ch}" for ch in alphabet)]
+    if len(pieces) > vocab_size:
+        raise ValueError(f"vocab_size {vocab_size} is below the {len(pieces)} special tokens and "
+                         "characters of these texts")
+    saving = Counter()
+    for word, count in words.items():
+        for i in range(len(word)):
+            for j in range(i + 2, min(len(word), i + max_piece) + 1):
+                saving[word[i:j] if i == 0 else f"##{word[i:j]}"] += count * (j - i - 1)
+    pieces += sorted(saving, key=lambda p: (-saving[p], p))[:vocab_size - len(pieces)]
+    tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
+                                           max_input_chars_per_word=100))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizer
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+    return tokenizer
+
+
+def split_pairs(pairs: Sequence[tuple[str, str]], test_fraction: float = 0.2, seed: int = 0):
+    """``(train, test)`` lists of pairs such that no test sentence, on either side, is in train.
+
+    Pairs are grouped by their first sentence (the corpus repeats some prompts with different
+    translations); a share ``test_fraction`` of the groups is held out, and held-out pairs whose
+    second sentence also occurs in training are dropped. Deterministic for a given ``seed``.
+    """
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    pairs = [tuple(p) for p in pairs]
+    if len(pairs) < 2 or any(len(p) != 2 or not all(isinstance(s, str) and s for s in p) for p in pairs):
+        raise ValueError("pairs must be at least two (first, second) pairs of non-empty strings")
+    firsts = sorted({a for a, _ in pairs})
+    random.Random(seed).shuffle(firsts)
+    held = set(firsts[:max(1, round(test_fraction * len(firsts)))])
+    train = [p for p in pairs if p[0] not in held]
+    seen_second = {b for _, b in train}
+    test = [p for p in pairs if p[0] in held and p[1] not in seen_second]
+    return train, test
+
+
+def encode_pairs(tokenizer, pairs) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids of each side of ``pairs``, without special tokens: ``(first_ids, second_ids)``."""
+    first = [e.ids for e in tokenizer.encode_batch([a for a, _ in pairs], add_special_tokens=False)]
+    second = [e.ids for e in tokenizer.encode_batch([b for _, b in pairs], add_special_tokens=False)]
+    return first, second
+
+
+def keep_short(first, second, max_tokens: int = 48):
+    """The pairs whose two sides hold at most ``max_tokens`` tokens together, as ``(first, second)``.
+
+    A few chatterbot answers run to a paragraph; one of them in a batch pads every row to its
+    length, so dropping them makes a training step several times cheaper.
+    """
+    if not isinstance(max_tokens, int) or max_tokens < 2:
+        raise ValueError(f"max_tokens must be an integer >= 2 (a token on each side), got {max_tokens!r}")
+    if len(first) != len(second):
+        raise ValueError(f"first and second must hold the same number of sentences, got {len(first)} and {len(second)}")
+    kept = [(a, b) for a, b in zip(first, second) if a and b and len(a) + len(b) <= max_tokens]
+    if not kept:
+        raise ValueError(f"no pair has at most {max_tokens} tokens: raise max_tokens")
+    return [a for a, _ in kept], [b for _, b in kept]
+
+
+def monolingual_inputs(sentences, language_ids, *, cls_id: int = CLS, sep_id: int = SEP,
+                       pad_id: int = PAD) -> dict[str, torch.Tensor]:
+    """MLM's input: each sentence alone as ``[CLS] s [SEP]``, with its own language id.
+
+    Returns the same keys as :func:`~bertfamily.masking.tlm_inputs` (``input_ids``,
+    ``attention_mask``, ``language_ids``, ``position_ids``, ``special_mask``), so the two objectives
+    feed the model the same way.
+    """
+    rows = [list(map(int, s)) for s in sentences]
+    language_ids = [int(l) for l in language_ids]
+    if not rows or any(len(r) == 0 for r in rows):
+        raise ValueError("sentences must be a non-empty list of non-empty lists of token ids")
+    if len(language_ids) != len(rows):
+        raise ValueError(f"need one language id per sentence, got {len(language_ids)} for {len(rows)}")
+    length = max(len(r) for r in rows) + 2
+    n = len(rows)
+    out = {"input_ids": torch.full((n, length), pad_id, dtype=torch.long),
+           "attention_mask": torch.zeros((n, length), dtype=torch.long),
+           "language_ids": torch.zeros((n, length), dtype=torch.long),
+           "position_ids": torch.zeros((n, length), dtype=torch.long),
+           "special_mask": torch.ones((n, length), dtype=torch.bool)}
+    for i, (row, lang) in enumerate(zip(rows, language_ids)):
+        k = len(row) + 2
+        out["input_ids"][i, :k] = torch.tensor([cls_id, *row, sep_id])
+        out["attention_mask"][i, :k] = 1
+        out["language_ids"][i, :] = lang
+        out["position_ids"][i, :k] = torch.arange(k)
+        out["special_mask"][i, 1:k - 1] = False
+    return out
+
+
+# --------------------------------------------------------------------------- model and training
+
+def tiny_model(vocab_size: int, *, seed: int = 0, hidden: int = 64, layers: int = 1, heads: int = 2,
+               intermediate: int | None = None, max_positions: int = 64):
+    """The lesson's tiny ``BertForMaskedLM``: :func:`~bertfamily.pretraining.tiny_bert` with two
+    token-type rows, which serve as XLM's language embeddings, and eager attention, so that the
+    attention weights can be read back. The feed-forward width defaults to ``2 * hidden``
+    (BERT uses 4x; half of it makes a training step a third cheaper on a CPU)."""
+    config = tiny_bert_config(vocab_size, hidden=hidden, layers=layers, heads=heads,
+                              intermediate=intermediate or 2 * hidden, max_positions=max_positions,
+                              type_vocab_size=2)
+    model = tiny_bert(config, seed)
+    model.set_attn_implementation("eager")
+    return model
+
+
+def _model_inputs(batch: dict) -> dict:
+    return {"attention_mask": batch["attention_mask"], "token_type_ids": batch["language_ids"],
+            "position_ids": batch["position_ids"]}
+
+
+def training_batch(first, second, rows, objective: str) -> dict[str, torch.Tensor]:
+    """The unmasked input of one step on pairs ``rows``: ``"tlm"`` packs each pair into one
+    sequence; ``"mlm"`` gives each sentence of the pairs alone (twice as many, shorter, rows)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    a, b = [first[i] for i in rows], [second[i] for i in rows]
+    if objective == "tlm":
+        return tlm_inputs(a, b, cls_id=CLS, sep_id=SEP, pad_id=PAD)
+    return monolingual_inputs(a + b, [0] * len(a) + [1] * len(b))
+
+
+def train_pairs(model, first, second, objective: str, *, steps: int, batch_size: int = 32,
+                lr: float = 5e-3, warmup: int = 20, probability: float = 0.15,
+                generator: torch.Generator | None = None, progress: bool = True) -> list[float]:
+    """Train ``model`` (a ``BertForMaskedLM`` with ``type_vocab_size=2``) with MLM or TLM.
+
+    Each step takes ``batch_size`` pairs (every pair once per epoch, in an order drawn from
+    ``generator``), builds :func:`training_batch` and masks it with
+    :func:`~bertfamily.masking.mask_tokens` (``probability``, 80/10/10), fresh every step. AdamW
+    with a linear warm-up then a linear decay to zero. Returns the training loss of every step.
+    """
+    if len(first) != len(second) or not first:
+        raise ValueError(f"first and second must hold the same, non-zero number of sentences, "
+                         f"got {len(first)} and {len(second)}")
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= len(first):
+        raise ValueError(f"batch_size must be between 1 and the {len(first)} pairs, got {batch_size!r}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    vocab = model.config.vocab_size
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / max(warmup, 1), max(0.0, (steps - s) / max(steps - warmup, 1))))
+    per_epoch = len(first) // batch_size
+    losses, order = [], None
+    model.train()
+    for step in tqdm(range(steps), desc=objective.upper(), disable=not progress, leave=False):
+        if step % per_epoch == 0:
+            order = torch.randperm(len(first), generator=generator).tolist()
+        rows = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
+        batch = training_batch(first, second, rows, objective)
+        corrupted, labels = mask_tokens(batch["input_ids"], vocab_size=vocab, mask_token_id=MASK,
+                                        special_ids=range(len(SPECIAL_TOKENS)), probability=probability,
+                                        special_mask=batch["special_mask"], generator=generator)
+        loss, _, _ = masked_lm_loss(model, corrupted, labels, **_model_inputs(batch))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def _train_job(args):
+    (vocab_size, first, second, objective, seed, steps, batch_size, model_kw, train_kw) = args
+    torch.set_num_threads(1)  # one thread per process: the result does not depend on the cores
+    model = tiny_model(vocab_size, seed=seed, **model_kw)
+    losses = train_pairs(model, first, second, objective, steps=steps, batch_size=batch_size,
+                         generator=torch.Generator().manual_seed(seed), progress=False, **train_kw)
+    return model.state_dict(), losses
+
+
+def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]], *, steps: int,
+                 batch_size: int = 32, processes: int | None = None, model_kw: dict | None = None,
+                 progress: bool = True, **train_kw):
+    """Train one :func:`tiny_model` per ``(objective, seed)`` in ``jobs`` with :func:`train_pairs`.
+
+    Each model is trained on one thread, from ``tiny_model(vocab_size, seed=seed)`` with a generator
+    seeded by ``seed``, exactly as a serial loop would; the jobs are independent, so they run in
+    ``processes`` worker processes at once (default: one per CPU, at most one per job), which on a
+    2-core machine halves the wall time. Where the platform cannot fork (Windows, macOS), or with
+    ``processes=1``, they run one after the other in this process. The results are the same either
+    way. Returns ``(models, losses)``, two dicts keyed by ``(objective, seed)``.
+    """
+    import multiprocessing
+    import os
+
+    jobs = [(str(o), int(s)) for o, s in jobs]
+    if not jobs or len(set(jobs)) != len(jobs):
+        raise ValueError(f"jobs must be distinct (objective, seed) pairs, got {jobs!r}")
+    for objective, _ in jobs:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    model_kw = dict(model_kw or {})
+    args = [(vocab_size, first, second, o, s, steps, batch_size, model_kw, train_kw) for o, s in jobs]
+    if processes is None:
+        processes = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                        else (os.cpu_count() or 1))
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be a positive integer, got {processes!r}")
+    can_fork = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" \
+        and not os.uname().sysname == "Darwin"
+    bar = tqdm(total=len(jobs), desc="models", disable=not progress)
+    results = {}
+    if processes > 1 and can_fork:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+            for job, result in zip(jobs, pool.map(_train_job, args)):
+                results[job] = result
+                bar.update()
+    else:
+        threads = torch.get_num_threads()
+        try:
+            for job, a in zip(jobs, args):
+                results[job] = _train_job(a)
+                bar.update()
+        finally:
+            torch.set_num_threads(threads)
+    bar.close()
+    models, losses = {}, {}
+    for (objective, seed), (state, loss) in results.items():
+        model = tiny_model(vocab_size, seed=seed, **model_kw)
+        model.load_state_dict(state)
+        models[objective, seed] = model.eval()
+        losses[objective, seed] = loss
+    return models, losses
+
+
+# --------------------------------------------------------------------------- evaluation
+
+@dataclass
+class Blanks:
+    """Held-out sequences with exactly one masked token of the second sentence each."""
+    inputs: dict          # tlm_inputs / monolingual_inputs keys, input_ids already masked
+    labels: torch.Tensor  # the hidden id at the blank, IGNORE_INDEX elsewhere
+    pair: torch.Tensor    # which held-out pair each row comes from
+    target: torch.Tensor  # the hidden id
+    in_first: torch.Tensor  # True where the hidden id also occurs in the pair's first sentence
+
+    def __len__(self) -> int:
+        return int(self.target.numel())
+
+
+def italian_blanks(first, second, condition: str, *, shift: int = 1) -> Blanks:
+    """Every token of every second sentence masked in turn (``[UNK]`` excluded), under ``condition``:
+
+    * ``"with"``: ``[CLS] first [SEP] second [SEP]``, the translation visible;
+    * ``"without"``: ``[CLS] second [SEP]`` alone, as MLM trains;
+    * ``"mismatched"``: the pair's first sentence replaced by the one ``shift`` pairs further on, so
+      the input has the TLM layout but the English no longer says the same thing.
+    """
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    if len(first) != len(second) or not first:
+        raise ValueError(f"first and second must hold the same, non-zero number of sentences, "
+                         f"got {len(first)} and {len(second)}")
+    n = len(first)
+    if condition == "mismatched" and (n < 2 or shift % n == 0):
+        raise ValueError(f"mismatched needs at least two pairs and a shift that is not a multiple of {n}")
+    rows_first, rows_second, pair, where, target, in_first = [], [], [], [], [], []
+    for k in range(n):
+        context = first[(k + shift) % n] if condition == "mismatched" else first[k]
+        for j, token in enumerate(second[k]):
+            if token == UNK:
+                continue
+            rows_first.append(context)
+            rows_second.append(second[k])
+            pair.append(k)
+            where.append(j)
+            target.append(token)
+            in_first.append(token in first[k])
+    if not target:
+        raise ValueError("the second sentences hold no token to mask (all [UNK]?)")
+    if condition == "without":
+        inputs = monolingual_inputs(rows_second, [1] * len(rows_second))
+        offset = [1] * len(target)
+    else:
+        inputs = tlm_inputs(rows_first, rows_second, cls_id=CLS, sep_id=SEP, pad_id=PAD)
+        offset = [len(a) + 2 for a in rows_first]
+    position = torch.tensor(offset) + torch.tensor(where)
+    index = torch.arange(len(target))
+    labels = torch.full_like(inputs["input_ids"], IGNORE_INDEX)
+    labels[index, position] = inputs["input_ids"][index, position]
+    inputs["input_ids"][index, position] = MASK
+    return Blanks(inputs, labels, torch.tensor(pair), torch.tensor(target), torch.tensor(in_first))
+
+
+@torch.no_grad()
+def blank_accuracy(model, blanks: Blanks, batch_size: int = 512) -> torch.Tensor:
+    """Whether ``model``'s top guess at each blank is the hidden token (a bool tensor, one per row)."""
+    model.eval()
+    right = []
+    for start in range(0, len(blanks), batch_size):
+        part = slice(start, start + batch_size)
+        batch = {k: v[part] for k, v in blanks.inputs.items()}
+        labels = blanks.labels[part]
+        hidden = model.bert(input_ids=batch["input_ids"], **_model_inputs(batch)).last_hidden_state
+        logits = model.cls(hidden[labels != IGNORE_INDEX])
+        right.append(logits.argmax(-1) == labels[labels != IGNORE_INDEX])
+    return torch.cat(right)
+
+
+@torch.no_grad()
+def attention_to_first(model, blanks: Blanks) -> torch.Tensor:
+    """Per layer, what the blanks of TLM-layout ``blanks`` pay attention to on the first side.
+
+    Returns a ``(layers, 2)`` tensor: column 0 is the share of attention (mean over heads and blanks)
+    on the first sentence's *words* (``[CLS]`` and ``[SEP]`` left out, since models park attention on
+    them); column 1, over the blanks whose hidden token also occurs in the first sentence, the share
+    on those copies of the hidden token. The model must compute attention weights
+    (``attn_implementation="eager"``, as :func:`tiny_model` builds it).
+    """
+    inputs = blanks.inputs
+    ids = inputs["input_ids"]
+    out = model.bert(input_ids=ids, output_attentions=True, **_model_inputs(inputs))
+    if not out.attentions or out.attentions[0] is None:
+        raise ValueError("the model returned no attention weights: build it with attn_implementation='eager'")
+    first = (inputs["language_ids"] == 0) & (inputs["attention_mask"] == 1) & ~torch.isin(ids, torch.tensor([CLS, SEP, PAD]))
+    if not first.any():
+        raise ValueError("these blanks have no first sentence: use the 'with' or 'mismatched' condition")
+    where = (ids == MASK).float().argmax(1)
+    copies = first & (ids == blanks.target[:, None])
+    rows, shares = torch.arange(len(blanks)), []
+    for layer in out.attentions:  # (rows, heads, queries, keys)
+        weights = layer.mean(1)[rows, where]  # (rows, keys): what each blank looks at
+        on_words = (weights * first).sum(1).mean()
+        has_copy = copies.any(1)
+        on_copies = (weights * copies).sum(1)[has_copy].mean() if has_copy.any() else torch.tensor(float("nan"))
+        shares.append(torch.stack([on_words, on_copies]))
+    return torch.stack(shares)
+
+
+@torch.no_grad()
+def blank_attention(model, blanks: Blanks, pair: int, layer: int = -1):
+    """Attention from each blank of held-out pair ``pair`` to every token of its input.
+
+    Returns ``(weights, token_ids, blank_positions)``: ``weights[r, k]`` is the attention (mean over
+    heads, layer ``layer``) that the blank of the ``r``-th row of that pair pays to position ``k``;
+    ``token_ids`` are the *unmasked* ids of the input (the hidden tokens put back), and
+    ``blank_positions[r]`` is where row ``r``'s blank sits.
+    """
+    rows = (blanks.pair == pair).nonzero().flatten()
+    if rows.numel() == 0:
+        raise ValueError(f"pair {pair} has no blanks; pairs run from 0 to {int(blanks.pair.max())}")
+    batch = {k: v[rows] for k, v in blanks.inputs.items()}
+    out = model.bert(input_ids=batch["input_ids"], output_attentions=True, **_model_inputs(batch))
+    if not out.attentions or out.attentions[layer] is None:
+        raise ValueError("the model returned no attention weights: build it with attn_implementation='eager'")
+    length = int(batch["attention_mask"][0].sum())
+    where = (batch["input_ids"] == MASK).float().argmax(1)
+    weights = out.attentions[layer].mean(1)[torch.arange(len(rows)), where, :length]
+    token_ids = batch["input_ids"][0, :length].clone()
+    token_ids[where] = blanks.labels[rows].max(1).values
+    return weights, token_ids, where
