@@ -15,10 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-from bertfamily import kernels
-
-# Notebook kernels inherit this environment: pinned before anything imports torch.
-os.environ.update(kernels.pinned_environ())
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_CELL_TAGS = ["hide-output", "nbval-ignore-output", "colab-setup"]
 
@@ -54,6 +50,9 @@ def _client(nb, path, **kw):
 
 def execute(paths) -> None:
     import nbformat
+
+    from bertfamily import kernels
+    os.environ.update(kernels.pinned_environ())  # the kernels inherit it: pinned before torch starts
     for path in _targets(paths):
         nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()

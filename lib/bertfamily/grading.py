@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 import warnings
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -433,9 +434,8 @@ def sandbox_env(folder, threads: int | None = None) -> dict:
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    pinned = kernels.pinned_environ({k: v for k, v in os.environ.items() if k == kernels.SWITCH}, threads,
-                                    shared_cores=True)
-    env.update({k: v for k, v in pinned.items() if k in kernels.PINNED or k in kernels.SHARED_CORES})
+    switch = {k: v for k, v in os.environ.items() if k == kernels.SWITCH}  # only the documented switch passes
+    env.update(kernels.pinned_environ(switch, threads, shared_cores=True))
     return env
 
 
@@ -790,8 +790,8 @@ def score_run(nb, exercise: Exercise, run: dict, limits: Limits) -> tuple[str, d
     by_id = {c.get("id"): (i, c) for i, c in enumerate(nb.cells)}
     marks, notes = {}, []
     for task in exercise.graded:
-        found, reached = [], True
-        for cid, source in task.checks:
+        found, reached, checks = [], True, dict(task.checks)
+        for cid, source in checks.items():
             if cid not in by_id:
                 found.append("its check cell was deleted")
             elif by_id[cid][1].source != source:
@@ -803,8 +803,8 @@ def score_run(nb, exercise: Exercise, run: dict, limits: Limits) -> tuple[str, d
                 continue
             found.extend(p for p in [_problem(index, results[index], limits.cell_timeout)] if p)
             cell = nb.cells[index]
-            if cell.get("id") in dict(task.checks):
-                found.extend(_check_problems(nbformat.from_dict({**cell, "source": dict(task.checks)[cell.get("id")]}),
+            if cell.get("id") in checks:  # read with the source that ran: the course's (prepare)
+                found.extend(_check_problems(nbformat.from_dict({**cell, "source": checks[cell.get("id")]}),
                                              results[index]["outputs"]))
         if not reached and status == "graded":
             found.append("not all of its cells ran")
@@ -889,8 +889,7 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
     sanitizers = _sanitizers(sanitize)
     found = collect(paths)
     if limits.threads is None:  # share the cores between the kernels that run at once
-        from dataclasses import replace
-        limits = replace(limits, threads=max(1, _cores() // max(1, min(jobs, len(found)))))
+        limits = dataclasses.replace(limits, threads=max(1, _cores() // max(1, min(jobs, len(found)))))
     work = [(path, name, exercise, limits, sanitizers) for path, name in found]
     rows = []
     with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress,

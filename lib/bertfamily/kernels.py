@@ -19,22 +19,26 @@ This module imports nothing heavy (no torch): it must run before torch is import
 """
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import platform
 import re
 import sys
 
-#: The environment the committed outputs were made with. Each variable was checked to matter or
-#: to be needed on AVX-512 machines (see README, "Reproducible anywhere").
-PINNED = {
+#: The code paths the committed outputs were made with. Each variable was checked to matter or to
+#: be needed on AVX-512 machines (see README, "Reproducible anywhere"). Only set on AVX2 CPUs.
+ISA = {
     "ATEN_CPU_CAPABILITY": "avx2",     # ATen's own vectorised kernels (elementwise, reductions, softmax)
     "MKL_CBWR": "AVX2",                # MKL's conditional numerical reproducibility: the AVX2 branch
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch capped at AVX2
     "DNNL_MAX_CPU_ISA": "AVX2",        # oneDNN (int8 linear layers of quantize_dynamic, some matmuls)
     "ONEDNN_MAX_CPU_ISA": "AVX2",      # the same switch under oneDNN's newer name
-    "OMP_NUM_THREADS": "2",            # intra-op threads: a parallel reduction is split per thread
-    "MKL_NUM_THREADS": "2",
 }
+#: Intra-op threads: a parallel reduction is split per thread. Set on every CPU.
+THREADS = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+#: The environment the committed outputs were made with.
+PINNED = {**ISA, **THREADS}
 #: Where several processes share the cores (make test's workers and kernels, the grader's jobs):
 #: idle OpenMP threads sleep instead of spinning. It changes no result, only the waiting; measured
 #: with three 2-thread processes on 2 cores: 151 s spinning, 14 s sleeping.
@@ -44,6 +48,7 @@ SWITCH = "ATEN_CPU_CAPABILITY"
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_has_avx2() -> bool:
     """True on an x86-64 CPU with AVX2 (read from /proc/cpuinfo, or sysctl on macOS)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
@@ -74,11 +79,10 @@ def pinned_environ(environ=None, threads: int | None = None, shared_cores: bool 
     if user_choice:
         env[SWITCH] = user_choice
     elif not cpu_has_avx2():
-        env.pop(SWITCH)
-        for name in ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA"):
+        for name in ISA:
             env.pop(name)
     if threads is not None:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, int(threads)))
+        env.update(dict.fromkeys(THREADS, str(max(1, int(threads)))))
     if shared_cores:
         for key, value in SHARED_CORES.items():
             env.setdefault(key, value)
@@ -88,7 +92,7 @@ def pinned_environ(environ=None, threads: int | None = None, shared_cores: bool 
 def mode(environ=None) -> str:
     """``"exact"`` where the pinned kernels are in effect, ``"tolerant"`` where bits cannot match."""
     env = os.environ if environ is None else environ
-    pinned = all(env.get(k) == v for k, v in PINNED.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+    pinned = all(env.get(k) == v for k, v in ISA.items())
     return "exact" if pinned and cpu_has_avx2() else "tolerant"
 
 
@@ -139,7 +143,6 @@ def reconcile_outputs(test: list, reference: list, abs_tol: float, rel_tol: floa
 
     Outputs of a different number or kind are returned unchanged, to fail the usual comparison.
     """
-    import copy
     if len(test) != len(reference) or any(t.get("output_type") != r.get("output_type")
                                           for t, r in zip(test, reference)):
         return test
