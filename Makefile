@@ -9,12 +9,14 @@ JOBS   ?= 2
 NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
-.PHONY: help setup book serve test unit notebooks execute benchmark bench student check clean
+.PHONY: help setup book serve test unit notebooks colab-check binder-check execute benchmark bench student check clean
 
 help:
 	@echo "make book       set up .venv if needed, build the website into _build/html"
 	@echo "make serve      serve _build/html on http://localhost:$(PORT)"
 	@echo "make test       unit tests, nbval over every notebook, strict build of the book"
+	@echo "make colab-check every notebook alone in an empty folder, installed by its own Colab cell (CI)"
+	@echo "make binder-check every notebook in an environment built from environment.yml + postBuild"
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
 	@echo "make benchmark  time and peak memory of every notebook, each in a fresh kernel"
 	@echo "make bench      the full benchmark: benchmarks/results.json, .md and the appendix page"
@@ -51,6 +53,15 @@ unit: $(STAMP)
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(if $(NB),$(NB),$(NOTEBOOKS)) $(NBVAL) -p no:cacheprovider
+
+# Every notebook as a reader elsewhere runs it (tools/standalone.py): a fresh venv with only torch
+# and a kernel, the notebook alone in an empty folder, its first cell installing the course as on
+# Colab. .ci/run runs it after make test. binder-check: a venv from environment.yml + postBuild.
+colab-check: $(STAMP)
+	$(BIN)/python tools/standalone.py $(NB)
+
+binder-check: $(STAMP)
+	$(BIN)/python tools/standalone.py --binder $(NB)
 
 execute: $(STAMP)
 	$(BIN)/python tools/nb.py execute $(NB)

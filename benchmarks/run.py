@@ -1,7 +1,7 @@
 """The course's benchmark: how long each lesson takes, how much memory it needs, and the hot spots.
 
     python benchmarks/run.py [NB ...] [--skip-book] [--skip-masking] [--skip-unit] [--make-test]
-                             [--cores N] [--strict] [--out benchmarks/results.json]
+                             [--cores N] [--strict] [--out lib/bertfamily/results/benchmark.json]
 
 (``make bench`` runs it over every notebook of ``_toc.yml``, then re-executes the appendix page
 ``book/running.ipynb``, which reads the result.) What it measures, one step after the other:
@@ -38,9 +38,11 @@ import threading
 import time
 from pathlib import Path
 
+# what the book shows lives in the package (the appendix page reads it on Colab too)
+from bertfamily.measurements import RESULTS, SCHEMA, load_results, masking_table, notebook_table, plot  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2 ** 20
-SCHEMA = 1
 
 #: The budgets of the course (CONTRIBUTING.md): each notebook under 90 s and 1.5 GiB on 2 cores,
 #: Binder's 2 GiB limit for reference, ``make test`` under 10 minutes, and our masking at least as
@@ -319,6 +321,32 @@ def make_test_time() -> dict:
     return result
 
 
+def grading_time(submissions: int = 30, jobs: int = 2) -> dict:
+    """Wall time of ``bertfamily-grade`` on a class of honest submissions (the course's own answers,
+    run: the student version with the solutions and their outputs put back), ``jobs`` at a time."""
+    import nbformat
+
+    from bertfamily import grading
+    if submissions < 1:
+        raise ValueError(f"--add-grading needs at least 1 submission, got {submissions}")
+    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
+        folder = Path(tmp) / "class"
+        folder.mkdir()
+        answer = grading.model_answer(nbformat.read(grading.REFERENCE, as_version=4))
+        for n in range(submissions):
+            nbformat.write(answer, folder / f"student{n:02d}_exercise.ipynb")
+        result = _timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out",
+                         str(Path(tmp) / "gradebook.csv"), "--jobs", str(jobs)], timeout=7200)
+        import csv
+        book = Path(tmp) / "gradebook.csv"
+        rows = list(csv.DictReader(book.open(newline="", encoding="utf-8"))) if book.is_file() else []
+    full = [r for r in rows if r["score"] == r["max_score"]]
+    result.update(command=f"bertfamily-grade <{submissions} honest submissions> --jobs {jobs}",
+                  submissions=submissions, jobs=jobs, full_marks=len(full),
+                  per_submission_s=round(result["wall_s"] / submissions, 1))
+    return result
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -411,34 +439,6 @@ def summarize(result: dict) -> dict:
 
 # --------------------------------------------------------------------------- writing the result
 
-def _fmt(value, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
-
-
-def notebook_table(result: dict) -> str:
-    """The markdown table of the notebooks, with budgets and verdicts (also shown by the book)."""
-    b = result["budgets"]
-    lines = ["| notebook | wall time (s) | budget (s) | peak memory (MiB) | budget (MiB) | verdict |",
-             "|---|--:|--:|--:|--:|---|"]
-    for r in result["notebooks"]:
-        lines.append(f"| {Path(r['notebook']).stem} | {_fmt(r['wall_s'], '.1f')} | {b['notebook_wall_s']:.0f} "
-                     f"| {_fmt(r['peak_rss_mib'], ',.0f')} | {b['notebook_peak_mib']:,.0f} | {r['verdict']} |")
-    s = result["summary"]
-    lines.append(f"| **all {s['notebooks']}** | **{s['total_wall_s']:.1f}** (sum) | | "
-                 f"**{_fmt(s['max_peak_rss_mib'], ',.0f')}** (max) | | **{s['within']} of {s['notebooks']} within** |")
-    return "\n".join(lines)
-
-
-def masking_table(masking: dict) -> str:
-    lines = ["| implementation | median time (ms) | tokens per second | bertfamily is faster by |",
-             "|---|--:|--:|--:|"]
-    for name, seconds in masking["median_s"].items():
-        ratio = masking["ratio"].get(name)
-        lines.append(f"| `{name}` | {1e3 * seconds:.2f} | {masking['tokens_per_s'][name]:,.0f} "
-                     f"| {'–' if ratio is None else f'{ratio:.2f}×'} |")
-    return "\n".join(lines)
-
-
 def markdown(result: dict) -> str:
     """The whole result as a markdown page (``results.md``)."""
     m, s, b = result["machine"], result["summary"], result["budgets"]
@@ -485,6 +485,10 @@ def markdown(result: dict) -> str:
     if result.get("make_test"):
         mt = result["make_test"]
         out += [f"`make test`, measured: {mt['wall_s']:.0f} s, {mt['status']}, {mt['verdict']}.", ""]
+    if result.get("grading"):
+        g = result["grading"]
+        out += [f"Regrading a class (`{g['command']}`): {g['wall_s']:.0f} s, {g['per_submission_s']} s a "
+                f"submission, {g['full_marks']} of {g['submissions']} with full marks, {g['status']}.", ""]
     return "\n".join(out)
 
 
@@ -500,50 +504,14 @@ def write_results(result: dict, out: Path) -> tuple[Path, Path]:
     return out, md
 
 
-def load_results(path) -> dict:
-    """Read a result written by :func:`write_results` (checks the schema version)."""
-    result = json.loads(Path(path).read_text(encoding="utf-8"))
-    schema = result.get("schema") if isinstance(result, dict) else None
-    if schema != SCHEMA:
-        raise ValueError(f"{path} has schema {schema!r}; this code reads schema {SCHEMA}: "
-                         "regenerate it with `make bench`")
-    return result
-
-
-# --------------------------------------------------------------------------- the figure
-
-def plot(result: dict):
-    """Time and peak memory per notebook against the budgets (and Binder's limit); returns the figure."""
-    from bertfamily.plots import COLORS, bar_labels, plt, use_style
-
-    use_style()
-    rows, b = result["notebooks"], result["budgets"]
-    names = [Path(r["notebook"]).stem for r in rows][::-1]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 0.35 * len(rows) + 1.6), sharey=True)
-    panels = ((left, "wall_s", "notebook_wall_s", "time", "wall time (s)", "Time per notebook"),
-              (right, "peak_rss_mib", "notebook_peak_mib", "memory", "peak memory (MiB)", "Peak memory per notebook"))
-    for ax, key, budget, what, label, title in panels:
-        values = [r[key] for r in rows][::-1]
-        colors = [COLORS["highlight"] if r["verdict"] == "failed" or what in r["verdict"] else COLORS["dynamic"]
-                  for r in rows][::-1]
-        ax.barh(names, values, color=colors)
-        bar_labels(ax)
-        ax.axvline(b[budget], color=COLORS["neutral"], linestyle="--", label="budget")
-        ax.set(xlabel=label, title=title)
-    right.axvline(b["binder_mib"], color=COLORS["bert"], linestyle=":", label="Binder's limit")
-    for ax, key, limit in ((left, "wall_s", b["notebook_wall_s"]), (right, "peak_rss_mib", b["binder_mib"])):
-        ax.set_xlim(0, 1.3 * max([limit] + [r[key] for r in rows]))  # room for the labels and legend
-        ax.legend(loc="best", fontsize=8)
-    return fig
-
-
 # --------------------------------------------------------------------------- the command
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: every notebook of _toc.yml)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"),
-                        help="the JSON result; the markdown table goes next to it (default: benchmarks/results.json)")
+    parser.add_argument("--out", default=str(RESULTS),
+                        help="the JSON result; the markdown table goes next to it (default: the committed result, "
+                             "lib/bertfamily/results/benchmark.json, package data that the appendix page reads)")
     parser.add_argument("--skip-book", action="store_true", help="do not time the book's builds")
     parser.add_argument("--skip-masking", action="store_true", help="do not compare the masking functions")
     parser.add_argument("--skip-unit", action="store_true", help="do not time the unit tests")
@@ -552,7 +520,17 @@ def main(argv=None) -> int:
                         help=f"run on at most this many CPUs (default {BUDGETS['cores']}, the budget's machine; 0: all)")
     parser.add_argument("--interval", type=float, default=0.05, help="memory sampling interval in seconds")
     parser.add_argument("--strict", action="store_true", help="exit with status 2 when anything is over budget")
+    parser.add_argument("--add-grading", type=int, metavar="N",
+                        help="only time the grader on a class of N honest submissions (2 jobs) and add that to "
+                             "the existing --out (about 25 s a submission on 2 cores)")
     args = parser.parse_args(argv)
+    if args.add_grading is not None:
+        result = load_results(args.out)
+        result["grading"] = grading_time(args.add_grading)
+        write_results(result, Path(args.out))
+        print(f"grading: {result['grading']['submissions']} submissions, {result['grading']['jobs']} jobs, "
+              f"{result['grading']['wall_s']:.0f} s, {result['grading']['full_marks']} with full marks")
+        return 0 if result["grading"]["status"] == "ok" else 1
     if args.cores < 0:
         parser.error(f"--cores must be 0 (all) or a positive number, got {args.cores}")
     if args.interval <= 0:

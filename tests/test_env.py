@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertfamily import env
+from bertfamily import env, install
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,10 +21,16 @@ def test_seed_everything_is_reproducible():
 
 
 def test_requirements_follow_pyproject_and_skip_torch():
-    reqs = env.requirements(skip=("torch",))
+    reqs = install.requirements(skip=("torch",))
     assert any(r.startswith("transformers") for r in reqs)
     assert not any(r.startswith("torch") for r in reqs)
-    assert any(r.startswith("torch==2.13.0") for r in env.requirements(skip=()))
+    assert any(r.startswith("torch==2.13.0") for r in install.requirements(skip=()))
+
+
+def test_install_imports_no_torch():
+    # the Colab cell imports it before pin(), which must come before torch starts
+    code = "import sys, bertfamily.install, bertfamily.kernels; assert 'torch' not in sys.modules, 'torch started'"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_report_prints_versions(capsys):

@@ -89,7 +89,7 @@ def test_prepare_takes_nbval_markers_from_the_reference(exercise):
     solution.metadata["tags"] = ["solution", "nbval-ignore-output"]
     check = cell_of(nb, task2, "check")
     check.source = "# NBVAL_IGNORE_OUTPUT\n" + check.source
-    prepared = grading.prepare(nb, exercise.reference, exercise.tasks)
+    prepared = grading.prepare(nb, exercise).nb
     by_id = {c.get("id"): c for c in prepared.cells}
     assert by_id[solution.id].metadata["tags"] == ["solution"]
     assert "NBVAL" not in by_id[check.id].source and check.source.endswith(by_id[check.id].source.strip())
@@ -116,7 +116,7 @@ def test_prepare_restores_check_cells_from_the_reference(exercise):
     check = cell_of(nb, exercise.tasks[2], "check")
     original = check.source
     check.source = "print('✓ Task 3 (the reduction): trust me')"
-    prepared = grading.prepare(nb, exercise.reference, exercise.tasks)
+    prepared = grading.prepare(nb, exercise).nb
     assert next(c for c in prepared.cells if c.get("id") == check.id).source == original
     assert check.source != original  # the submission itself is untouched
 
@@ -275,6 +275,19 @@ def planted(tmp_path_factory, exercise):
         "online": online(correct, tasks),
         # a stray keystroke (a trailing newline) in task 3's check cell: restored, noted, no mark lost
         "check_edited": spoiled("task3", "check", source=cell_of(correct, tasks["task3"], "check").source + "\n"),
+        # saved by an editor that drops cell ids (nbformat 4.4): matched by the check cells' code
+        "no_ids": without_ids(correct),
+        # task 3's check cell deleted: put back from the course's copy, run, noted
+        "check_deleted": without_cell(correct, cell_of(correct, tasks["task3"], "check").id),
+        # every output cleared before handing in: graded from the re-run, reproduction not checked
+        "cleared": cleared(correct),
+        # two-line cheats: a wrong reduction with the check replaced in the kernel, or print patched
+        "cheat_check": spoiled("task3", "solution", source=(
+            "reduction = 0.5\ncheck_reduction = checks.check_reduction\n"
+            "checks.check_reduction = lambda r: print('✓ Task 3 (the reduction): DistilBERT has 39.5% fewer')")),
+        "cheat_print": spoiled("task3", "solution", source=(
+            "import builtins; _print = builtins.print; reduction = 0.5\n"
+            "builtins.print = lambda *a, **k: _print(*(str(x).replace('✗', '✓') for x in a), **k)")),
     }
     for name, nb in notebooks.items():
         nbformat.write(nb, klass / f"{name}.ipynb")
@@ -289,6 +302,28 @@ def planted(tmp_path_factory, exercise):
     paths = {p.stem: p for p in [*klass.iterdir(), *loop.iterdir()]}
     before = snapshot(root) | {EXERCISE: (EXERCISE.read_bytes(), EXERCISE.stat().st_mtime_ns)}
     return {"root": root, "class": klass, "loop": loop, "paths": paths, "before": before}
+
+
+def without_ids(nb):
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        cell.pop("id", None)
+    out.nbformat_minor = 4
+    return out
+
+
+def without_cell(nb, cid):
+    out = copy.deepcopy(nb)
+    out.cells = [c for c in out.cells if c.get("id") != cid]
+    return out
+
+
+def cleared(nb):
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return out
 
 
 def online(correct, tasks):
@@ -330,13 +365,44 @@ def test_full_marks(batch, exercise, name):
     row = batch[0][name]
     assert (row.status, row.score, row.max_score, row.detail) == ("graded", len(exercise.graded),
                                                                  len(exercise.graded), "")
-    assert set(row.tasks.values()) == {1}
+    assert set(row.tasks.values()) == {1} and row.outputs == "reproduced" and row.flags == ""
+
+
+@pytest.mark.parametrize("name, note", [
+    ("no_ids", "the notebook has no cell ids (saved by an older editor)"),
+    ("check_deleted", "task3: its check cell was deleted; the course's copy was put back and run"),
+    ("cleared", ""),
+])
+def test_full_marks_after_an_accident(batch, exercise, name, note):
+    """An honest student loses nothing for an editor, a deleted check cell or cleared outputs."""
+    row = batch[0][name]
+    assert (row.status, row.score, row.flags) == ("graded", len(exercise.graded), ""), row
+    assert note in row.detail and "✗" not in row.detail, row.detail
+    if name == "cleared":  # graded from the re-run; nothing stored to compare
+        assert row.outputs.count("not checked: handed in without outputs") == len(exercise.graded)
+
+
+def test_an_output_typed_by_hand_is_reported_not_scored(batch, exercise):
+    """The mark comes from the re-run; the stored output that does not reproduce is said beside it."""
+    row = batch[0]["edited_output"]
+    assert (row.status, row.score, row.detail) == ("graded", len(exercise.graded), ""), row
+    assert row.outputs.startswith("task2: differs: cell") and "66,000,000" in row.outputs
+    assert "66,362,880" in row.outputs
+
+
+@pytest.mark.parametrize("name", ["cheat_check", "cheat_print"])
+def test_a_two_line_cheat_gains_nothing_and_is_flagged(batch, exercise, name):
+    """The notebook's own check printed ✓ for 0.5; the grader's check of the exported answer says ✗."""
+    row = batch[0][name]
+    assert row.status == "graded" and row.score == len(exercise.graded) - 1, row
+    assert [t for t, mark in row.tasks.items() if mark == 0] == ["task3"]
+    assert row.flags.startswith("task3: the notebook's check printed ✓ but the answer is wrong"), row.flags
+    assert "✗ Task 3 (the reduction): not the reduction yet" in row.flags
+    assert row.flags.endswith("check code was altered in the kernel")
 
 
 @pytest.mark.parametrize("name, task, words", [
     ("wrong_answer", "task3", ["task3: ✗ Task 3 (the reduction)"]),
-    ("edited_output", "task2", ["task2: the stored output of cell", "does not reproduce",
-                                "66,000,000", "66,362,880"]),
     ("syntax_error", "task7", ["task7: cell", "raised SyntaxError", "task7: cell"]),
 ])
 def test_one_task_lost(batch, exercise, name, task, words):
@@ -405,7 +471,7 @@ def test_serial_gradebook_matches_parallel(serial, batch, exercise, capfd):
     for r in rows:
         b = batch[0][Path(r["submission"]).stem]
         expected = {"submission": b.submission, "status": b.status, "score": "" if b.score is None else str(b.score),
-                    "max_score": str(b.max_score), "detail": b.detail,
+                    "max_score": str(b.max_score), "detail": b.detail, "outputs": b.outputs, "flags": b.flags,
                     **{k: "" if v is None else str(v) for k, v in b.tasks.items()}}
         assert r == expected
     # an existing gradebook is not overwritten without --force

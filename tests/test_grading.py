@@ -53,9 +53,11 @@ def test_student_version_replaces_solutions():
     student = grading.student_version(nb)
     assert nbformat.writes(nb) == before  # the source is not modified
     sources = [c.source for c in student.cells]
-    # solution markdown (the dropdown markup) is gone, the exercise statement is kept
+    # solution markdown (the dropdown markup) is gone; the exercise statement is kept, as plain
+    # Markdown that Jupyter and Colab show as it is (a heading, then the text; no MyST fences)
     assert not any("solution-start" in s or "solution-end" in s for s in sources)
-    assert any("{exercise}" in s for s in sources)
+    assert "### Task 1: Find x\n\nCompute x." in sources
+    assert not any("{exercise}" in s or ":label:" in s for s in sources)
     # the instruction comments are kept, the answer becomes a None placeholder, helpers vanish
     assert "# Compute the answer into `x`.\n# (an integer)\nhelper = None  # YOUR CODE HERE\n" \
            "x = None  # YOUR CODE HERE" in sources
@@ -68,7 +70,9 @@ def test_student_version_replaces_solutions():
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
     check = next(c for c in student.cells if "check" in c.metadata.get("tags", []))
-    assert "Task x" in check.source  # checks are kept verbatim
+    assert "Task x" in check.source  # checks are kept verbatim, and locked in Jupyter
+    assert check.metadata["editable"] is False and check.metadata["deletable"] is False
+    assert "editable" not in next(c for c in student.cells if c.source.startswith("y = None")).metadata
     kept = next(c for c in student.cells if c.source.startswith("y = None"))
     assert kept.metadata["tags"] == ["nbval-ignore-output"]
 

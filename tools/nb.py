@@ -65,7 +65,7 @@ def benchmark(paths) -> int:
     """Notebooks only (no masking, book or unit tests), into _build/benchmark.json and .md.
 
     A thin call of ``benchmarks/run.py``, which does the measuring (``make bench`` runs all of it
-    and writes the committed ``benchmarks/results.json``).
+    and writes the committed ``lib/bertfamily/results/benchmark.json``).
     """
     sys.path.insert(0, str(ROOT))
     from benchmarks.run import main as bench
@@ -82,11 +82,11 @@ def repository_url() -> str:
 def colab_cell_source() -> str:
     """The first cell of every lesson: on Colab only, install the course; everywhere, report versions."""
     return (
-        "# On Colab, install the course package first (elsewhere this cell only reports versions).\n"
-        "import sys, subprocess\n"
-        "if \"google.colab\" in sys.modules:\n"
+        "# On Colab, install the course package once per session (elsewhere this cell only reports versions).\n"
+        "import sys, subprocess, importlib.util\n"
+        "if \"google.colab\" in sys.modules and importlib.util.find_spec(\"bertfamily\") is None:\n"
         f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", \"git+{repository_url()}\"], check=True)\n"
-        "    from bertfamily.env import install_requirements\n"
+        "    from bertfamily.install import install_requirements  # imports no torch\n"
         "    install_requirements(skip=(\"torch\",))  # keep Colab's own torch\n"
         "from bertfamily.kernels import pin\n"
         "pin()  # the numerical kernels the committed outputs were made with (before torch starts)\n"

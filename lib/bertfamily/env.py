@@ -1,46 +1,19 @@
-"""What the first cell of every lesson needs: install on Colab, seed, and say what this runs with."""
+"""What the first cell of every lesson needs: seed, and say what this runs with (installing: ``install``)."""
 from __future__ import annotations
 
 import importlib.metadata
 import os
 import platform
 import random
-import re
-import subprocess
 import sys
 
 import numpy as np
 import torch
 
 from bertfamily import kernels
+from bertfamily.install import on_colab
 
 REPORTED = ("torch", "transformers", "tokenizers", "numpy", "matplotlib", "ipywidgets")
-
-
-def on_colab() -> bool:
-    """True inside a Google Colab kernel."""
-    return "google.colab" in sys.modules
-
-
-def requirements(skip: tuple = ("torch",)) -> list[str]:
-    """The course's runtime dependencies, read from the installed package's own metadata.
-
-    This is the one dependency list (``pyproject.toml``); ``skip`` leaves out packages the host
-    already provides (Colab ships its own torch, which a pinned CPU wheel must not replace).
-    """
-    out = []
-    for req in importlib.metadata.requires("bertfamily") or []:
-        if "extra ==" in req:
-            continue
-        name = re.split(r"[ <>=!~;\[(]", req, maxsplit=1)[0].lower()
-        if name not in skip:
-            out.append(req.split(";")[0].strip())
-    return out
-
-
-def install_requirements(skip: tuple = ("torch",)) -> None:
-    """pip-install :func:`requirements` quietly (used by the Colab cell after a ``--no-deps`` install)."""
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements(skip)], check=True)
 
 
 def seed_everything(seed: int = 0) -> torch.Generator:

@@ -1,0 +1,5 @@
+import sys
+
+from bertfamily.grading.cli import main
+
+sys.exit(main())

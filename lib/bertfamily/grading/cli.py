@@ -1,0 +1,136 @@
+"""The commands: ``bertfamily-grade`` (a class into a gradebook), ``student`` and ``grade`` (one notebook)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from bertfamily import kernels
+from bertfamily.grading.exercise import REFERENCE, Exercise
+from bertfamily.grading.gradebook import (ID_PATTERN, SANITIZE, _jobs_default, apply_roster, collect, grade_class,
+                                          read_roster, summary, write_canvas, write_feedback, write_gradebook)
+from bertfamily.grading.marks import _print_report, grade
+from bertfamily.grading.sandbox import Limits
+from bertfamily.grading.student import write_student
+
+USAGE = """\
+    python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force]
+    python -m bertfamily.grading grade NOTEBOOK.ipynb [--timeout 600] [--json]
+    bertfamily-grade SUBMISSION... --out gradebook.csv [--force] [--jobs N] [--strict-outputs]
+                     [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
+"""
+
+
+def _check_out(path, force, label) -> Path:
+    path = Path(path)
+    if path.exists() and not force:
+        raise ValueError(f"{path} exists; pass --force to overwrite it")
+    if not path.parent.is_dir():
+        raise ValueError(f"no folder {path.parent} for {label}")
+    return path
+
+
+def _main_gradebook(argv) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bertfamily-grade",
+        description="Regrade a class: re-execute each submission under nbval in a sandbox, check every answer "
+                    "again outside the kernel, and write a gradebook (CSV). Other commands: 'student SOURCE DEST' "
+                    "(the student version) and 'grade NOTEBOOK' (the checks of one notebook).")
+    parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
+    parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --out (and --canvas)")
+    parser.add_argument("--jobs", type=int, default=_jobs_default(), help="submissions at a time (default: one per core, as far as free memory allows: %(default)s)")
+    parser.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout, help="seconds per cell (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds per notebook (default %(default)s)")
+    parser.add_argument("--memory-mib", type=int, default=Limits.memory_mib, help="memory of one run, kernel and its children (MiB, default %(default)s)")
+    parser.add_argument("--strict-outputs", action="store_true",
+                        help="a task also needs its stored outputs to reproduce on the re-run (handed in with outputs)")
+    parser.add_argument("--feedback", metavar="DIR", help="write one Markdown feedback file per submission into DIR")
+    parser.add_argument("--roster", metavar="CSV", help="the class list: a CSV with an 'id' column (and name, "
+                        "canvas_id, sis_user_id, sis_login_id, section)")
+    parser.add_argument("--pattern", default=ID_PATTERN,
+                        help="a regular expression with a group 'id' that finds the student id in a file name "
+                             "(default %(default)r: the name up to its first _ - . or space)")
+    parser.add_argument("--canvas", metavar="FILE", help="also write Canvas's grade-import CSV (needs --roster)")
+    parser.add_argument("--canvas-assignment", default="", metavar="NAME",
+                        help="the assignment's column in Canvas, e.g. 'DistilBERT exercise (1234)'")
+    parser.add_argument("--reference", default=str(REFERENCE), help="the solution notebook that defines the tasks (default: the course's)")
+    parser.add_argument("--sanitize", default=str(SANITIZE), help="the nbval sanitize file (default: the course's tests/sanitize.cfg)")
+    args = parser.parse_args(argv)
+    try:
+        limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)
+        if min(limits.cell_timeout, limits.timeout, limits.memory_mib) <= 0:
+            raise ValueError("--cell-timeout, --timeout and --memory-mib must be positive")
+        out = _check_out(args.out, args.force, "--out")
+        canvas = _check_out(args.canvas, args.force, "--canvas") if args.canvas else None
+        if canvas and not args.roster:
+            raise ValueError("--canvas needs --roster (Canvas imports grades by its students' ids)")
+        if canvas and not args.canvas_assignment.strip():
+            raise ValueError("--canvas needs --canvas-assignment, the assignment's column in Canvas, "
+                             "e.g. 'DistilBERT exercise (1234)' (as Canvas's own grade export names it)")
+        roster = read_roster(args.roster) if args.roster else None
+        files = collect(args.submissions)
+        written = {p.resolve() for p, _ in files}
+        for given, label in ((out, "--out"), (canvas, "--canvas")):
+            if given is not None and given.resolve() in written:
+                raise ValueError(f"{label} {given} is one of the submissions: choose another path")
+        if args.feedback and Path(args.feedback).resolve() in {p.parent for p in written}:
+            raise ValueError(f"--feedback {args.feedback} is a folder of submissions: choose another folder")
+        exercise = Exercise.load(args.reference)
+        rows = grade_class(args.submissions, exercise, limits, args.jobs, args.sanitize,
+                           strict_outputs=args.strict_outputs)
+        if roster is not None:
+            rows = apply_roster(rows, exercise, roster, args.pattern)
+        write_gradebook(rows, exercise, out, force=args.force, roster=roster is not None)
+        if canvas:
+            write_canvas(rows, roster, args.canvas_assignment, canvas, force=args.force)
+        feedback = write_feedback(rows, exercise, args.feedback) if args.feedback else []
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(summary(rows, exercise))
+    print(f"gradebook: {out}" + (f"; Canvas import: {canvas}" if canvas else "")
+          + (f"; {len(feedback)} feedback files in {args.feedback}" if args.feedback else ""))
+    return 0
+
+
+def _main_commands(argv) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bertfamily.grading", description=USAGE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("student", help="write the student version of a solution notebook")
+    s.add_argument("source")
+    s.add_argument("dest")
+    s.add_argument("--force", action="store_true", help="overwrite DEST even if it differs")
+    g = sub.add_parser("grade", help="execute a copy of a notebook and report its checks")
+    g.add_argument("notebook")
+    g.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    g.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "student":
+            outcome = write_student(args.source, args.dest, force=args.force)
+            print(f"{outcome}: {args.dest} (student version of {args.source})")
+            return 0
+        results = grade(args.notebook, timeout=args.timeout)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=1, ensure_ascii=False))
+    else:
+        _print_report(results)
+    return 0
+
+
+def main(argv=None) -> int:
+    """``student`` and ``grade`` as before; anything else is a class to regrade into a gradebook."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "torch" not in sys.modules:  # `grade` runs its kernel in this environment
+        os.environ.update(kernels.pinned_environ())
+    if argv and argv[0] in ("student", "grade"):
+        return _main_commands(argv)
+    return _main_gradebook(argv)

@@ -1,0 +1,100 @@
+"""Reading the checks' verdicts: the ``✓`` / ``✗`` lines that :mod:`bertfamily.checks` prints.
+
+``grade`` executes a *copy* of one notebook in a temporary folder and reports its checks; the
+student's file is only read, never modified.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from bertfamily.grading.student import CHECK, _tags
+
+_MARK = re.compile(r"^\s*([✓✗])\s+(.*?):\s*(.*)$")
+
+
+@dataclass
+class CheckResult:
+    task: str
+    passed: bool
+    message: str
+    cell: int
+    hint: str = ""
+
+
+def _output_text(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out.get("text", ""))
+        elif out.get("output_type") in ("execute_result", "display_data"):
+            parts.append(out.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
+def report(nb) -> list[CheckResult]:
+    """The check results an executed notebook shows, one per ``✓`` / ``✗`` line of its check cells.
+
+    A check cell that raised, or printed no mark, counts as a failed check.
+    """
+    results = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or CHECK not in _tags(cell):
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        marks = 0
+        for line in _output_text(cell).splitlines():
+            m = _MARK.match(line)
+            if m:
+                marks += 1
+                results.append(CheckResult(m.group(2), m.group(1) == "✓", m.group(3), index))
+            elif marks and line.strip().startswith("hint:"):
+                hint = line.strip()[len("hint:"):].strip()
+                results[-1].hint = f"{results[-1].hint} {hint}".strip()
+        if errors:
+            e = errors[0]
+            results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}", index))
+        elif not marks:
+            results.append(CheckResult(f"cell {index}", False, "the check printed no result", index))
+    return results
+
+
+def execute_copy(path, timeout: int = 600, kernel_name: str = "python3"):
+    """Execute a copy of the notebook at ``path`` in a temporary folder; return the executed notebook.
+
+    The file at ``path`` is only read (its bytes and modification time are unchanged); errors in
+    cells do not stop the run, they are recorded in the outputs.
+    """
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no notebook at {path}")
+    data = path.read_bytes()
+    nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+    with tempfile.TemporaryDirectory(prefix="bertfamily-grade-") as tmp:
+        (Path(tmp) / path.name).write_bytes(data)
+        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
+                                resources={"metadata": {"path": tmp}})
+        client.execute()
+    return nb
+
+
+def grade(path, timeout: int = 600, kernel_name: str = "python3") -> list[CheckResult]:
+    """Execute a copy of the notebook at ``path`` (see :func:`execute_copy`) and return its check results."""
+    return report(execute_copy(path, timeout=timeout, kernel_name=kernel_name))
+
+
+def _print_report(results, stream=sys.stdout) -> None:
+    width = max((len(r.task) for r in results), default=4)
+    for r in results:
+        print(f"{'✓' if r.passed else '✗'} {r.task:<{width}}  {r.message}", file=stream)
+        if r.hint:
+            print(f"  {'':<{width}}  hint: {r.hint}", file=stream)
+    passed = sum(r.passed for r in results)
+    print(f"{passed}/{len(results)} checks passed", file=stream)

@@ -1,0 +1,202 @@
+"""Verifying outside the kernel: the grader checks each answer again, in its own process.
+
+A check cell runs in the student's kernel, where the student's code ran first: it can replace a
+check (``checks.check_reduction = lambda r: print("✓ ...")``) or ``print`` itself. So just before
+each graded check cell, the grader's exporter (:data:`EXPORTER`, a file in the run's folder, not
+part of the notebook) saves the values that the check reads: numbers, text, and for a model a
+summary of what the checks look at (its class, its configuration, which layers are quantised and
+to what). The grader then runs the course's check cell again in its own process, on those values
+and on small stand-in models rebuilt from the summaries, with :mod:`bertfamily.checks` as the
+course ships it. A task counts only when both verdicts are ✓.
+
+No pickle crosses from the kernel to the grader: the answers are JSON.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import copy
+import hashlib
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+# Imported when the grader starts, before any submission runs: a kernel that rewrites the installed
+# file later cannot change the checks this process runs (and :func:`checks_intact` notices it).
+from bertfamily import checks as _checks
+
+_CHECKS_DIGEST = hashlib.sha256(Path(_checks.__file__).read_bytes()).hexdigest()
+
+
+def checks_intact() -> None:
+    """Raise when the installed ``bertfamily/checks.py`` changed since the grader started (a submission
+    rewrote it: every later kernel would run the altered checks)."""
+    path = Path(_checks.__file__)
+    if hashlib.sha256(path.read_bytes()).hexdigest() != _CHECKS_DIGEST:
+        raise RuntimeError(f"{path} changed while grading: a submission rewrote the course's checks. "
+                           "Reinstall the course (pip install -e .), and grade in a container (README)")
+
+#: The grader's exporter, run inside the kernel by one line put before each graded check cell.
+#: It never raises (an honest notebook must not fail because of it) and prints nothing.
+EXPORTER = r'''
+import json, numbers
+
+
+def _summary(value, torch):
+    if isinstance(value, torch.nn.Module):
+        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+        config = getattr(value, "config", None)
+        settings = None
+        if config is not None:
+            items = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+            settings = {k: v for k, v in items.items()
+                        if v is None or isinstance(v, (bool, int, float, str))}
+        modules = list(value.modules())
+        return {"module": type(value).__name__, "object": id(value), "config": settings,
+                "linear": sum(type(m) is torch.nn.Linear for m in modules),
+                "dynamic": [str(m._packed_params.dtype).replace("torch.", "")
+                            for m in modules if isinstance(m, DynamicLinear)]}
+    if isinstance(value, torch.Tensor):
+        one = value.numel() == 1
+        return {"tensor": list(value.shape), "item": value.item() if one else None,
+                "floating": value.is_floating_point()}
+    return None
+
+
+def _value(value):
+    if value is None or isinstance(value, (bool, str)):
+        return {"plain": value}
+    if isinstance(value, numbers.Integral):
+        return {"plain": int(value)}
+    if isinstance(value, numbers.Real):
+        return {"plain": float(value)}
+    try:
+        import torch
+        found = _summary(value, torch)
+        if found is not None:
+            return found
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    return {"other": type(value).__name__, "repr": repr(value)[:80]}
+
+
+def export(namespace, names, path):
+    try:
+        out = {}
+        for name in names:
+            out[name] = _value(namespace[name]) if name in namespace else {"missing": True}
+        text = json.dumps(out, allow_nan=True)
+    except Exception as exc:
+        text = json.dumps({"__error__": f"{type(exc).__name__}: {exc}"[:200]})
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except Exception:
+        pass
+'''
+
+
+def read_names(source: str) -> list[str]:
+    """The names a check cell reads (its answers), in order: every name loaded except ``checks``,
+    builtins and what the cell assigns itself."""
+    tree = ast.parse(source)
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in names \
+                and node.id != "checks" and node.id not in stored and not hasattr(builtins, node.id):
+            names.append(node.id)
+    return names
+
+
+def exports(exercise) -> dict:
+    """For each graded check cell of ``exercise``: the names its check reads."""
+    return {cid: read_names(source) for task in exercise.graded for cid, source in task.checks}
+
+
+def with_exports(nb, wanted: dict, exporter: Path, folder: Path):
+    """A copy of ``nb`` whose check cells in ``wanted`` first call the exporter (one line)."""
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        names = wanted.get(cell.get("id")) if cell.cell_type == "code" else None
+        if names is not None:
+            target = folder / f"{cell.get('id')}.json"
+            cell.source = (f"__import__('runpy').run_path({str(exporter)!r})['export'](globals(), {names!r}, "
+                           f"{str(target)!r})\n" + cell.source)
+    return out
+
+
+def read_answers(folder: Path, wanted: dict) -> dict:
+    """The exported answers of each check cell that got as far as its check (by cell id)."""
+    found = {}
+    for cid in wanted:
+        path = Path(folder) / f"{cid}.json"
+        try:
+            found[cid] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def stand_in(value: dict, objects: dict):
+    """The grader's copy of one exported answer: the value itself, or a small model (or tensor) that
+    shows the checks what the student's had: class name, configuration, linear and quantised layers."""
+    if "plain" in value:
+        return value["plain"]
+    if "missing" in value:
+        raise NameError("not defined when the check ran")
+    import torch
+    if "tensor" in value:
+        dtype = torch.float32 if value["floating"] else torch.int64
+        if value["item"] is not None:
+            return torch.full(value["tensor"], value["item"], dtype=dtype)
+        return torch.zeros(value["tensor"], dtype=dtype)
+    if "module" in value:
+        if value["object"] in objects:  # the same model passed twice (``model is distilbert``)
+            return objects[value["object"]]
+        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+        model = type(value["module"], (torch.nn.Module,), {})()
+        if value["config"] is not None:
+            model.config = SimpleNamespace(**value["config"])
+        for i in range(value["linear"]):
+            model.add_module(f"linear{i}", torch.nn.Linear(1, 1))
+        for i, dtype in enumerate(value["dynamic"]):
+            model.add_module(f"dynamic{i}", DynamicLinear(1, 1, dtype=getattr(torch, dtype)))
+        objects[value["object"]] = model
+        return model
+    if "other" in value:
+        return type(value["other"], (), {"__repr__": lambda self, r=value["repr"]: r})()
+    raise ValueError(f"the exporter could not read this answer: {value.get('error', value)}")
+
+
+def recheck(source: str, answers: dict) -> tuple[bool, str]:
+    """Run a check cell's source (the course's) in this process on the exported ``answers``.
+
+    Returns (passed, the first line it printed that is not ✓, or why it could not run).
+    """
+    from bertfamily.grading.marks import _MARK
+
+    if "__error__" in answers:
+        return False, f"the grader could not read the answers ({answers['__error__']})"
+    checks = _checks  # the course's, imported before any submission ran; never the kernel's
+    objects = {}
+    try:
+        namespace = {name: stand_in(value, objects) for name, value in answers.items()}
+    except (NameError, ValueError) as exc:
+        return False, f"the grader could not rebuild an answer: {exc}"
+    namespace["checks"] = checks
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(source, "<check cell>", "exec"), namespace)  # noqa: S102 - the course's code
+    except Exception as exc:  # the kernel's run of the same check raised too, or it would differ
+        return False, f"the check raised {type(exc).__name__}: {exc}"[:200]
+    marks = [m for m in map(_MARK.match, printed.getvalue().splitlines()) if m]
+    failed = [m for m in marks if m.group(1) != "✓"]
+    if not marks:
+        return False, "the check printed no result"
+    if failed:
+        return False, f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200]
+    return True, ""

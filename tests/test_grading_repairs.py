@@ -1,0 +1,269 @@
+"""The grader's repairs, its own check outside the kernel, strict outputs, roster, Canvas and feedback.
+
+No kernel runs here: the runs are made by hand (what the sandbox records), so each rule is seen alone.
+The planted class in test_gradebook.py runs them for real.
+"""
+import copy
+import csv
+import json
+
+import nbformat
+import pytest
+import torch
+
+from bertfamily import grading
+from bertfamily.grading import verify
+from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
+
+EXPORTER = {}
+exec(verify.EXPORTER, EXPORTER)  # the exporter as the kernel runs it
+
+
+@pytest.fixture(scope="module")
+def exercise():
+    return grading.Exercise.load()
+
+
+def check_cell(exercise, n):
+    cid, source = exercise.tasks[n - 1].checks[0]
+    return cid, source
+
+
+def exported(**values):
+    """What the exporter writes for these values, read back as the grader reads it."""
+    EXPORTER["export"](values, list(values), "/dev/null")
+    return json.loads(json.dumps({k: EXPORTER["_value"](v) for k, v in values.items()}))
+
+
+# ------------------------------------------------------------------ the grader's own check
+
+
+def test_names_a_check_reads():
+    assert verify.read_names("ok = checks.check_models(distilbert, bert)") == ["distilbert", "bert"]
+    assert verify.read_names("ok = checks.check_predicted_sizes(fp32_mib, int8_mib)\n"
+                             "ok_factor = checks.check_combined_factor(factor)") == ["fp32_mib", "int8_mib", "factor"]
+    assert verify.read_names("x = len(ok)\nprint(checks.c(x, y))") == ["ok", "y"]
+
+
+def test_recheck_agrees_with_an_honest_answer_and_not_with_a_wrong_one(exercise, capsys):
+    from bertfamily import budget, checks
+    _, source = check_cell(exercise, 3)
+    right = checks.expected_reduction()
+    assert verify.recheck(source, exported(reduction=right)) == (True, "")
+    ok, why = verify.recheck(source, exported(reduction=0.5))
+    assert not ok and why.startswith("✗ Task 3 (the reduction)")
+    ok, why = verify.recheck(source, exported(reduction=torch.tensor(right)))
+    assert ok, why  # a one-element tensor is a number to the check, in the kernel and here
+    ok, why = verify.recheck(source, {"reduction": {"missing": True}})
+    assert not ok and "not defined" in why
+    assert capsys.readouterr().out == ""  # the grader's check prints nothing of its own
+
+
+def test_recheck_sees_models_through_their_summaries(exercise):
+    """Task 5 on stand-ins: a real quantised tiny DistilBERT exports what the check needs."""
+    from transformers import DistilBertConfig, DistilBertModel
+
+    from bertfamily import checks
+    config = DistilBertConfig(**{**checks._config(checks.DISTILBERT).to_dict(), "n_layers": 1, "dim": 12,
+                                 "hidden_dim": 16, "n_heads": 2})
+    fp32 = DistilBertModel(config)
+    int8 = torch.quantization.quantize_dynamic(fp32, {torch.nn.Linear}, dtype=torch.qint8)
+    summary = exported(distilbert_int8=int8, distilbert=fp32)
+    assert summary["distilbert_int8"]["dynamic"] == ["qint8"] * 6 and summary["distilbert"]["linear"] == 6
+    _, source = check_cell(exercise, 5)
+    # the kernel's own check and the grader's, on the same objects and on their stand-ins, agree
+    kernel = {"checks": checks, "distilbert_int8": int8, "distilbert": fp32}
+    exec(source, kernel)
+    ok, why = verify.recheck(source, summary)
+    assert ok == kernel["ok"] is False and "6 of DistilBERT's linear layers" in why  # one layer, not six
+    same = exported(distilbert_int8=fp32, distilbert=fp32)
+    assert same["distilbert_int8"]["object"] == same["distilbert"]["object"]
+    ok, why = verify.recheck(source, same)
+    assert not ok and "is the fp32 model itself" in why
+
+
+def test_the_exporter_never_raises_and_prints_nothing(tmp_path, capsys):
+    class Weird:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+    path = tmp_path / "a.json"
+    EXPORTER["export"]({"w": Weird(), "n": float("nan")}, ["w", "n", "absent"], str(path))
+    EXPORTER["export"]({}, ["x"], str(tmp_path / "no" / "such" / "folder.json"))  # cannot write: silent
+    assert capsys.readouterr().out == ""
+    found = json.loads(path.read_text())
+    assert "__error__" in found or found["absent"] == {"missing": True}
+
+
+# ------------------------------------------------------------------ repairs before the run
+
+
+def test_a_notebook_without_ids_is_matched_by_its_code(exercise):
+    nb = copy.deepcopy(exercise.reference)
+    for cell in nb.cells:
+        cell.pop("id")
+    nb.nbformat_minor = 4
+    data = nbformat.writes(nb, version=4).encode()
+    read = grading.read_submission(data, exercise.tasks, exercise.name)
+    prepared = grading.prepare(read, exercise)
+    ids = {c.get("id") for c in prepared.nb.cells}
+    assert {cid for t in exercise.tasks for cid, _ in t.checks} <= ids
+    assert prepared.notes and "no cell ids" in prepared.notes[0][1]
+    assert prepared.nb.nbformat_minor >= 5
+
+
+def test_deleted_check_cells_are_put_back_in_place(exercise):
+    nb = copy.deepcopy(exercise.reference)
+    cid, source = check_cell(exercise, 3)
+    index = next(i for i, c in enumerate(nb.cells) if c.get("id") == cid)
+    del nb.cells[index]
+    prepared = grading.prepare(nb, exercise)
+    restored = prepared.nb.cells[index]
+    assert restored.get("id") == cid and restored.source == source and restored.outputs == []
+    assert prepared.notes == [("task3", "its check cell was deleted; the course's copy was put back and run")]
+
+
+def test_course_cells_are_restored_unless_the_student_only_added_lines(exercise):
+    nb = copy.deepcopy(exercise.reference)
+    course = [c for c in nb.cells if c.cell_type == "code" and not {"solution", "check", "colab-setup"}
+              & set(c.metadata.get("tags", []))]
+    first, second = course[0], course[1]
+    original_first, original_second = first.source, second.source
+    first.source = first.source + "\nimport numpy as np"  # an addition: kept
+    second.source = "pass"  # a deletion: restored
+    prepared = grading.prepare(nb, exercise)
+    by_id = {c.get("id"): c for c in prepared.nb.cells}
+    assert by_id[first.id].source == original_first + "\nimport numpy as np"
+    assert by_id[second.id].source == original_second
+    assert [what for _, what in prepared.notes] == [
+        f"the course's cell {prepared.nb.cells.index(by_id[second.id])} was changed; it was restored"]
+
+
+# ------------------------------------------------------------------ scoring a run made by hand
+
+
+def passed_run(prepared, exercise, answers):
+    """A run in which every cell passed and printed what the reference stored."""
+    code = [c for c in prepared.nb.cells if c.cell_type == "code"]
+    reference = {c.get("id"): c for c in exercise.reference.cells}
+    results = {}
+    for n, cell in enumerate(code):
+        outputs = [{"output_type": "stream", "name": "stdout", "text": o.get("text", "")}
+                   for o in reference.get(cell.get("id"), cell).get("outputs", []) if o.get("output_type") == "stream"]
+        results[n] = {"cell": n, "phase": "call", "outcome": "passed", "message": "", "outputs": outputs}
+    return {"status": "", "reason": "", "cell": None, "results": results, "answers": answers,
+            "exit_code": 0, "log": "", "peak_mib": 0}
+
+
+def honest_answers(exercise):
+    from bertfamily import checks
+    count_d, count_b = checks.expected_counts()
+    return {"reduction": checks.expected_reduction(), "distilbert_count": count_d, "bert_count": count_b}
+
+
+def test_a_check_replaced_in_the_kernel_does_not_count(exercise):
+    prepared = grading.prepare(copy.deepcopy(exercise.reference), exercise)
+    cid, _ = check_cell(exercise, 3)
+    run = passed_run(prepared, exercise, {cid: exported(reduction=0.5)})
+    score = grading.score_run(prepared, exercise, run, grading.Limits())
+    flags = {f.split(":")[0]: f for f in score.flags}
+    assert score.marks["task3"] == 0
+    assert flags["task3"].startswith("task3: the notebook's check printed ✓ but the answer is wrong (the grader's "
+                                     "check: ✗ Task 3 (the reduction): not the reduction yet)")
+    assert flags["task3"].endswith("check code was altered in the kernel")
+    # a task whose answers never reached the grader (its exporter stopped in the kernel) does not count either
+    assert score.marks["task2"] == 0 and "never reached the grader" in flags["task2"]
+    honest = {cid: exported(reduction=honest_answers(exercise)["reduction"])}
+    assert grading.score_run(prepared, exercise, passed_run(prepared, exercise, honest),
+                             grading.Limits()).marks["task3"] == 1
+
+
+def test_strict_outputs_counts_what_did_not_reproduce_or_was_cleared(exercise):
+    nb = copy.deepcopy(exercise.reference)
+    cid3, _ = check_cell(exercise, 3)
+    cid2, _ = check_cell(exercise, 2)
+    for cell in nb.cells:
+        if cell.get("id") == cid2:
+            cell.outputs = []  # task 2 handed in without outputs
+    prepared = grading.prepare(nb, exercise)
+    a = honest_answers(exercise)
+    answers = {cid3: exported(reduction=a["reduction"]),
+               cid2: exported(distilbert_count=a["distilbert_count"], bert_count=a["bert_count"])}
+    run = passed_run(prepared, exercise, answers)
+    index3 = [c.get("id") for c in prepared.nb.cells if c.cell_type == "code"].index(cid3)
+    run["results"][index3].update(outcome="failed", message="Cell outputs differ", stored="✓ old", rerun="✓ new")
+    lenient = grading.score_run(prepared, exercise, run, grading.Limits())
+    strict = grading.score_run(prepared, exercise, run, grading.Limits(), strict_outputs=True)
+    assert lenient.marks["task3"] == lenient.marks["task2"] == 1
+    assert lenient.outputs["task2"] == NOT_STORED and lenient.outputs["task3"].startswith("differs: cell")
+    assert lenient.outputs["task1"] == REPRODUCED
+    assert strict.marks["task3"] == strict.marks["task2"] == 0
+    assert any("--strict-outputs" in p for p in strict.problems)
+
+
+# ------------------------------------------------------------------ a class: roster, Canvas, feedback
+
+
+def rows(exercise):
+    marks = {t.name: 1 for t in exercise.graded}
+    full = len(exercise.graded)
+    return [grading.Row("class/alice_exercise.ipynb", "graded", full, full, dict(marks), ""),
+            grading.Row("class/bob.ipynb", "graded", full - 1, full, {**marks, "task3": 0},
+                        "task3: ✗ Task 3 (the reduction): not the reduction yet",
+                        feedback={"task3": ["✗ Task 3 (the reduction): not the reduction yet (hint: keeps)"]}),
+            grading.Row("class/bob-late.ipynb", "graded", 0, full, dict.fromkeys(marks, 0), ""),
+            grading.Row("class/zed.ipynb", "invalid", None, full, dict.fromkeys(marks), "empty file")]
+
+
+def roster_file(tmp_path):
+    path = tmp_path / "roster.csv"
+    path.write_text("ID,Name,canvas_id,section\nalice,Alice A,101,A\nbob,Bob B,102,A\ncarol,Carol C,103,B\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_roster_gives_ids_and_says_who_is_missing_or_twice(tmp_path, exercise):
+    roster = grading.read_roster(roster_file(tmp_path))
+    found = {(r.student, r.submission): r for r in grading.apply_roster(rows(exercise), exercise, roster)}
+    assert found[("alice", "class/alice_exercise.ipynb")].detail == ""
+    assert found[("bob", "class/bob.ipynb")].detail.startswith("duplicate: bob also handed in class/bob-late.ipynb")
+    assert found[("carol", "")].status == "missing"
+    assert found[("zed", "class/zed.ipynb")].detail.startswith("not on the roster")
+    with pytest.raises(ValueError, match="group named id"):
+        grading.apply_roster(rows(exercise), exercise, roster, pattern=r"^\w+")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name\nAlice\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="needs an 'id' column"):
+        grading.read_roster(bad)
+
+
+def test_canvas_import_lists_the_roster_with_the_best_score(tmp_path, exercise):
+    roster = grading.read_roster(roster_file(tmp_path))
+    graded = grading.apply_roster(rows(exercise), exercise, roster)
+    out = tmp_path / "canvas.csv"
+    grading.write_canvas(graded, roster, "DistilBERT exercise (77)", out)
+    lines = list(csv.reader(out.open(encoding="utf-8")))
+    full = len(exercise.graded)
+    assert lines[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "DistilBERT exercise (77)"]
+    assert lines[1][0] == "Points Possible" and lines[1][-1] == str(full)
+    assert lines[2:] == [["Alice A", "101", "alice", "", "A", str(full)], ["Bob B", "102", "bob", "", "A", str(full - 1)],
+                         ["Carol C", "103", "carol", "", "B", ""]]
+    with pytest.raises(ValueError, match="--force"):
+        grading.write_canvas(graded, roster, "x (1)", out)
+
+
+def test_feedback_files_say_what_each_task_got(tmp_path, exercise):
+    written = grading.write_feedback(rows(exercise), exercise, tmp_path / "feedback")
+    assert [p.name for p in written] == ["alice_exercise.md", "bob.md", "bob-late.md", "zed.md"]
+    bob = (tmp_path / "feedback" / "bob.md").read_text(encoding="utf-8")
+    assert f"Score: **{len(exercise.graded) - 1} of {len(exercise.graded)}**" in bob
+    assert "## task3: How many fewer?" in bob and "(hint: keeps)" in bob
+    assert "could not grade this file: empty file" in (tmp_path / "feedback" / "zed.md").read_text(encoding="utf-8")
+    table = grading.summary(rows(exercise), exercise)
+    assert "1 × task3: ✗ Task 3 (the reduction): not the reduction yet" in table
+
+
+def test_a_rewritten_checks_file_stops_the_grading(monkeypatch):
+    verify.checks_intact()  # as installed
+    monkeypatch.setattr(verify, "_CHECKS_DIGEST", "0" * 64)
+    with pytest.raises(RuntimeError, match="a submission rewrote the course's checks"):
+        verify.checks_intact()
