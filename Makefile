@@ -9,12 +9,15 @@ JOBS   ?= 2
 NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
-.PHONY: help setup book serve test unit notebooks colab-check binder-check execute benchmark bench student check clean
+.PHONY: help setup book serve lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
 
 help:
 	@echo "make book       set up .venv if needed, build the website into _build/html"
 	@echo "make serve      serve _build/html on http://localhost:$(PORT)"
-	@echo "make test       unit tests, nbval over every notebook, strict build of the book"
+	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
+	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
+	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
+	@echo "make pretrain   retrain the small checkpoints of lessons 1 and 6 (about 15 minutes)"
 	@echo "make colab-check every notebook alone in an empty folder, installed by its own Colab cell (CI)"
 	@echo "make binder-check every notebook in an environment built from environment.yml + postBuild"
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
@@ -43,13 +46,16 @@ serve: book
 # Unit tests, then every notebook of _toc.yml under nbval; tests/test_book.py builds the book
 # strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary;
 # JOBS=1 runs it in one process.
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check lib tools benchmarks tests conftest.py
+
+test: $(STAMP) lint
 	$(BIN)/python tools/nb.py colab-cell --check
 	$(BIN)/python tools/nb.py environment --check
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book"
+	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book and not slow" -n $(JOBS)
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(if $(NB),$(NB),$(NOTEBOOKS)) $(NBVAL) -p no:cacheprovider
@@ -62,6 +68,11 @@ colab-check: $(STAMP)
 
 binder-check: $(STAMP)
 	$(BIN)/python tools/standalone.py --binder $(NB)
+
+# lessons 1 and 6 evaluate models trained longer than a lesson may run: tools/pretrain.py writes
+# their weights and logs into lib/bertfamily/checkpoints/ (then re-execute those two notebooks)
+pretrain: $(STAMP)
+	$(BIN)/python tools/pretrain.py
 
 execute: $(STAMP)
 	$(BIN)/python tools/nb.py execute $(NB)

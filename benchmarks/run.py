@@ -517,7 +517,8 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-unit", action="store_true", help="do not time the unit tests")
     parser.add_argument("--make-test", action="store_true", help="also time a real `make test` (about 10 minutes)")
     parser.add_argument("--cores", type=int, default=BUDGETS["cores"],
-                        help=f"run on at most this many CPUs (default {BUDGETS['cores']}, the budget's machine; 0: all)")
+                        help=f"run on at most this many CPUs (default {BUDGETS['cores']}, the budget's machine; "
+                             "0: all)")
     parser.add_argument("--interval", type=float, default=0.05, help="memory sampling interval in seconds")
     parser.add_argument("--strict", action="store_true", help="exit with status 2 when anything is over budget")
     parser.add_argument("--add-grading", type=int, metavar="N",
@@ -542,8 +543,8 @@ def main(argv=None) -> int:
     if bad:
         parser.error(f"not notebook files (.ipynb): {', '.join(bad)}")
 
-    from tqdm.auto import tqdm
     import nbformat
+    from tqdm.auto import tqdm
 
     limit_cores(args.cores or None)
     from bertfamily import kernels

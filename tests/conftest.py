@@ -24,9 +24,21 @@ def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
+#: Fixtures that run real kernels or long trainings: a test that uses one is marked ``slow``, and
+#: ``make unit`` (the fast gate) leaves it out; ``make test`` runs everything.
+SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build"}
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "book: builds the whole website (slow)")
+    config.addinivalue_line("markers", "slow: runs kernels or long trainings (left out by make unit)")
     config.stash[BOOK_REPORT] = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @dataclass

@@ -30,7 +30,6 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 import yaml
-
 from test_book import glue_values, toc_docs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,7 @@ The expected totals are the published-config counts; the test also checks each a
 """
 import pytest
 import torch
-from transformers import (AlbertConfig, AutoModel, AutoModelForMaskedLM, BertConfig,
-                          DistilBertConfig)
+from transformers import AlbertConfig, AutoModel, AutoModelForMaskedLM, BertConfig, DistilBertConfig
 
 from bertfamily import budget, models
 

@@ -41,6 +41,8 @@ def small_notebook():
         tagged(new_code_cell("print('✓ Task x: right' if x == 42 else '✗ Task x: not yet\\n  hint: add')"),
                "check"),
         tagged(new_code_cell("print('done')"), "solution"),
+        new_markdown_cell("As {cite}`devlin2019bert, sanh2019distilbert` did.\n\n"
+                          "```{bibliography}\n:filter: docname in docnames\n```"),
     ])
 
 
@@ -58,6 +60,8 @@ def test_student_version_replaces_solutions():
     assert not any("solution-start" in s or "solution-end" in s for s in sources)
     assert "### Task 1: Find x\n\nCompute x." in sources
     assert not any("{exercise}" in s or ":label:" in s for s in sources)
+    assert ("As (devlin2019bert, sanh2019distilbert) did.\n\n"
+            "(The references are listed on the course's website.)") in sources
     # the instruction comments are kept, the answer becomes a None placeholder, helpers vanish
     assert "# Compute the answer into `x`.\n# (an integer)\nhelper = None  # YOUR CODE HERE\n" \
            "x = None  # YOUR CODE HERE" in sources
@@ -130,7 +134,8 @@ def test_report_reads_marks_and_errors():
     nb = new_notebook(cells=[
         tagged(new_code_cell("..."), "check"), tagged(new_code_cell("..."), "check"),
         tagged(new_code_cell("..."), "check"), new_code_cell("print('✓ not a check cell: ignored')")])
-    nb.cells[0].outputs = [new_output("stream", name="stdout", text="✓ Task 1 (a): fine\n✗ Task 2 (b): no\n  hint: h\n")]
+    text = "✓ Task 1 (a): fine\n✗ Task 2 (b): no\n  hint: h\n"
+    nb.cells[0].outputs = [new_output("stream", name="stdout", text=text)]
     nb.cells[1].outputs = [new_output("error", ename="NameError", evalue="name 'x' is not defined", traceback=[])]
     nb.cells[2].outputs = []
     nb.cells[3].outputs = [new_output("stream", name="stdout", text="✓ not a check cell: ignored\n")]
@@ -195,6 +200,7 @@ def test_exercise_student_version_has_no_answers(student_path):
     assert not any(c.get("outputs") for c in student.cells if c.cell_type == "code")
 
 
+@pytest.mark.slow
 def test_exercise_placeholders_fail_with_hints(student_path):
     before = unchanged(student_path)
     nb = grading.execute_copy(student_path, timeout=300)
@@ -210,6 +216,7 @@ def test_exercise_placeholders_fail_with_hints(student_path):
     assert all(r.message == "no answer yet" and "None" in r.hint for r in results), results
 
 
+@pytest.mark.slow
 def test_exercise_solutions_pass(student_path, tmp_path):
     """The student version with the reference solutions put back: every graded check passes."""
     filled = grading.restore_solutions(nbformat.read(student_path, as_version=4),

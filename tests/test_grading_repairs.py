@@ -46,7 +46,7 @@ def test_names_a_check_reads():
 
 
 def test_recheck_agrees_with_an_honest_answer_and_not_with_a_wrong_one(exercise, capsys):
-    from bertfamily import budget, checks
+    from bertfamily import checks
     _, source = check_cell(exercise, 3)
     right = checks.expected_reduction()
     assert verify.recheck(source, exported(reduction=right)) == (True, "")
@@ -245,7 +245,8 @@ def test_canvas_import_lists_the_roster_with_the_best_score(tmp_path, exercise):
     full = len(exercise.graded)
     assert lines[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "DistilBERT exercise (77)"]
     assert lines[1][0] == "Points Possible" and lines[1][-1] == str(full)
-    assert lines[2:] == [["Alice A", "101", "alice", "", "A", str(full)], ["Bob B", "102", "bob", "", "A", str(full - 1)],
+    assert lines[2:] == [["Alice A", "101", "alice", "", "A", str(full)],
+                         ["Bob B", "102", "bob", "", "A", str(full - 1)],
                          ["Carol C", "103", "carol", "", "B", ""]]
     with pytest.raises(ValueError, match="--force"):
         grading.write_canvas(graded, roster, "x (1)", out)

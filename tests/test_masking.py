@@ -4,8 +4,7 @@ import math
 import pytest
 import torch
 
-from bertfamily.masking import (IGNORE_INDEX, DynamicMasking, StaticMasking, distinct_views,
-                                mask_tokens, tlm_inputs)
+from bertfamily.masking import IGNORE_INDEX, DynamicMasking, StaticMasking, distinct_views, mask_tokens, tlm_inputs
 
 V, MASK, CLS, SEP, PAD = 1000, 3, 1, 2, 0
 SPECIAL = (CLS, SEP, MASK)

@@ -3,8 +3,16 @@ import pytest
 import torch
 
 from bertfamily.masking import IGNORE_INDEX, DynamicMasking, StaticMasking, mask_tokens
-from bertfamily.pretraining import (CompactVocabulary, HeldOut, evaluate_mlm, masked_lm_loss,
-                                    tiny_bert, tiny_bert_config, token_blocks, train_mlm)
+from bertfamily.pretraining import (
+    CompactVocabulary,
+    HeldOut,
+    evaluate_mlm,
+    masked_lm_loss,
+    tiny_bert,
+    tiny_bert_config,
+    token_blocks,
+    train_mlm,
+)
 
 CLS, SEP, PAD, MASK, UNK = 101, 102, 0, 103, 100
 

@@ -4,9 +4,10 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel
+from transformers import BertConfig, BertModel, DistilBertConfig
 
-from bertfamily import budget, models, quantization as q
+from bertfamily import budget, models
+from bertfamily import quantization as q
 
 TINY = dict(vocab_size=2000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=128, max_position_embeddings=64)

@@ -1,8 +1,7 @@
 """ALBERT's factorisation and sharing arithmetic, checked against real transformers models (tiny)."""
 import pytest
 import torch
-from transformers import (AlbertConfig, AlbertModel, BertConfig, BertModel, DistilBertConfig,
-                          DistilBertModel)
+from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel, DistilBertConfig, DistilBertModel
 
 from bertfamily import budget, models, sharing
 

@@ -103,7 +103,8 @@ def test_training_batch_packs_the_same_text_two_ways():
     tlm_batch = tlm.training_batch(first, second, [0, 2], "tlm")
     mlm_batch = tlm.training_batch(first, second, [0, 2], "mlm")
     assert tlm_batch["input_ids"].shape[0] == 2 and mlm_batch["input_ids"].shape[0] == 4
-    text = lambda b: sorted(t for t in b["input_ids"].flatten().tolist() if t >= len(tlm.SPECIAL_TOKENS))
+    def text(b):
+        return sorted(t for t in b["input_ids"].flatten().tolist() if t >= len(tlm.SPECIAL_TOKENS))
     assert text(tlm_batch) == text(mlm_batch) == [5, 6, 8, 9, 10, 11, 14]
     assert mlm_batch["language_ids"][:, 0].tolist() == [0, 0, 1, 1]
     with pytest.raises(ValueError, match=r"objective must be one of \('mlm', 'tlm'\)"):
@@ -164,7 +165,8 @@ def test_tlm_learns_to_read_the_other_side_and_mlm_cannot():
         model = tiny_model(vocab, layers=1)
         tlm.train_pairs(model, first[:128], second[:128], objective, steps=300, batch_size=32,
                         lr=5e-3, probability=0.3, generator=torch.Generator().manual_seed(1), progress=False)
-        scores[objective] = {c: tlm.blank_accuracy(model, tlm.italian_blanks(first[128:], second[128:], c)).float().mean().item()
+        scores[objective] = {c: tlm.blank_accuracy(model, tlm.italian_blanks(first[128:], second[128:], c))
+                             .float().mean().item()
                              for c in ("with", "without")}
     assert scores["tlm"]["with"] > 0.8, scores
     assert scores["tlm"]["without"] < 0.3 and scores["mlm"]["with"] < 0.3, scores

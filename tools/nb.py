@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -45,7 +44,8 @@ def _targets(paths):
 
 def _client(nb, path, **kw):
     from nbclient import NotebookClient
-    return NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}, **kw)
+    return NotebookClient(nb, timeout=600, kernel_name="python3",
+                          resources={"metadata": {"path": str(path.parent)}}, **kw)
 
 
 def execute(paths) -> None:
@@ -85,7 +85,7 @@ def colab_cell_source() -> str:
         "# On Colab, install the course package once per session (elsewhere this cell only reports versions).\n"
         "import sys, subprocess, importlib.util\n"
         "if \"google.colab\" in sys.modules and importlib.util.find_spec(\"bertfamily\") is None:\n"
-        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", \"git+{repository_url()}\"], check=True)\n"
+        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", \"git+{repository_url()}\"], check=True)\n"  # noqa: E501 (the cell's own line)
         "    from bertfamily.install import install_requirements  # imports no torch\n"
         "    install_requirements(skip=(\"torch\",))  # keep Colab's own torch\n"
         "from bertfamily.kernels import pin\n"
@@ -101,7 +101,8 @@ def colab_cell(check: bool) -> int:
     for path in toc_notebooks():
         nb = nbformat.read(path, as_version=4)
         first = next((c for c in nb.cells if c.cell_type == "code"), None)
-        if first is not None and first.source == source and all(t in first.metadata.get("tags", []) for t in FIRST_CELL_TAGS):
+        tags = first.metadata.get("tags", []) if first is not None else []
+        if first is not None and first.source == source and all(t in tags for t in FIRST_CELL_TAGS):
             continue
         stale.append(path.relative_to(ROOT))
         if not check:

@@ -17,7 +17,8 @@ from . import data
 
 __all__ = ["LANGUAGE_NAMES", "TOPIC_ALIASES", "words", "vocabulary_growth", "train_wordpiece",
            "tokenize_fn", "token_stats", "pieces_by_language", "shared_share", "pair_sharing",
-           "labelled_prompts", "chatterbot_sentences", "restrict_to", "embed_sorted", "majority_baseline", "train_probe",
+           "labelled_prompts", "chatterbot_sentences", "restrict_to", "embed_sorted", "majority_baseline",
+           "train_probe",
            "accuracy", "transfer_table", "mix_languages"]
 
 LANGUAGE_NAMES = OrderedDict(en="English", es="Spanish", it="Italian", de="German", fr="French",

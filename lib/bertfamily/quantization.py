@@ -52,8 +52,12 @@ def quiet_deprecation():
 
 with quiet_deprecation():  # importing torch.ao.quantization itself warns (see quantize_linear)
     from torch.ao.nn.quantized import Embedding as _QuantizedEmbedding
-    from torch.ao.quantization import (default_dynamic_qconfig, float_qparams_weight_only_qconfig,
-                                       per_channel_dynamic_qconfig, quantize_dynamic)
+    from torch.ao.quantization import (
+        default_dynamic_qconfig,
+        float_qparams_weight_only_qconfig,
+        per_channel_dynamic_qconfig,
+        quantize_dynamic,
+    )
 
 
 class ContiguousQuantizedEmbedding(_QuantizedEmbedding):

@@ -39,7 +39,8 @@ CONDITIONS = ("with", "without", "mismatched")
 
 __all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "CONDITIONS",
            "train_tokenizer", "split_pairs", "encode_pairs", "keep_short", "monolingual_inputs", "training_batch",
-           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_accuracy", "attention_to_first",
+           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_accuracy",
+           "attention_to_first",
            "blank_attention"]
 
 
@@ -197,13 +198,15 @@ def training_batch(first, second, rows, objective: str) -> dict[str, torch.Tenso
 
 def train_pairs(model, first, second, objective: str, *, steps: int, batch_size: int = 32,
                 lr: float = 5e-3, warmup: int = 20, probability: float = 0.15,
-                generator: torch.Generator | None = None, progress: bool = True) -> list[float]:
+                generator: torch.Generator | None = None, progress: bool = True,
+                until: int | None = None) -> list[float]:
     """Train ``model`` (a ``BertForMaskedLM`` with ``type_vocab_size=2``) with MLM or TLM.
 
     Each step takes ``batch_size`` pairs (every pair once per epoch, in an order drawn from
     ``generator``), builds :func:`training_batch` and masks it with
     :func:`~bertfamily.masking.mask_tokens` (``probability``, 80/10/10), fresh every step. AdamW
     with a linear warm-up then a linear decay to zero. Returns the training loss of every step.
+    ``until`` stops after that many steps of the same schedule (a test re-runs the start of a run).
     """
     if len(first) != len(second) or not first:
         raise ValueError(f"first and second must hold the same, non-zero number of sentences, "
@@ -221,7 +224,7 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
     per_epoch = len(first) // batch_size
     losses, order = [], None
     model.train()
-    for step in tqdm(range(steps), desc=objective.upper(), disable=not progress, leave=False):
+    for step in tqdm(range(min(steps, until or steps)), desc=objective.upper(), disable=not progress, leave=False):
         if step % per_epoch == 0:
             order = torch.randperm(len(first), generator=generator).tolist()
         rows = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
@@ -380,25 +383,29 @@ def blank_accuracy(model, blanks: Blanks, batch_size: int = 512) -> torch.Tensor
 
 
 @torch.no_grad()
-def attention_to_first(model, blanks: Blanks) -> torch.Tensor:
+def attention_to_first(model, blanks: Blanks, counterpart: dict | None = None) -> torch.Tensor:
     """Per layer, what the blanks of TLM-layout ``blanks`` pay attention to on the first side.
 
     Returns a ``(layers, 2)`` tensor: column 0 is the share of attention (mean over heads and blanks)
     on the first sentence's *words* (``[CLS]`` and ``[SEP]`` left out, since models park attention on
-    them); column 1, over the blanks whose hidden token also occurs in the first sentence, the share
-    on those copies of the hidden token. The model must compute attention weights
-    (``attn_implementation="eager"``, as :func:`tiny_model` builds it).
+    them); column 1, over the blanks whose counterpart occurs in the first sentence, the share on
+    it. The counterpart of a hidden token is the same token, or with ``counterpart`` (second-language
+    id -> first-language id, e.g. :func:`bertfamily.lexicon.translations`) its translation. The model
+    must compute attention weights (``attn_implementation="eager"``, as :func:`tiny_model` builds it).
     """
     inputs = blanks.inputs
     ids = inputs["input_ids"]
     out = model.bert(input_ids=ids, output_attentions=True, **_model_inputs(inputs))
     if not out.attentions or out.attentions[0] is None:
         raise ValueError("the model returned no attention weights: build it with attn_implementation='eager'")
-    first = (inputs["language_ids"] == 0) & (inputs["attention_mask"] == 1) & ~torch.isin(ids, torch.tensor([CLS, SEP, PAD]))
+    words = ~torch.isin(ids, torch.tensor([CLS, SEP, PAD]))
+    first = (inputs["language_ids"] == 0) & (inputs["attention_mask"] == 1) & words
     if not first.any():
         raise ValueError("these blanks have no first sentence: use the 'with' or 'mismatched' condition")
     where = (ids == MASK).float().argmax(1)
-    copies = first & (ids == blanks.target[:, None])
+    wanted = blanks.target if counterpart is None else torch.tensor(
+        [counterpart.get(int(t), -1) for t in blanks.target], dtype=torch.long)
+    copies = first & (ids == wanted[:, None])
     rows, shares = torch.arange(len(blanks)), []
     for layer in out.attentions:  # (rows, heads, queries, keys)
         weights = layer.mean(1)[rows, where]  # (rows, keys): what each blank looks at

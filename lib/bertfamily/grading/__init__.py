@@ -14,16 +14,45 @@ One idea per module:
 The names below are the package's interface (as before the split).
 """
 from bertfamily.grading.cli import main
-from bertfamily.grading.exercise import (REFERENCE, Exercise, Invalid, Prepared, Task, exercise_tasks, prepare,
-                                         read_submission)
-from bertfamily.grading.gradebook import (MODEL_SOURCE, SANITIZE, STATUSES, Row, _sanitizers, apply_roster, collect,
-                                          feedback_markdown, grade_class, grade_submission, gradebook_fields,
-                                          read_roster, summary, write_canvas, write_feedback, write_gradebook)
+from bertfamily.grading.exercise import (
+                                         REFERENCE,
+                                         Exercise,
+                                         Invalid,
+                                         Prepared,
+                                         Task,
+                                         exercise_tasks,
+                                         prepare,
+                                         read_submission,
+)
+from bertfamily.grading.gradebook import (
+                                         MODEL_SOURCE,
+                                         SANITIZE,
+                                         STATUSES,
+                                         Row,
+                                         _sanitizers,  # noqa: F401  (the tests read it)
+                                         apply_roster,
+                                         collect,
+                                         feedback_markdown,
+                                         grade_class,
+                                         grade_submission,
+                                         gradebook_fields,
+                                         read_roster,
+                                         summary,
+                                         write_canvas,
+                                         write_feedback,
+                                         write_gradebook,
+)
 from bertfamily.grading.marks import CheckResult, execute_copy, grade, report
 from bertfamily.grading.sandbox import Limits, place_independent, run_sandboxed, sandbox_env
 from bertfamily.grading.scoring import Score, score_run
-from bertfamily.grading.student import (answers, model_answer, placeholder, restore_solutions, student_version,
-                                        write_student)
+from bertfamily.grading.student import (
+                                         answers,
+                                         model_answer,
+                                         placeholder,
+                                         restore_solutions,
+                                         student_version,
+                                         write_student,
+)
 
 __all__ = ["main", "REFERENCE", "Exercise", "Invalid", "Prepared", "Task", "exercise_tasks", "prepare",
            "read_submission", "MODEL_SOURCE", "SANITIZE", "STATUSES", "Row", "apply_roster", "collect",

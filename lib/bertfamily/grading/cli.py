@@ -10,8 +10,19 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading.exercise import REFERENCE, Exercise
-from bertfamily.grading.gradebook import (ID_PATTERN, SANITIZE, _jobs_default, apply_roster, collect, grade_class,
-                                          read_roster, summary, write_canvas, write_feedback, write_gradebook)
+from bertfamily.grading.gradebook import (
+    ID_PATTERN,
+    SANITIZE,
+    _jobs_default,
+    apply_roster,
+    collect,
+    grade_class,
+    read_roster,
+    summary,
+    write_canvas,
+    write_feedback,
+    write_gradebook,
+)
 from bertfamily.grading.marks import _print_report, grade
 from bertfamily.grading.sandbox import Limits
 from bertfamily.grading.student import write_student
@@ -42,10 +53,14 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
     parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out (and --canvas)")
-    parser.add_argument("--jobs", type=int, default=_jobs_default(), help="submissions at a time (default: one per core, as far as free memory allows: %(default)s)")
-    parser.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout, help="seconds per cell (default %(default)s)")
-    parser.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds per notebook (default %(default)s)")
-    parser.add_argument("--memory-mib", type=int, default=Limits.memory_mib, help="memory of one run, kernel and its children (MiB, default %(default)s)")
+    parser.add_argument("--jobs", type=int, default=_jobs_default(),
+                        help="submissions at a time (default: one per core, as far as free memory allows: %(default)s)")
+    parser.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout,
+                        help="seconds per cell (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=Limits.timeout,
+                        help="seconds per notebook (default %(default)s)")
+    parser.add_argument("--memory-mib", type=int, default=Limits.memory_mib,
+                        help="memory of one run, kernel and its children (MiB, default %(default)s)")
     parser.add_argument("--strict-outputs", action="store_true",
                         help="a task also needs its stored outputs to reproduce on the re-run (handed in with outputs)")
     parser.add_argument("--feedback", metavar="DIR", help="write one Markdown feedback file per submission into DIR")
@@ -57,8 +72,10 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("--canvas", metavar="FILE", help="also write Canvas's grade-import CSV (needs --roster)")
     parser.add_argument("--canvas-assignment", default="", metavar="NAME",
                         help="the assignment's column in Canvas, e.g. 'DistilBERT exercise (1234)'")
-    parser.add_argument("--reference", default=str(REFERENCE), help="the solution notebook that defines the tasks (default: the course's)")
-    parser.add_argument("--sanitize", default=str(SANITIZE), help="the nbval sanitize file (default: the course's tests/sanitize.cfg)")
+    parser.add_argument("--reference", default=str(REFERENCE),
+                        help="the solution notebook that defines the tasks (default: the course's)")
+    parser.add_argument("--sanitize", default=str(SANITIZE),
+                        help="the nbval sanitize file (default: the course's tests/sanitize.cfg)")
     args = parser.parse_args(argv)
     try:
         limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)

@@ -124,9 +124,9 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
                 sanitize=SANITIZE, progress: bool = True, strict_outputs: bool = False) -> list[Row]:
     """Grade every submission under ``paths`` (see :func:`collect`), ``jobs`` at a time; rows sorted
     by submission, so the gradebook does not depend on the order given or on ``jobs``."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
     import importlib.util
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tqdm.auto import tqdm
 

@@ -82,15 +82,23 @@ _EXERCISE_BOX = re.compile(r"^(?P<fence>[`:]{3,})\s*\{exercise\}\s*(?P<title>.*?
                            re.M | re.S)
 
 
+_BIBLIOGRAPHY = re.compile(r"^(?P<fence>[`:]{3,})\s*\{bibliography\}.*?^(?P=fence)\s*$\n?", re.M | re.S)
+_CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]+)`")
+
+
 def _plain_exercise(source: str, number: int) -> tuple[str, int]:
-    """The website's ``{exercise}`` boxes as plain Markdown (a heading per task, then its text), which
-    Jupyter and Colab show as they are; the number of the last task so far."""
+    """The website's MyST as plain Markdown, which Jupyter and Colab show as they are: each
+    ``{exercise}`` box a heading ("Task N: title") and its text, citations as (key), the
+    bibliography directive a pointer to the website; returns the number of the last task so far."""
     def heading(found):
         nonlocal number
         number += 1
         body = "\n".join(line for line in found.group("body").splitlines() if not re.match(r"^:\w[\w-]*:", line))
         return f"### Task {number}: {found.group('title')}\n\n{body.strip()}\n"
-    return _EXERCISE_BOX.sub(heading, source).rstrip("\n"), number
+    source = _EXERCISE_BOX.sub(heading, source)
+    source = _BIBLIOGRAPHY.sub("(The references are listed on the course's website.)\n", source)
+    source = _CITE.sub(lambda m: "(" + ", ".join(k.strip() for k in m.group(1).split(",")) + ")", source)
+    return source.rstrip("\n"), number
 
 
 def student_version(nb):

@@ -1,0 +1,211 @@
+"""The course's small pretrained checkpoints: how they are made, and loading them back.
+
+Two lessons need models trained longer than a lesson may run (90 s on 2 cores): lesson 1 compares
+masking schedules on a tiny BERT trained for many epochs on BBC articles, and lesson 6 compares MLM
+and TLM on parallel sentences. ``make pretrain`` (``tools/pretrain.py``) trains them with the
+settings below, one seed after the other, and writes into ``checkpoints/`` (package data, so Colab
+has them too):
+
+* ``<name>.json``: the settings, the machine, and per run its evaluation curve and final metrics;
+* the weights, stored as float16 (half the bytes; the metrics in the log are those of the stored
+  weights, so a live evaluation reproduces them): for ``masking`` the seed-0 model of each schedule,
+  for ``tlm`` every model.
+
+The lessons rebuild the same data with :func:`masking_data` and :func:`tlm_data`, evaluate the
+stored models live, and read the other seeds' results from the log. ``tests/test_checkpoints.py``
+re-runs the first evaluation step of a run and compares it with the log.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+import torch
+
+FOLDER = Path(str(files("bertfamily") / "checkpoints"))
+
+#: Lesson 1: a tiny BERT on 800 BBC training articles (two 64-piece blocks each), 20 epochs.
+MASKING = {"articles": 800, "blocks_per_article": 2, "test_articles": 200, "length": 64, "min_count": 3,
+           "hidden": 64, "layers": 2, "heads": 2, "dropout": 0.1, "steps": 1000, "batch": 32, "lr": 3e-3,
+           "warmup": 50, "eval_every": 125, "seeds": [0, 1, 2], "schemes": ["static", "static x10", "dynamic"],
+           "held_out_seed": 2024, "new_mask_seed": 2025, "stored_seeds": [0]}
+#: Lesson 6: MLM and TLM models on the lexicon's parallel sentences (bertfamily.lexicon).
+TLM = {"pairs": 3000, "pairs_seed": 0, "test_fraction": 0.2, "split_seed": 0, "vocab": 1000, "hidden": 64,
+       "layers": 2, "heads": 4, "steps": 3000, "batch": 32, "probability": 0.3, "seeds": [0, 1, 2],
+       "objectives": ["mlm", "tlm"], "stored_seeds": [0, 1, 2], "mismatched_shift": 300}
+
+
+def _path(name: str) -> Path:
+    return FOLDER / name
+
+
+def read_log(name: str) -> dict:
+    """The training log of ``"masking"`` or ``"tlm"``."""
+    path = _path(f"{name}.json")
+    if not path.is_file():
+        raise FileNotFoundError(f"no training log {path}: run `make pretrain` in a clone of the course")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def halve(model) -> None:
+    """Round ``model``'s weights to float16 and back, in place: what storing them keeps."""
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            if tensor.is_floating_point():
+                tensor.copy_(tensor.half().float())
+
+
+def save(model, name: str) -> Path:
+    path = _path(f"{name}.pt")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state, seen = {}, set()
+    for key, value in model.state_dict().items():
+        if value.data_ptr() in seen:  # a tied copy (the output layer is the input embedding): stored once
+            continue
+        seen.add(value.data_ptr())
+        state[key] = value.half() if value.is_floating_point() else value
+    torch.save(state, path)
+    return path
+
+
+def load_into(model, name: str):
+    """``model`` with the stored weights ``name`` (float16 on disk, float32 in the model), in eval mode."""
+    path = _path(f"{name}.pt")
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint {path}: run `make pretrain` in a clone of the course")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                                                 for k, v in state.items()}, strict=False)
+    tied = {k for k, v in model.state_dict().items()
+            if any(v.data_ptr() == w.data_ptr() for j, w in model.state_dict().items() if j != k)}
+    if unexpected or set(missing) - tied:
+        raise ValueError(f"{path} does not fit this model: missing {sorted(set(missing) - tied)}, "
+                         f"unexpected {sorted(unexpected)}")
+    return model.eval()
+
+
+def file_name(name: str, key: str, seed: int) -> str:
+    return f"{name}-{key.replace(' ', '')}-seed{seed}"
+
+
+# --------------------------------------------------------------------------- lesson 1's data
+
+@dataclass
+class MaskingData:
+    """What lesson 1's long runs train and are measured on."""
+    train: torch.Tensor     # compact ids, (blocks, length)
+    held_out: object        # pretraining.HeldOut on the test articles
+    new_mask: object        # pretraining.HeldOut: the training blocks with masks no model trained on
+    small: dict             # vocab_size, mask_token_id, special_ids (compact ids)
+    config: object          # the BertConfig of every model
+    unigram: float          # the unigram baseline on the held-out blanks (nats)
+    majority: float         # the most frequent training word's share of the held-out blanks
+
+
+def masking_data(settings: dict = MASKING) -> MaskingData:
+    from bertfamily.data import bbc_split
+    from bertfamily.masking import IGNORE_INDEX
+    from bertfamily.models import minilm_tokenizer
+    from bertfamily.pretraining import CompactVocabulary, HeldOut, tiny_bert_config, token_blocks
+
+    s = settings
+    tokenizer, split = minilm_tokenizer(), bbc_split()
+    train_ids = token_blocks(tokenizer, split.train_texts[:s["articles"]], length=s["length"],
+                             max_blocks_per_text=s["blocks_per_article"])
+    test_ids = token_blocks(tokenizer, split.test_texts[:s["test_articles"]], length=s["length"],
+                            max_blocks_per_text=1)
+    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
+            tokenizer.mask_token_id]
+    words = CompactVocabulary(train_ids, keep=keep, unk_id=tokenizer.unk_token_id, min_count=s["min_count"])
+    train, test = words.encode(train_ids), words.encode(test_ids)
+    small = dict(vocab_size=words.size, mask_token_id=words(tokenizer.mask_token_id),
+                 special_ids=[words(i) for i in keep])
+    held_out = HeldOut.fixed_mask(test, seed=s["held_out_seed"], **small)
+    new_mask = HeldOut.fixed_mask(train, seed=s["new_mask_seed"], **small)
+    counts = torch.bincount(train.flatten(), minlength=words.size).double() + 1
+    counts[small["special_ids"]] = 0
+    targets = held_out.labels[held_out.labels != IGNORE_INDEX]
+    unigram = float(-(counts / counts.sum()).log()[targets].mean())
+    majority = float((targets == counts.argmax()).double().mean())
+    config = tiny_bert_config(words.size, hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
+                              max_positions=s["length"], dropout=s["dropout"])
+    return MaskingData(train, held_out, new_mask, small, config, unigram, majority)
+
+
+def masking_scheme(data: MaskingData, name: str, generator):
+    from bertfamily.masking import DynamicMasking, StaticMasking
+    if name == "static":
+        return StaticMasking(data.train, generator=generator, **data.small)
+    if name == "static x10":
+        return StaticMasking(data.train, copies=10, generator=generator, **data.small)
+    if name == "dynamic":
+        return DynamicMasking(data.train, generator=generator, **data.small)
+    raise ValueError(f"scheme must be one of {MASKING['schemes']}, got {name!r}")
+
+
+def train_masking_run(data: MaskingData, scheme: str, seed: int, steps: int, settings: dict = MASKING):
+    """One of lesson 1's long runs (or its first ``steps``): ``(model, history, the scheme)``."""
+    from bertfamily.pretraining import tiny_bert, train_mlm
+
+    s = settings
+    generator = torch.Generator().manual_seed(seed)
+    masking, model = masking_scheme(data, scheme, generator), tiny_bert(data.config, seed=seed)
+    torch.manual_seed(seed)  # dropout draws from torch's global generator: each run starts it afresh
+    history = train_mlm(model, masking, steps=steps, batch_size=s["batch"], lr=s["lr"], warmup=s["warmup"],
+                        generator=generator, held_out=data.held_out, eval_every=s["eval_every"], progress=False)
+    return model, history, masking
+
+
+def load_masking(data: MaskingData, scheme: str, seed: int = 0):
+    """The stored seed-``seed`` model of ``scheme``."""
+    from bertfamily.pretraining import tiny_bert
+    return load_into(tiny_bert(data.config), file_name("masking", scheme, seed))
+
+
+# --------------------------------------------------------------------------- lesson 6's data
+
+@dataclass
+class TlmData:
+    """What lesson 6's models train and are measured on."""
+    tokenizer: object
+    train: tuple            # (English ids, Italian ids) per training pair
+    test: tuple             # the same for the held-out pairs
+    translation: dict       # Italian token id -> English token id (the lexicon's words)
+    content: set            # the Italian ids of the lexicon's words (nouns, adjectives, verbs)
+
+
+def tlm_data(settings: dict = TLM) -> TlmData:
+    from bertfamily import lexicon, tlm
+
+    s = settings
+    pairs = lexicon.lexicon_pairs(s["pairs"], seed=s["pairs_seed"])
+    train, test = tlm.split_pairs(pairs, test_fraction=s["test_fraction"], seed=s["split_seed"])
+    tokenizer = tlm.train_tokenizer([x for pair in pairs for x in pair], vocab_size=s["vocab"])
+    translation = lexicon.translations(tokenizer)
+    return TlmData(tokenizer, tlm.encode_pairs(tokenizer, train), tlm.encode_pairs(tokenizer, test),
+                   translation, set(translation))
+
+
+def tlm_blanks(data: TlmData, settings: dict = TLM) -> dict:
+    """The held-out blanks of each condition, and which rows hide a lexicon word (the same in each).
+
+    The pairs are sorted, so neighbours share their first words: the mismatched English comes from
+    ``mismatched_shift`` pairs further on (about half the held-out set), which says something else."""
+    from bertfamily import tlm
+    blanks = {c: tlm.italian_blanks(*data.test, c, shift=settings["mismatched_shift"]) for c in tlm.CONDITIONS}
+    content = torch.tensor([int(t) in data.content for t in blanks["with"].target])
+    return blanks, content
+
+
+def content_accuracy(model, blanks: dict, content) -> dict:
+    from bertfamily import tlm
+    return {c: float(tlm.blank_accuracy(model, b)[content].float().mean()) for c, b in blanks.items()}
+
+
+def load_tlm(data: TlmData, objective: str, seed: int, settings: dict = TLM):
+    from bertfamily import tlm
+    model = tlm.tiny_model(data.tokenizer.get_vocab_size(), seed=seed, hidden=settings["hidden"],
+                           layers=settings["layers"], heads=settings["heads"])
+    return load_into(model, file_name("tlm", objective, seed))

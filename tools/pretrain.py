@@ -1,0 +1,108 @@
+"""Train the course's small checkpoints (make pretrain): lesson 1's masking runs, lesson 6's MLM and TLM models.
+
+    python tools/pretrain.py [masking] [tlm]      (both by default; about 15 min on 2 cores)
+
+The settings are ``bertfamily.checkpoints.MASKING`` and ``TLM``; the weights and a log (settings,
+machine, per run the evaluation curve and the final metrics of the stored float16 weights) go to
+``lib/bertfamily/checkpoints/``. The kernels are pinned, so on an AVX2 machine a re-run writes the
+same numbers; ``tests/test_checkpoints.py`` re-runs the first evaluation step of each experiment
+and compares it with the log.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def machine() -> dict:
+    import torch
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
+        else platform.processor()
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "cpu": model,
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def masking(progress) -> dict:
+    from bertfamily import checkpoints as ck
+    from bertfamily.pretraining import evaluate_mlm
+
+    s = ck.MASKING
+    data = ck.masking_data()
+    runs = {name: [] for name in s["schemes"]}
+    for seed in s["seeds"]:
+        for name in s["schemes"]:
+            start = time.perf_counter()
+            model, history, scheme = ck.train_masking_run(data, name, seed, s["steps"])
+            ck.halve(model)  # the metrics of the weights as stored
+            seen = scheme(__import__("torch").arange(len(scheme)), history.epochs - 1)
+            runs[name].append({"seed": seed, "epochs": history.epochs, "curve_steps": history.eval_steps,
+                               "curve_loss": history.eval_loss, "own": evaluate_mlm(model, seen),
+                               "new": evaluate_mlm(model, data.new_mask), "held": evaluate_mlm(model, data.held_out),
+                               "seconds": round(time.perf_counter() - start, 1)})
+            if seed in s["stored_seeds"]:
+                ck.save(model, ck.file_name("masking", name, seed))
+            progress(f"masking {name} seed {seed}: held-out {runs[name][-1]['held']['loss']:.3f} nats "
+                     f"({runs[name][-1]['seconds']:.0f} s)")
+    return {"settings": s, "unigram": data.unigram, "majority": data.majority, "runs": runs}
+
+
+def tlm(progress) -> dict:
+    from bertfamily import checkpoints as ck
+    from bertfamily import tlm as T
+
+    s = ck.TLM
+    data = ck.tlm_data()
+    vocab = data.tokenizer.get_vocab_size()
+    runs = {}
+    blanks, content = ck.tlm_blanks(data)
+    jobs = [(objective, seed) for seed in s["seeds"] for objective in s["objectives"]]
+    # independent one-thread jobs, two at a time: the same models as a serial loop would train
+    shape = {"hidden": s["hidden"], "layers": s["layers"], "heads": s["heads"]}
+    models, losses = T.train_models(vocab, *data.train, jobs, steps=s["steps"], batch_size=s["batch"], processes=2,
+                                    model_kw=shape, progress=False, probability=s["probability"])
+    for objective, seed in jobs:
+        model = models[objective, seed]
+        ck.halve(model)
+        accuracy = ck.content_accuracy(model, blanks, content)
+        runs[f"{objective}-{seed}"] = {"objective": objective, "seed": seed,
+                                       "loss_curve": losses[objective, seed][::100], "content_accuracy": accuracy}
+        if seed in s["stored_seeds"]:
+            ck.save(model, ck.file_name("tlm", objective, seed))
+        progress(f"tlm {objective} seed {seed}: " + ", ".join(f"{c} {100 * a:.1f}%" for c, a in accuracy.items()))
+    return {"settings": s, "blanks": int(content.sum()), "runs": runs}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiments", nargs="*", choices=["masking", "tlm"], default=["masking", "tlm"])
+    args = parser.parse_args(argv)
+    from bertfamily import kernels
+    kernels.pin()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))
+    from tqdm.auto import tqdm
+
+    from bertfamily import checkpoints as ck
+    for name in args.experiments:
+        start = time.perf_counter()
+        result = {"masking": masking, "tlm": tlm}[name](tqdm.write)
+        result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
+        path = ck.FOLDER / f"{name}.json"
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)} ({result['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
