@@ -14,25 +14,26 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks.run (the machine's description, shared with make bench)
 
 
 def machine() -> dict:
     import torch
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() \
-        else platform.processor()
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "cpu": model,
+
+    from benchmarks.run import cpu_model
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(),
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def masking(progress) -> dict:
+    import torch
+
     from bertfamily import checkpoints as ck
     from bertfamily.pretraining import evaluate_mlm
 
@@ -44,7 +45,7 @@ def masking(progress) -> dict:
             start = time.perf_counter()
             model, history, scheme = ck.train_masking_run(data, name, seed, s["steps"])
             ck.halve(model)  # the metrics of the weights as stored
-            seen = scheme(__import__("torch").arange(len(scheme)), history.epochs - 1)
+            seen = scheme(torch.arange(len(scheme)), history.epochs - 1)  # the masks of its last epoch
             runs[name].append({"seed": seed, "epochs": history.epochs, "curve_steps": history.eval_steps,
                                "curve_loss": history.eval_loss, "own": evaluate_mlm(model, seen),
                                "new": evaluate_mlm(model, data.new_mask), "held": evaluate_mlm(model, data.held_out),

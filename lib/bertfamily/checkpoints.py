@@ -78,8 +78,9 @@ def load_into(model, name: str):
     state = torch.load(path, map_location="cpu", weights_only=True)
     missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
                                                  for k, v in state.items()}, strict=False)
-    tied = {k for k, v in model.state_dict().items()
-            if any(v.data_ptr() == w.data_ptr() for j, w in model.state_dict().items() if j != k)}
+    from collections import Counter
+    shared = Counter(v.data_ptr() for v in model.state_dict().values())
+    tied = {k for k, v in model.state_dict().items() if shared[v.data_ptr()] > 1}
     if unexpected or set(missing) - tied:
         raise ValueError(f"{path} does not fit this model: missing {sorted(set(missing) - tied)}, "
                          f"unexpected {sorted(unexpected)}")
@@ -106,9 +107,8 @@ class MaskingData:
 
 def masking_data(settings: dict = MASKING) -> MaskingData:
     from bertfamily.data import bbc_split
-    from bertfamily.masking import IGNORE_INDEX
     from bertfamily.models import minilm_tokenizer
-    from bertfamily.pretraining import CompactVocabulary, HeldOut, tiny_bert_config, token_blocks
+    from bertfamily.pretraining import CompactVocabulary, HeldOut, tiny_bert_config, token_blocks, unigram_baseline
 
     s = settings
     tokenizer, split = minilm_tokenizer(), bbc_split()
@@ -124,11 +124,7 @@ def masking_data(settings: dict = MASKING) -> MaskingData:
                  special_ids=[words(i) for i in keep])
     held_out = HeldOut.fixed_mask(test, seed=s["held_out_seed"], **small)
     new_mask = HeldOut.fixed_mask(train, seed=s["new_mask_seed"], **small)
-    counts = torch.bincount(train.flatten(), minlength=words.size).double() + 1
-    counts[small["special_ids"]] = 0
-    targets = held_out.labels[held_out.labels != IGNORE_INDEX]
-    unigram = float(-(counts / counts.sum()).log()[targets].mean())
-    majority = float((targets == counts.argmax()).double().mean())
+    unigram, majority = unigram_baseline(train, held_out, vocab_size=words.size, special_ids=small["special_ids"])
     config = tiny_bert_config(words.size, hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
                               max_positions=s["length"], dropout=s["dropout"])
     return MaskingData(train, held_out, new_mask, small, config, unigram, majority)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from .masking import IGNORE_INDEX, as_batch, mask_tokens
 
 __all__ = ["token_blocks", "CompactVocabulary", "tiny_bert_config", "tiny_bert", "masked_lm_loss",
-           "HeldOut", "evaluate_mlm", "train_mlm", "History"]
+           "HeldOut", "unigram_baseline", "evaluate_mlm", "train_mlm", "History"]
 
 
 # --------------------------------------------------------------------------- data
@@ -173,6 +173,20 @@ class HeldOut:
     @property
     def targets(self) -> int:
         return int((self.labels != IGNORE_INDEX).sum())
+
+
+def unigram_baseline(train_ids, held_out: "HeldOut", *, vocab_size: int, special_ids) -> tuple[float, float]:
+    """What word frequencies alone achieve on ``held_out``'s blanks: ``(loss, accuracy)``.
+
+    The loss (nats per blank) of the training text's unigram distribution, add-one smoothed over the
+    ``vocab_size`` entries (special tokens excluded), and the accuracy of always guessing its most
+    frequent word piece.
+    """
+    counts = torch.bincount(as_batch(train_ids).flatten(), minlength=vocab_size).double() + 1
+    counts[list(special_ids)] = 0
+    targets = held_out.labels[held_out.labels != IGNORE_INDEX]
+    loss = float(-(counts / counts.sum()).log()[targets].mean())
+    return loss, float((targets == counts.argmax()).double().mean())
 
 
 @torch.no_grad()
