@@ -100,3 +100,36 @@ def test_claims_page_verdict_matches_the_computed_value(words, doc, key, publish
     agrees = abs(value - published) <= unit / 2 * (1 + 1e-9)
     expected = "**agrees**" if agrees else "**differs**"
     assert expected in verdict, f"{key} = {value:g} against {published:g}: the row should say {expected}"
+
+
+EVIDENCE = {"exact", "measured", "toy scale", "none"}
+
+
+def _claim_rows():
+    rows = []
+    for line in (ROOT / "book" / "claims.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ") and not line.startswith("| claim"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            rows.append(cells)
+    return rows
+
+
+def test_claims_page_says_how_strong_each_row_is():
+    rows = _claim_rows()
+    assert len(rows) > 30
+    for cells in rows:
+        claim, evidence, verdict = cells[0], cells[-2], cells[-1]
+        assert evidence in EVIDENCE, f"{claim!r}: evidence {evidence!r} is not one of {sorted(EVIDENCE)}"
+        if evidence == "none":
+            assert verdict.startswith("**not reproduced**"), f"{claim!r}: no evidence, so not reproduced"
+        if evidence == "toy scale":   # a toy model shows a direction, never agreement with a published figure
+            assert "**agrees" not in verdict, f"{claim!r}: toy-scale evidence cannot say agrees"
+            assert verdict.startswith(("**consistent**", "**not reproduced**", "**differs**")), claim
+        if verdict.startswith("**consistent**"):
+            assert evidence == "toy scale", f"{claim!r}: consistent is the toy-scale verdict"
+
+
+@pytest.mark.parametrize("words", sorted({words for words, *_ in CLAIMS}))
+def test_rows_checked_against_figures_rest_on_exact_or_measured_evidence(words):
+    cells, = [c for c in _claim_rows() if words in "| " + " | ".join(c) + " |"]
+    assert cells[-2] in {"exact", "measured"}, f"{words!r} compares a figure digit for digit: {cells[-2]!r}"

@@ -34,3 +34,33 @@ def test_with_myst_nb_glue_records_as_myst_nb_does(monkeypatch):
 def test_a_bad_name_says_what_is_allowed():
     with pytest.raises(ValueError, match="non-empty name"):
         glue("", 1)
+
+
+def test_glue_values_records_each_name_hidden(monkeypatch):
+    from bertfamily import book
+    seen = []
+    monkeypatch.setattr(book, "glue", lambda name, value, display=True: seen.append((name, value, display)))
+    book.glue_values(a=1, b="two")
+    assert seen == [("a", 1, False), ("b", "two", False)]
+    with pytest.raises(ValueError, match="at least one"):
+        book.glue_values()
+
+
+def _documented(x):
+    """A docstring
+    over two lines."""
+    return x + 1  # the body
+
+
+def _bare(x):
+    return x
+
+
+def test_source_drops_the_docstring_only():
+    from bertfamily.book import source
+    text = source(_documented)
+    assert text.splitlines() == ["def _documented(x):", "    return x + 1  # the body"]
+    assert '"""A docstring' in source(_documented, docstring=True)
+    assert source(_bare) == "def _bare(x):\n    return x"
+    with pytest.raises(TypeError, match="function or class"):
+        source(len)

@@ -72,3 +72,55 @@ def test_a_tlm_run_reproduces_its_first_losses(lexicon):
                              progress=False, until=101)
     assert losses[::100] == pytest.approx(log["runs"]["tlm-0"]["loss_curve"][:2], abs=TOLERANCE)
     torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))
+
+
+@pytest.fixture(scope="module")
+def shared_runs(masking):
+    return masking[0], ck.read_log("sharing")
+
+
+def test_the_sharing_log_holds_both_variants(shared_runs):
+    data, log = shared_runs
+    assert log["settings"] == ck.SHARING and set(log["runs"]) == set(ck.SHARING["variants"])
+    assert all(len(runs) == len(ck.SHARING["seeds"]) for runs in log["runs"].values())
+    assert log["unigram"] == pytest.approx(data.unigram, abs=1e-9)
+    shared, own = log["runs"]["shared"][0]["parameters"], log["runs"]["unshared"][0]["parameters"]
+    layer = (own - shared) // (ck.SHARING["layers"] - 1)   # what each extra own layer stores
+    assert own - shared == layer * (ck.SHARING["layers"] - 1) and layer > 0
+
+
+@pytest.mark.parametrize("variant", ck.SHARING["variants"])
+def test_stored_sharing_models_give_the_logged_metrics(shared_runs, variant):
+    data, log = shared_runs
+    model = ck.load_sharing(data, variant, seed=0)
+    layers = model.bert.encoder.layer
+    assert (layers[0] is layers[-1]) == (variant == "shared")
+    logged = log["runs"][variant][0]
+    assert sum(p.numel() for p in model.parameters()) == logged["parameters"]
+    assert evaluate_mlm(model, data.held_out)["loss"] == pytest.approx(logged["held"]["loss"], abs=1e-4)
+
+
+def test_share_layers_ties_every_layer_to_the_first(masking):
+    data, _ = masking
+    model = ck.sharing_model(data, "shared")
+    first = model.bert.encoder.layer[0]
+    assert all(layer is first for layer in model.bert.encoder.layer)
+    with pytest.raises(ValueError, match="variant must be one of"):
+        ck.sharing_model(data, "half")
+
+
+@pytest.mark.slow
+def test_a_sharing_run_reproduces_its_first_evaluation(shared_runs):
+    data, log = shared_runs
+    torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))
+    steps = ck.SHARING["eval_every"]
+    _, history = ck.train_sharing_run(data, "shared", 0, steps)
+    assert history.eval_loss[0] == pytest.approx(log["runs"]["shared"][0]["curve_loss"][0], abs=TOLERANCE)
+
+
+def test_the_unshared_runs_are_lesson_1s_dynamic_runs(shared_runs, masking):
+    # the same model, data, masks and seeds: training it again must give the same numbers
+    own, dynamic = shared_runs[1]["runs"]["unshared"], masking[1]["runs"]["dynamic"]
+    for a, b in zip(own, dynamic):
+        assert a["seed"] == b["seed"]
+        assert a["held"]["loss"] == pytest.approx(b["held"]["loss"], abs=1e-6)

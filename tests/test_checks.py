@@ -304,6 +304,10 @@ def test_file_sizes_mistakes(capsys):
     "Only the Linear layers are quantized; the embeddings stay in fp32.",
     "quantize_dynamic leaves the word and position embedding tables in float32, a third of the model",
     "The embedding matrices are not quantized, so they still take 4 bytes per weight.",
+    "The embedding tables were not quantized: they remain fp32 (quantize_dynamic only converts nn.Linear).",
+    "The word embeddings and position embeddings remain in float32 since only Linear modules were converted to int8.",
+    "Embeddings weren't converted, they stay in fp32, only the linear layers went to 8 bits.",
+    "The embedding tables are not quantized to int8 and remain fp32.",
 ])
 def test_explanation_right(capsys, text):
     assert run(capsys, checks.check_explanation, text)[0]
@@ -315,6 +319,10 @@ def test_explanation_right(capsys, text):
     ("It is big because the embedding tables are large and important.", "say what happened"),
     ("Quantization is not perfect and some layers are big.", "not an nn.Linear"),
     ("# YOUR ANSWER HERE", "write a full sentence"),
+    ("The embeddings were converted to float8, so they stay small.", "did not touch the embedding tables"),
+    ("The embedding tables were quantized too, but they keep a scale per row.", "did not touch the embedding tables"),
+    ("The vocabulary table stays in float16 while the linear layers are int8.", "did not touch the embedding tables"),
+    ("The embeddings are stored as a float, which is big.", "say what happened"),
     (None, "still None"),
     (42, "should be a sentence"),
 ])

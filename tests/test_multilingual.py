@@ -129,3 +129,64 @@ def test_mix_languages():
     assert ml.mix_languages("I like red apples", "mi piacciono le mele rosse") == "I like le mele rosse"
     with pytest.raises(ValueError):
         ml.mix_languages("a", "b", cut=1.5)
+
+
+def test_halves_keep_translations_together():
+    # Italian files are translations of the English ones: where a file has the same number of
+    # conversations in both languages, a prompt and its translation land in the same half.
+    from bertfamily import data
+    en_text, en_topic = ml.labelled_prompts("en")
+    it_text, it_topic = ml.labelled_prompts("it")
+    en_half, it_half = dict(zip(en_text, ml.labelled_halves("en"))), dict(zip(it_text, ml.labelled_halves("it")))
+    assert set(ml.labelled_halves("it")) == {0, 1} and len(it_half) == len(it_text)
+    pairs = [(e, i) for e, i in data.aligned_pairs("it") if e in en_half and i in it_half]
+    assert len(pairs) > 100
+    assert sum(en_half[e] == it_half[i] for e, i in pairs) / len(pairs) > 0.95
+    positions = data.chatterbot_positions("en")
+    assert len(positions) == len(en_text) and all(0 <= p < 1 for p in positions)
+
+
+def _leaky_target(n=40, seed=0):
+    """English rows and target rows that are exact copies of them (a translation leak): a probe
+    that trains on the copy's half scores perfectly; trained on the other half it must generalise."""
+    g = torch.Generator().manual_seed(seed)
+    labels = ["a", "b"] * n
+    centres = {"a": torch.ones(8), "b": -torch.ones(8)}
+    x = torch.stack([centres[y] * 0.3 + torch.randn(8, generator=g) for y in labels])
+    halves = [(i // 2) % 2 for i in range(len(labels))]   # row i and its copy share a half
+    return (x, labels, halves), (x.clone(), list(labels), list(halves))
+
+
+def test_transfer_evaluation_separates_leakage():
+    english, target = _leaky_target()
+    r = ml.transfer_evaluation(english, target, epochs=200)
+    assert r["n"] == 80 and r["topics"] == 2 and r["majority"] == 0.5
+    # the copies are in the training set of the "leaky" arm and a separable-enough task: it is better
+    assert r["leaky"].mean() > r["zero_shot"].mean()
+    # here the target *is* the English, so zero-shot and in-language are the same probe, same rows
+    assert torch.equal(r["zero_shot"], r["in_language"])
+    assert set(r["zero_shot"].tolist()) <= {0.0, 1.0}
+
+
+def test_transfer_evaluation_bad_input():
+    english, (x, y, h) = _leaky_target()
+    with pytest.raises(ValueError, match="halves must be 0 or 1"):
+        ml.transfer_evaluation(english, (x, y, [2] * len(y)))
+    with pytest.raises(ValueError, match="one row each"):
+        ml.transfer_evaluation(english, (x[:5], y, h))
+    with pytest.raises(ValueError, match="fewer than two topics"):
+        ml.transfer_evaluation(english, (x, ["zzz"] * len(y), h))
+
+
+def test_equal_sample_sharing():
+    class Split:
+        def tokenize(self, text):
+            return text.split()
+    sentences = {"en": ["a b", "a c", "a d", "x y"], "it": ["a b", "q r"]}
+    langs, mean, sd = ml.equal_sample_sharing(Split(), sentences, draws=5)
+    assert langs == ["en", "it"] and mean.shape == (2, 2) and sd.shape == (2, 2)
+    assert torch.all(mean[0, 1] <= 1) and mean[0, 0] == 1
+    # with all of the small language and one identical sentence drawn, overlap can reach 2/3
+    assert 0 <= mean[0, 1] <= 2 / 3
+    with pytest.raises(ValueError, match="smallest language"):
+        ml.equal_sample_sharing(Split(), sentences, n=3)

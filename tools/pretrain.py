@@ -1,8 +1,9 @@
-"""Train the course's small checkpoints (make pretrain): lesson 1's masking runs, lesson 6's MLM and TLM models.
+"""Train the course's small checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
+unshared layers, lesson 6's MLM and TLM models.
 
-    python tools/pretrain.py [masking] [tlm]      (both by default; about 15 min on 2 cores)
+    python tools/pretrain.py [masking] [tlm] [sharing]      (all by default; about 30 min on 2 cores)
 
-The settings are ``bertfamily.checkpoints.MASKING`` and ``TLM``; the weights and a log (settings,
+The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING`` and ``TLM``; the weights and a log (settings,
 machine, per run the evaluation curve and the final metrics of the stored float16 weights) go to
 ``lib/bertfamily/checkpoints/``. The kernels are pinned, so on an AVX2 machine a re-run writes the
 same numbers; ``tests/test_checkpoints.py`` re-runs the first evaluation step of each experiment
@@ -83,9 +84,34 @@ def tlm(progress) -> dict:
     return {"settings": s, "blanks": int(content.sum()), "runs": runs}
 
 
+def sharing(progress) -> dict:
+    from bertfamily import checkpoints as ck
+    from bertfamily.models import count_parameters
+    from bertfamily.pretraining import evaluate_mlm
+
+    s = ck.SHARING
+    data = ck.masking_data()
+    runs = {name: [] for name in s["variants"]}
+    for seed in s["seeds"]:
+        for name in s["variants"]:
+            start = time.perf_counter()
+            model, history = ck.train_sharing_run(data, name, seed, s["steps"])
+            ck.halve(model)
+            runs[name].append({"seed": seed, "parameters": count_parameters(model),
+                               "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
+                               "held": evaluate_mlm(model, data.held_out), "new": evaluate_mlm(model, data.new_mask),
+                               "seconds": round(time.perf_counter() - start, 1)})
+            if seed in s["stored_seeds"]:
+                ck.save(model, ck.file_name("sharing", name, seed))
+            progress(f"sharing {name} seed {seed}: held-out {runs[name][-1]['held']['loss']:.3f} nats "
+                     f"({runs[name][-1]['seconds']:.0f} s)")
+    return {"settings": s, "unigram": data.unigram, "majority": data.majority, "runs": runs}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*", choices=["masking", "tlm"], default=["masking", "tlm"])
+    parser.add_argument("experiments", nargs="*", choices=["masking", "tlm", "sharing"],
+                        default=["masking", "tlm", "sharing"])
     args = parser.parse_args(argv)
     from bertfamily import kernels
     kernels.pin()
@@ -97,7 +123,7 @@ def main(argv=None) -> int:
     from bertfamily import checkpoints as ck
     for name in args.experiments:
         start = time.perf_counter()
-        result = {"masking": masking, "tlm": tlm}[name](tqdm.write)
+        result = {"masking": masking, "tlm": tlm, "sharing": sharing}[name](tqdm.write)
         result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
         path = ck.FOLDER / f"{name}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -20,3 +20,41 @@ def glue(name: str, value, display: bool = True) -> None:
             show(value)
         return
     myst_glue(name, value, display=display)
+
+
+def glue_values(**values) -> None:
+    """Record several values for the page's prose at once, none displayed:
+    ``glue_values(acc_it=0.51, maj_it=0.16)`` is ``glue("acc_it", 0.51, display=False)`` and so on."""
+    if not values:
+        raise ValueError("glue_values needs at least one name=value")
+    for name, value in values.items():
+        glue(name, value, display=False)
+
+
+def source(obj, docstring: bool = False) -> str:
+    """The source code of a function or class as the package has it, without its docstring unless
+    ``docstring`` (for showing the code a lesson runs, instead of cutting strings by hand)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        text = textwrap.dedent(inspect.getsource(obj))
+    except (TypeError, OSError) as err:
+        raise TypeError(f"source() needs a function or class defined in Python source, got {obj!r}") from err
+    if docstring:
+        return text.rstrip()
+    node = ast.parse(text).body[0]
+    body = getattr(node, "body", [])
+    if not (body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)):
+        return text.rstrip()
+    lines = text.splitlines()
+    doc = body[0]
+    kept = lines[:doc.lineno - 1] + lines[doc.end_lineno:]
+    return "\n".join(kept).rstrip()
+
+
+def show_source(obj, docstring: bool = False) -> None:
+    """Print :func:`source` of ``obj``: the code a lesson runs, read from the package itself."""
+    print(source(obj, docstring=docstring))

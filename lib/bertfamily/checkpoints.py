@@ -205,3 +205,53 @@ def load_tlm(data: TlmData, objective: str, seed: int, settings: dict = TLM):
     model = tlm.tiny_model(data.tokenizer.get_vocab_size(), seed=seed, hidden=settings["hidden"],
                            layers=settings["layers"], heads=settings["heads"])
     return load_into(model, file_name("tlm", objective, seed))
+
+
+# --------------------------------------------------------------------------- lesson 4's sharing runs
+
+#: Lesson 4: what sharing costs. Lesson 1's tiny BERT, data and dynamic masking, its two layers its own
+#: (unshared: lesson 1's dynamic runs again) or one layer applied twice (shared, ALBERT's cross-layer
+#: sharing): the same width, depth and multiply-adds, half the layer weights.
+SHARING = {**{k: MASKING[k] for k in ("hidden", "heads", "dropout", "steps", "batch", "lr", "warmup",
+                                      "eval_every", "seeds")},
+           "layers": MASKING["layers"], "variants": ["unshared", "shared"], "stored_seeds": [0]}
+
+
+def share_layers(model):
+    """Make every encoder layer of a BERT the first one (one set of weights applied at every depth,
+    as ALBERT does), in place; returns the model."""
+    layers = model.bert.encoder.layer
+    for i in range(1, len(layers)):
+        layers[i] = layers[0]
+    return model
+
+
+def sharing_model(data: MaskingData, variant: str, seed: int = 0, settings: dict = SHARING):
+    """A fresh tiny BERT for lesson 1's data, its layers ``"shared"`` or ``"unshared"``."""
+    from bertfamily.pretraining import tiny_bert, tiny_bert_config
+
+    if variant not in settings["variants"]:
+        raise ValueError(f"variant must be one of {settings['variants']}, got {variant!r}")
+    s = settings
+    config = tiny_bert_config(data.small["vocab_size"], hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
+                              max_positions=data.train.shape[1], dropout=s["dropout"])
+    model = tiny_bert(config, seed=seed)
+    return share_layers(model) if variant == "shared" else model
+
+
+def train_sharing_run(data: MaskingData, variant: str, seed: int, steps: int, settings: dict = SHARING):
+    """One of lesson 4's runs (or its first ``steps``), with dynamic masking: ``(model, history)``."""
+    from bertfamily.pretraining import train_mlm
+
+    s = settings
+    generator = torch.Generator().manual_seed(seed)
+    masking, model = masking_scheme(data, "dynamic", generator), sharing_model(data, variant, seed, s)
+    torch.manual_seed(seed)  # dropout
+    history = train_mlm(model, masking, steps=steps, batch_size=s["batch"], lr=s["lr"], warmup=s["warmup"],
+                        generator=generator, held_out=data.held_out, eval_every=s["eval_every"], progress=False)
+    return model, history
+
+
+def load_sharing(data: MaskingData, variant: str, seed: int = 0):
+    """The stored seed-``seed`` model of lesson 4's ``variant``."""
+    return load_into(sharing_model(data, variant), file_name("sharing", variant, seed))

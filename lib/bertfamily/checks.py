@@ -478,17 +478,25 @@ def check_file_sizes(fp32_bytes, int8_bytes) -> bool:
 
 T7 = "Task 7 (explanation)"
 _EMBEDDING = re.compile(r"embed|look-?up table|vocab|word vectors?|token table", re.I)
-_KEPT = re.compile(r"fp ?32|float ?32|float|32[- ]?bit|full[- ]precision|4 bytes|four bytes|"
+_KEPT = re.compile(r"fp ?32|float ?32|32[- ]?bit|full[- ]precision|4 bytes|four bytes|"
                    r"not (?:be(?:ing)? )?quanti[sz]|unquanti[sz]|never quanti[sz]|aren'?t quanti[sz]|"
                    r"isn'?t quanti[sz]|only (?:the )?linear|linear (?:layers )?only|untouched|unchanged|"
                    r"stay|remain|keep|kept|left (?:alone|as)|skip", re.I)
+# "the embeddings were quantised too", "... converted to float8": a wrong precision for the tables
+_WRONG = re.compile(
+    r"(?:embed\w*|tables?|vocab\w*)\b"                          # the tables, then within a few words
+    r"(?:(?!linear|layer|module|only|not|n't)[^.;,]){0,40}?\b"   # (no negation, no other subject)
+    r"(?:(?:were|was|are|is|got|get|been)\s+(?:also\s+)?(?:quanti[sz]ed|converted|compressed|reduced)\b(?!\s+only)"
+    r"|(?:to|in(?:to)?|as)\s+(?:int ?8|8[- ]?bits?|float ?8|fp ?8|float ?16|fp ?16|half|bfloat ?16|bf16)\b)",
+    re.I)
 _OVERHEAD = re.compile(r"overhead|metadata|header|zip|pickle|compress", re.I)
 _PLACEHOLDER = re.compile(r"your (?:answer|code|explanation) here|^\s*\.\.\.\s*$|^\s*todo", re.I)
 
 
 @_guarded(T7)
 def check_explanation(text) -> bool:
-    """A sentence saying why the int8 file is not a quarter of the fp32 one (lenient, keyword-based)."""
+    """A sentence saying why the int8 file is not a quarter of the fp32 one (keyword-based: it must name
+    the embedding tables and say they stay in fp32, and must not say they were quantised)."""
     if text is None:
         raise _Missing("`explanation` is still None: write your sentence as a string")
     if not isinstance(text, str):
@@ -498,6 +506,10 @@ def check_explanation(text) -> bool:
         return _report(False, T7, "no explanation yet",
                        ["write a full sentence: which part of the model did quantize_dynamic leave "
                         "as it was, and how big is that part?"])
+    if _WRONG.search(text):
+        return _report(False, T7, "not the reason yet",
+                       ["quantize_dynamic did not touch the embedding tables: it converts only the module "
+                        "types you give it (nn.Linear). In what precision do the tables stay?"])
     if _EMBEDDING.search(text) and _KEPT.search(text):
         return _report(True, T7, "yes: the embedding tables are not linear layers and stay in fp32")
     if _OVERHEAD.search(text) and not _EMBEDDING.search(text):

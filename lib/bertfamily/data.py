@@ -99,20 +99,33 @@ def _conversations(path: Path) -> list[list[str]]:
     return [[str(s).strip() for s in conv] for conv in doc.get("conversations") or []]
 
 
+def _prompts(lang: str):
+    """(text, topic, position) of each unique conversation opening; position is the conversation's
+    index in its topic file divided by the file's number of conversations (0 <= position < 1)."""
+    seen = set()
+    for path in sorted(_chatterbot_dir(lang).glob("*.yml")):
+        convs = _conversations(path)
+        for i, conv in enumerate(convs):
+            if conv and conv[0] and conv[0] not in seen:
+                seen.add(conv[0])
+                yield conv[0], path.stem, i / len(convs)
+
+
 def chatterbot_prompts(lang: str) -> tuple[list[str], list[str]]:
     """Unique opening prompts of each conversation in ``lang`` and their topic (the file name).
 
     Topics are named by the English file name (``food``, ``sports``...) in every language, so labels
     are comparable across languages.
     """
-    texts, topics, seen = [], [], set()
-    for path in sorted(_chatterbot_dir(lang).glob("*.yml")):
-        for conv in _conversations(path):
-            if conv and conv[0] and conv[0] not in seen:
-                seen.add(conv[0])
-                texts.append(conv[0])
-                topics.append(path.stem)
-    return texts, topics
+    rows = list(_prompts(lang))
+    return [t for t, _, _ in rows], [y for _, y, _ in rows]
+
+
+def chatterbot_positions(lang: str) -> list[float]:
+    """Where each prompt of :func:`chatterbot_prompts` sits in its topic file, from 0 (first
+    conversation) to just under 1 (last). Translated files keep the English order, so a prompt and
+    its translation sit at about the same position: splitting by position keeps them together."""
+    return [pos for _, _, pos in _prompts(lang)]
 
 
 def aligned_pairs(lang: str = "it") -> list[tuple[str, str]]:

@@ -19,7 +19,8 @@ __all__ = ["LANGUAGE_NAMES", "TOPIC_ALIASES", "words", "vocabulary_growth", "tra
            "tokenize_fn", "token_stats", "pieces_by_language", "shared_share", "pair_sharing",
            "labelled_prompts", "chatterbot_sentences", "restrict_to", "embed_sorted", "majority_baseline",
            "train_probe",
-           "accuracy", "transfer_table", "mix_languages"]
+           "accuracy", "transfer_table", "mix_languages", "labelled_halves", "transfer_evaluation",
+           "equal_sample_sharing"]
 
 LANGUAGE_NAMES = OrderedDict(en="English", es="Spanish", it="Italian", de="German", fr="French",
                              uk="Ukrainian")
@@ -311,3 +312,90 @@ def mix_languages(first: str, second: str, cut: float = 0.5) -> str:
     if not a or not b:
         raise ValueError("both sentences must have words")
     return " ".join(a[:max(1, round(cut * len(a)))] + b[max(1, round(cut * len(b))):])
+
+
+# Transfer without leakage: split by position in the topic file
+# ---------------------------------------------------------------------------------------------
+def labelled_halves(lang: str) -> list[int]:
+    """0 or 1 for each prompt of :func:`labelled_prompts`: the first or second half of its topic
+    file. A translated file keeps the English order, so a prompt and its translation share a half."""
+    return [int(p >= 0.5) for p in data.chatterbot_positions(_language(lang))]
+
+
+def _predict(model, classes, x) -> list[str]:
+    with torch.no_grad():
+        return [classes[i] for i in model(x.float()).argmax(-1).tolist()]
+
+
+def _cross_fit(train, test, classes, same: bool = False, **probe_kwargs) -> torch.Tensor:
+    """Per test row, 1.0 if a probe trained on ``train``'s *other* half (``same``: the same half)
+    labels it right."""
+    (tx, ty, th), (x, y, h) = train, test
+    correct = torch.zeros(len(y))
+    for half in (0, 1):
+        rows = [i for i, v in enumerate(th) if (v == half) == same and ty[i] in classes]
+        tests = [i for i, v in enumerate(h) if v == half]
+        if not tests:
+            continue
+        if len({ty[i] for i in rows}) < 2:
+            raise ValueError("a training half has fewer than two topics; the split is too small")
+        model, cls = train_probe(tx[rows], [ty[i] for i in rows], classes, **probe_kwargs)
+        pred = _predict(model, cls, x[tests])
+        correct[tests] = torch.tensor([float(p == y[i]) for p, i in zip(pred, tests)])
+    return correct
+
+
+def transfer_evaluation(english: tuple, target: tuple, **probe_kwargs) -> dict:
+    """Zero-shot transfer measured without leakage, next to the in-language ceiling.
+
+    ``english`` and ``target`` are ``(features, topics, halves)`` (halves from :func:`labelled_halves`).
+    Both arms are cross-fitted over the two halves of every topic file: the English-trained probe
+    never trains on the half whose translations it is tested on, and the in-language probe is trained
+    on the target's other half. Both therefore score the *same* target rows, so their difference is a
+    paired comparison. Only topics the target language has are used.
+
+    Returns ``{"n", "topics", "majority", "zero_shot", "in_language", "leaky"}``: the last three are
+    0/1 tensors, one value per target row. ``leaky`` is the control: the English probe trained on the
+    *same* half as its test rows (as many training rows, but now holding the test prompts'
+    translations), so ``leaky - zero_shot`` is what leakage adds.
+    """
+    (ex, ey, eh), (x, y, h) = english, target
+    for name, (f, t, hv) in (("english", english), ("target", target)):
+        if not (f.shape[0] == len(t) == len(hv)):
+            raise ValueError(f"{name}: features, topics and halves need one row each: "
+                             f"{f.shape[0]}, {len(t)}, {len(hv)}")
+        if set(hv) - {0, 1}:
+            raise ValueError(f"{name}: halves must be 0 or 1 (see labelled_halves)")
+    classes = sorted(set(y) & set(ey))
+    if len(classes) < 2:
+        raise ValueError("fewer than two topics shared by the English and the target rows")
+    rows = [i for i, t in enumerate(y) if t in classes]
+    x, y, h = x[rows], [y[i] for i in rows], [h[i] for i in rows]
+    zero_shot = _cross_fit((ex, ey, eh), (x, y, h), classes, **probe_kwargs)
+    in_language = _cross_fit((x, y, h), (x, y, h), classes, **probe_kwargs)
+    leaky = _cross_fit((ex, ey, eh), (x, y, h), classes, same=True, **probe_kwargs)
+    return {"n": len(y), "topics": len(classes), "majority": majority_baseline(y),
+            "zero_shot": zero_shot, "in_language": in_language, "leaky": leaky}
+
+
+def equal_sample_sharing(tokenizer, sentences: Mapping[str, Sequence[str]], n: int | None = None,
+                         draws: int = 20, seed: int = 0) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """:func:`pair_sharing` on ``n`` sentences per language (default: the smallest language's count),
+    redrawn ``draws`` times, so a language with more text does not share more pieces just because it
+    uses more. Returns ``(languages, mean Jaccard matrix, its standard deviation over draws)``."""
+    import random
+
+    smallest = min(len(v) for v in sentences.values())
+    n = smallest if n is None else n
+    if not isinstance(n, int) or not 1 <= n <= smallest:
+        raise ValueError(f"n must be an integer from 1 to {smallest} (the smallest language), got {n!r}")
+    if not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    rng = random.Random(seed)
+    mats = []
+    for _ in range(draws):
+        sample = {lang: rng.sample(list(v), n) for lang, v in sentences.items()}
+        langs, m = pair_sharing(pieces_by_language(tokenizer, sample))
+        mats.append(m)
+    stacked = torch.stack(mats)
+    return langs, stacked.mean(0), stacked.std(0) if draws > 1 else torch.zeros_like(mats[0])

@@ -1,0 +1,172 @@
+"""Conceptual diagrams, one per mechanism, drawn with matplotlib so that they are tested and
+re-executed like every other figure. Each function returns the figure and an alt text for it
+(for readers who cannot see the picture); a notebook cell shows the figure and passes the text to
+myst-nb as the image's ``alt``.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+from .plots import COLORS
+
+__all__ = ["masking_schedules", "tlm_input", "albert_layout", "triple_loss"]
+
+
+def _positive(value, name: str) -> int:
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _grid(ax, masks: torch.Tensor, title: str, color: str) -> None:
+    epochs, tokens = masks.shape
+    for e in range(epochs):
+        for t in range(tokens):
+            ax.add_patch(plt.Rectangle((t, epochs - 1 - e), 0.9, 0.9,
+                                       color=color if masks[e, t] else "#e6e6e6"))
+    ax.set(xlim=(-0.1, tokens), ylim=(-0.1, epochs), title=title, xlabel="token of one sentence")
+    ax.set_yticks([epochs - 1 - e + 0.45 for e in range(epochs)], [f"epoch {e + 1}" for e in range(epochs)])
+    ax.set_xticks([])
+    ax.grid(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_visible(False)
+
+
+def masking_schedules(epochs: int = 5, tokens: int = 20, rate: float = 0.15, copies: int = 2, seed: int = 0):
+    """Which tokens of one sentence are masked in each epoch: one static mask (BERT's single
+    copy), ``copies`` static masks reused in turn (BERT's ``dupe_factor``), and a fresh mask per
+    epoch (RoBERTa's dynamic masking). Returns ``(figure, alt text)``."""
+    _positive(epochs, "epochs"), _positive(tokens, "tokens"), _positive(copies, "copies")
+    if not 0 < rate < 1:
+        raise ValueError(f"rate must be in (0, 1), got {rate}")
+    g = torch.Generator().manual_seed(seed)
+    k = max(1, round(rate * tokens))
+
+    def draw():
+        m = torch.zeros(tokens, dtype=torch.bool)
+        m[torch.randperm(tokens, generator=g)[:k]] = True
+        return m
+
+    static = draw()
+    pool = [static] + [draw() for _ in range(copies - 1)]
+    schedules = {"one static mask": torch.stack([static] * epochs),
+                 f"{copies} static copies, in turn": torch.stack([pool[e % copies] for e in range(epochs)]),
+                 "dynamic: a new mask each epoch": torch.stack([draw() for _ in range(epochs)])}
+    fig, axes = plt.subplots(1, 3, figsize=(10, 2.6), sharey=True)
+    for ax, (title, masks), color in zip(axes, schedules.items(),
+                                         (COLORS["static"], COLORS["albert"], COLORS["dynamic"])):
+        _grid(ax, masks, title, color)
+    fig.suptitle("Masked positions (coloured) of one sentence, epoch by epoch")
+    distinct = {t: len({tuple(m.tolist()) for m in masks}) for t, masks in schedules.items()}
+    alt = (f"Three grids of {epochs} epochs by {tokens} tokens. With one static mask the same {k} tokens are "
+           f"masked in every epoch ({distinct['one static mask']} distinct pattern); with {copies} static "
+           f"copies the patterns repeat every {copies} epochs; with dynamic masking each epoch masks "
+           f"different tokens ({distinct['dynamic: a new mask each epoch']} distinct patterns).")
+    return fig, alt
+
+
+def tlm_input(english, italian, masked=(), cls: str = "[CLS]", sep: str = "[SEP]"):
+    """XLM's translation-LM input for one pair: the tokens, the language of each, positions that
+    restart at 0 for the second sentence, and the masked tokens (indices into the concatenated
+    ``[CLS] english [SEP] italian [SEP]``). Returns ``(figure, alt text)``."""
+    english, italian = list(english), list(italian)
+    if not english or not italian:
+        raise ValueError("both sentences need at least one token")
+    tokens = [cls] + english + [sep] + italian + [sep]
+    langs = ["en"] * (len(english) + 2) + ["it"] * (len(italian) + 1)
+    positions = list(range(len(english) + 2)) + list(range(len(italian) + 1))
+    masked = set(masked)
+    bad = [i for i in masked if not (isinstance(i, int) and 0 <= i < len(tokens)) or tokens[i] in (cls, sep)]
+    if bad:
+        raise ValueError(f"masked must index words of the pair (0..{len(tokens) - 1}, not {cls}/{sep}); bad: {bad}")
+    fig, ax = plt.subplots(figsize=(max(6, 0.75 * len(tokens)), 2.2))
+    rows = [("token", lambda i: "[MASK]" if i in masked else tokens[i]), ("language", lambda i: langs[i]),
+            ("position", lambda i: str(positions[i])), ("target", lambda i: tokens[i] if i in masked else "")]
+    for i in range(len(tokens)):
+        color = COLORS["bert"] if langs[i] == "en" else COLORS["student"]
+        for r, (name, text) in enumerate(rows):
+            face = "#fde0dd" if (i in masked and r in (0, 3)) else ("white" if r else "#f2f2f2")
+            ax.add_patch(plt.Rectangle((i, -r), 0.95, 0.9, facecolor=face, edgecolor=color, linewidth=1.2))
+            ax.text(i + 0.47, -r + 0.45, text(i), ha="center", va="center", fontsize=7)
+    for r, (name, _) in enumerate(rows):
+        ax.text(-0.2, -r + 0.45, name, ha="right", va="center", fontsize=8, weight="bold")
+    ax.set(xlim=(-1.6, len(tokens)), ylim=(-len(rows) + 0.8, 1.1))
+    ax.axis("off")
+    ax.set_title("TLM: one input holds a sentence and its translation (blue English, orange Italian)")
+    hidden = ", ".join(tokens[i] for i in sorted(masked)) or "none"
+    alt = (f"A table of {len(tokens)} input tokens: {' '.join(tokens)}. Language ids are en for the first "
+           f"{len(english) + 2} and it for the rest; positions count from 0 in each sentence; the masked "
+           f"tokens ({hidden}) are the targets, on either side.")
+    return fig, alt
+
+
+def _box(ax, x, y, w, h, text, color, fontsize=8):
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02", facecolor=color, alpha=0.25,
+                                edgecolor=color))
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize)
+
+
+def _arrow(ax, start, end, color="#4d4d4d", **kw):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, color=color, **kw))
+
+
+def albert_layout(layers: int = 12, vocab: int = 30000, embedding: int = 128, hidden: int = 768):
+    """BERT's embedding table and stack of distinct layers beside ALBERT's factorised table
+    (V x E, then E x H) and one shared layer applied ``layers`` times. Returns ``(figure, alt)``."""
+    for v, n in ((layers, "layers"), (vocab, "vocab"), (embedding, "embedding"), (hidden, "hidden")):
+        _positive(v, n)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    shown = min(layers, 6)
+    for ax, title in ((a, "BERT"), (b, "ALBERT")):
+        ax.set(xlim=(0, 10), ylim=(0, 10), title=title)
+        ax.axis("off")
+    _box(a, 0.5, 0.5, 4, 1.4, f"word table\n{vocab:,} x {hidden}\n{vocab * hidden / 1e6:.1f}M", COLORS["bert"])
+    for i in range(shown):
+        _box(a, 5.5, 0.5 + i * 1.5, 4, 1.2, f"layer {i + 1}" if i < shown - 1 else f"... layer {layers}",
+             COLORS["bert"])
+    _arrow(a, (4.5, 1.2), (5.5, 1.1))
+    factor = vocab * embedding + embedding * hidden
+    _box(b, 0.5, 0.5, 4, 1.4, f"word table\n{vocab:,} x {embedding}", COLORS["albert"])
+    _box(b, 0.5, 2.5, 4, 1.2, f"projection {embedding} x {hidden}\n(both: {factor / 1e6:.1f}M)", COLORS["albert"])
+    _arrow(b, (2.5, 1.9), (2.5, 2.5))
+    _box(b, 5.5, 3.5, 4, 1.6, "one shared layer", COLORS["albert"], fontsize=9)
+    _arrow(b, (4.5, 3.1), (5.5, 4.0))
+    b.add_patch(FancyArrowPatch((9.5, 4.8), (9.5, 3.8), connectionstyle="arc3,rad=-1.6", arrowstyle="-|>",
+                                mutation_scale=10, color=COLORS["albert"]))
+    b.text(7.5, 6.2, f"applied {layers} times", ha="center", fontsize=8, color=COLORS["albert"])
+    fig.suptitle("ALBERT: a factorised table and one layer reused (fewer weights, same work)")
+    alt = (f"Left, BERT: a {vocab:,} by {hidden} word table feeding a stack of {layers} distinct layers. Right, "
+           f"ALBERT: a {vocab:,} by {embedding} table and an {embedding} by {hidden} projection, together "
+           f"{factor / 1e6:.1f}M parameters instead of {vocab * hidden / 1e6:.1f}M, feeding one layer whose "
+           f"weights are applied {layers} times.")
+    return fig, alt
+
+
+def triple_loss(temperature: float = 2.0, weights=(5.0, 2.0, 1.0)):
+    """DistilBERT's three losses: where each term reads from the teacher and the student, and its
+    weight. Returns ``(figure, alt text)``."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    if len(weights) != 3 or any(w < 0 for w in weights):
+        raise ValueError(f"weights must be three non-negative numbers (ce, task, cos), got {weights!r}")
+    ce, task, cos = weights
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    ax.set(xlim=(0, 12), ylim=(0, 8))
+    ax.axis("off")
+    _box(ax, 0.3, 5.2, 3, 1.6, "teacher\n(frozen, 2L layers)", COLORS["teacher"], fontsize=9)
+    _box(ax, 0.3, 1.2, 3, 1.6, "student\n(L layers, one in two\nof the teacher's)", COLORS["student"], fontsize=9)
+    _box(ax, 8.3, 6.0, 3.4, 1.3, f"L_ce x {ce:g}\nKL of softened outputs, T = {temperature:g}", COLORS["dynamic"])
+    _box(ax, 8.3, 3.4, 3.4, 1.3, f"L_task x {task:g}\ncross-entropy with the labels", COLORS["static"])
+    _box(ax, 8.3, 0.8, 3.4, 1.3, f"L_cos x {cos:g}\ncosine of hidden states", COLORS["albert"])
+    _box(ax, 4.5, 3.4, 2.4, 1.3, "labels\n(masked words)", COLORS["neutral"])
+    for start, end in (((3.3, 6.3), (8.3, 6.8)), ((3.3, 2.3), (8.3, 6.3)),   # L_ce: both outputs
+                       ((3.3, 2.0), (8.3, 3.9)), ((6.9, 4.05), (8.3, 4.05)),  # L_task: student + labels
+                       ((3.3, 5.6), (8.3, 1.7)), ((3.3, 1.6), (8.3, 1.3))):   # L_cos: both hidden states
+        _arrow(ax, start, end)
+    ax.set_title(f"DistilBERT's triple loss: {ce:g} L_ce + {task:g} L_task + {cos:g} L_cos")
+    alt = (f"The teacher and the student read the same text. The teacher's and the student's outputs, "
+           f"softened at T = {temperature:g}, feed L_ce (weight {ce:g}); the student's output and the true "
+           f"labels feed L_task (weight {task:g}); the two models' hidden states feed L_cos (weight {cos:g}).")
+    return fig, alt
