@@ -19,7 +19,6 @@
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from typing import Sequence
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .features import mean_pool
+from .timing import threads
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
            "triple_loss", "student_from_teacher", "PooledClassifier", "reinitialise_layers", "distil",
@@ -36,19 +36,13 @@ __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_
            "train_linear_head", "accuracy", "mean_std", "one_thread"]
 
 
-@contextlib.contextmanager
 def one_thread():
     """Run the enclosed torch code on one CPU thread, then restore the previous setting.
 
     The lesson's students are tiny (a few thousand weights): splitting each small matrix product
     across threads costs more in synchronisation than it saves, badly so on a busy machine.
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return threads(1)
 
 
 # --------------------------------------------------------------------------- checks

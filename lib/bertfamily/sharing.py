@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import statistics
-import time
 from collections import OrderedDict
 
 import torch
 
 from . import budget
+from .timing import forward_latency, interleaved_latency, median, time_call  # noqa: F401 (lesson 4's timers)
+from .timing import threads as torch_threads  # noqa: F401
 
 #: Encoder-layer classes that :func:`layer_applications` looks for when none is given.
 LAYER_CLASSES = ("AlbertLayer", "BertLayer", "RobertaLayer", "XLMRobertaLayer", "TransformerBlock")
@@ -251,96 +251,6 @@ def at_depth(model, depth: int):
             model.config.num_hidden_layers = L
     else:
         raise ValueError(f"at_depth() knows bert, roberta, xlm-roberta and albert models, got {kind!r}")
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int | None):
-    """Run torch's CPU kernels on ``threads`` threads for a while (``None``: leave the setting alone)."""
-    if threads is None:
-        yield
-        return
-    _positive_int(threads, "threads")
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
-def forward_latency(model, seq_len: int, batch: int = 1, runs: int = 5, warmup: int = 1,
-                    threads: int | None = None) -> list:
-    """Seconds taken by each of ``runs`` forward passes (after ``warmup`` untimed ones), no gradients.
-
-    The input is ``batch x seq_len`` random token ids (fixed seed). Report the median: the first runs
-    and a busy machine make the mean misleading. ``threads`` (default: torch's setting) fixes the
-    number of CPU threads while timing; one thread is the steadiest on a machine shared with others.
-    """
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
-    _positive_int(runs, "runs")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
-    times = []
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode(), torch_threads(threads):
-        for i in range(warmup + runs):
-            start = time.perf_counter()
-            model(input_ids=ids)
-            if i >= warmup:
-                times.append(time.perf_counter() - start)
-    model.train(was_training)
-    return times
-
-
-def interleaved_latency(models: dict, seq_len: int, batch: int = 1, runs: int = 5,
-                        warmup: int = 1, threads: int | None = None) -> dict:
-    """Forward-pass times of several models on the same ``batch x seq_len`` ids, taking turns.
-
-    ``models`` maps a name to a model. Alternating the models means a busy spell of the machine slows
-    them all rather than one of them, so their ratio is fairer. The interleaving is the course's one
-    timing loop, :func:`bertfamily.quantization.compare_latency`; this adds the random ids (fixed
-    seed, valid for every model's vocabulary) and the thread setting. Returns name -> list of seconds.
-    """
-    from .quantization import compare_latency
-
-    if not models:
-        raise ValueError("give at least one model to time, as a dict name -> model")
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
-    vocab = min(model.config.vocab_size for model in models.values())
-    ids = torch.randint(0, vocab, (b, s), generator=torch.Generator().manual_seed(0))
-    with torch_threads(threads):
-        return compare_latency(models, {"input_ids": ids}, warmup=warmup, runs=runs)["times"]
-
-
-def time_call(fn, *args, runs: int = 5, number: int = 10, threads: int | None = None) -> list:
-    """Seconds per call of ``fn(*args)``: ``runs`` timings, each the mean of ``number`` calls.
-
-    For small operations (an activation function, one matrix product) that are too quick to time
-    one call at a time. One untimed call comes first; no gradients are recorded.
-    """
-    _positive_int(runs, "runs")
-    _positive_int(number, "number")
-    if not callable(fn):
-        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
-    times = []
-    with torch.inference_mode(), torch_threads(threads):
-        fn(*args)
-        for _ in range(runs):
-            start = time.perf_counter()
-            for _ in range(number):
-                fn(*args)
-            times.append((time.perf_counter() - start) / number)
-    return times
-
-
-def median(values) -> float:
-    """The median of a non-empty list of numbers."""
-    values = list(values)
-    if not values:
-        raise ValueError("median of an empty list")
-    return statistics.median(values)
 
 
 # --------------------------------------------------------------------------- tiny models

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from .masking import IGNORE_INDEX, mask_tokens, tlm_inputs
 from .pretraining import masked_lm_loss, tiny_bert, tiny_bert_config
+from .timing import threads
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = range(5)
@@ -244,10 +245,10 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
 
 def _train_job(args):
     (vocab_size, first, second, objective, seed, steps, batch_size, model_kw, train_kw) = args
-    torch.set_num_threads(1)  # one thread per process: the result does not depend on the cores
-    model = tiny_model(vocab_size, seed=seed, **model_kw)
-    losses = train_pairs(model, first, second, objective, steps=steps, batch_size=batch_size,
-                         generator=torch.Generator().manual_seed(seed), progress=False, **train_kw)
+    with threads(1):  # one thread per model: the result does not depend on the cores
+        model = tiny_model(vocab_size, seed=seed, **model_kw)
+        losses = train_pairs(model, first, second, objective, steps=steps, batch_size=batch_size,
+                             generator=torch.Generator().manual_seed(seed), progress=False, **train_kw)
     return model.state_dict(), losses
 
 
@@ -291,13 +292,9 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
                 results[job] = result
                 bar.update()
     else:
-        threads = torch.get_num_threads()
-        try:
-            for job, a in zip(jobs, args):
-                results[job] = _train_job(a)
-                bar.update()
-        finally:
-            torch.set_num_threads(threads)
+        for job, a in zip(jobs, args):
+            results[job] = _train_job(a)
+            bar.update()
     bar.close()
     models, losses = {}, {}
     for (objective, seed), (state, loss) in results.items():
