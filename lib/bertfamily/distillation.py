@@ -410,9 +410,7 @@ class BagOfEmbeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         if attention_mask is None:
             attention_mask = (input_ids != self.pad_token_id).long()
-        mask = attention_mask.unsqueeze(-1).to(self.embed.weight.dtype)
-        pooled = (self.embed(input_ids) * mask).sum(1) / mask.sum(1).clamp(min=1)
-        return self.out(pooled)
+        return self.out(mean_pool(self.embed(input_ids), attention_mask))
 
 
 def _check_targets(targets, n: int, num_classes: int | None) -> tuple[torch.Tensor, bool]:
