@@ -147,14 +147,15 @@ def linear_split(config) -> OrderedDict:
     and ``other`` (LayerNorms and anything else, always fp32). The four add up to
     :func:`bertfamily.budget.count` of the base model (no MLM head).
     """
-    V, P, T, H, I, L, E, shared, pooler = budget.sizes(config)
-    copies = 1 if shared else L
+    s = budget.sizes(config)
+    V, P, T, H, I, E = s.vocab, s.positions, s.segments, s.hidden, s.intermediate, s.embedding
+    copies = 1 if s.shared else s.layers
     weights = copies * (4 * H * H + 2 * H * I)
     biases = copies * (4 * H + I + H)
     if E != H:  # ALBERT's embedding projection is a Linear layer
         weights += E * H
         biases += H
-    if pooler:
+    if s.pooler:
         weights += H * H
         biases += H
     tables = (V + P + T) * E
@@ -180,8 +181,8 @@ def predicted_bytes(config, linear_bits: int = 32, embedding_bits: int = 32) -> 
          + budget.to_bytes(split["linear biases"] + split["other"], 32)
          + budget.to_bytes(split["embeddings"], embedding_bits))
     if embedding_bits == 8:
-        V, P, T, *_ = budget.sizes(config)
-        n += 8 * (V + P + T)  # a float32 scale and a float32 zero point per row
+        s = budget.sizes(config)
+        n += 8 * (s.vocab + s.positions + s.segments)  # a float32 scale and a float32 zero point per row
     return n
 
 

@@ -110,23 +110,10 @@ def layer_applications(model, inputs: dict, layer_class=None) -> list:
 
 # --------------------------------------------------------------------------- configurations
 
-def _read(config):
-    """(kind, E, H, I, L, heads, pooler) of a BERT, RoBERTa, XLM-R, DistilBERT or ALBERT config."""
-    kind = getattr(config, "model_type", None)
-    if kind == "distilbert":
-        return kind, config.dim, config.dim, config.hidden_dim, config.n_layers, config.n_heads, False
-    if kind in ("bert", "roberta", "xlm-roberta", "albert"):
-        H = config.hidden_size
-        E = config.embedding_size if kind == "albert" else H
-        return (kind, E, H, config.intermediate_size, config.num_hidden_layers,
-                config.num_attention_heads, True)
-    raise ValueError(f"model types bert, roberta, xlm-roberta, distilbert and albert are known; got {kind!r}")
-
-
 def with_depth(config, depth: int):
     """A copy of ``config`` with ``depth`` layers (everything else unchanged)."""
     _positive_int(depth, "depth")
-    kind = _read(config)[0]
+    kind = budget.Sizes.of(config).kind
     out = copy.deepcopy(config)
     if kind == "distilbert":
         out.n_layers = depth
@@ -137,7 +124,7 @@ def with_depth(config, depth: int):
 
 def unshared(config):
     """An ALBERT config whose ``L`` layers each have their own parameters (``num_hidden_groups = L``)."""
-    if _read(config)[0] != "albert":
+    if budget.Sizes.of(config).kind != "albert":
         raise ValueError(f"unshared() takes an ALBERT config, got model type {config.model_type!r}")
     out = copy.deepcopy(config)
     out.num_hidden_groups = config.num_hidden_layers
@@ -176,14 +163,15 @@ def encoder_macs(config, seq_len: int, batch: int = 1) -> OrderedDict:
     whether or not the layers share parameters.
     """
     s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
-    kind, E, H, I, L, _, pooler = _read(config)
+    dims = budget.Sizes.of(config)
+    E, H, I, L = dims.embedding, dims.hidden, dims.intermediate, dims.layers
     parts = OrderedDict()
     if E != H:
         parts["embedding projection"] = b * s * E * H
     parts["attention projections"] = b * L * 4 * s * H * H
     parts["attention scores and sums"] = b * L * 2 * s * s * H
     parts["feed-forward"] = b * L * 2 * s * H * I
-    if pooler:
+    if dims.pooler:
         parts["pooler"] = b * H * H
     return parts
 
@@ -228,7 +216,8 @@ def at_depth(model, depth: int):
     ALBERT applies its shared layer ``depth`` times. Everything is restored on exit.
     """
     _positive_int(depth, "depth")
-    kind, *_, L, _, _ = _read(model.config)
+    dims = budget.Sizes.of(model.config)
+    kind, L = dims.kind, dims.layers
     if depth > L:
         raise ValueError(f"depth must be at most the model's {L} layers, got {depth}")
     if kind == "albert":
