@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .masking import IGNORE_INDEX, mask_tokens, tlm_inputs
-from .pretraining import masked_lm_loss, tiny_bert, tiny_bert_config
+from .pretraining import _check_steps, mlm_steps, tiny_bert, tiny_bert_config
 from .timing import threads
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -212,33 +212,24 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
     if len(first) != len(second) or not first:
         raise ValueError(f"first and second must hold the same, non-zero number of sentences, "
                          f"got {len(first)} and {len(second)}")
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if not isinstance(batch_size, int) or not 1 <= batch_size <= len(first):
-        raise ValueError(f"batch_size must be between 1 and the {len(first)} pairs, got {batch_size!r}")
+    _check_steps(steps, batch_size, len(first), "pairs")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     vocab = model.config.vocab_size
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / max(warmup, 1), max(0.0, (steps - s) / max(steps - warmup, 1))))
-    per_epoch = len(first) // batch_size
-    losses, order = [], None
-    model.train()
-    for step in tqdm(range(min(steps, until or steps)), desc=objective.upper(), disable=not progress, leave=False):
-        if step % per_epoch == 0:
-            order = torch.randperm(len(first), generator=generator).tolist()
-        rows = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
-        batch = training_batch(first, second, rows, objective)
-        corrupted, labels = mask_tokens(batch["input_ids"], vocab_size=vocab, mask_token_id=MASK,
+
+    def batch(rows, epoch):
+        pairs = training_batch(first, second, rows.tolist(), objective)
+        corrupted, labels = mask_tokens(pairs["input_ids"], vocab_size=vocab, mask_token_id=MASK,
                                         special_ids=range(len(SPECIAL_TOKENS)), probability=probability,
-                                        special_mask=batch["special_mask"], generator=generator)
-        loss, _, _ = masked_lm_loss(model, corrupted, labels, **_model_inputs(batch))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        losses.append(loss.item())
+                                        special_mask=pairs["special_mask"], generator=generator)
+        return corrupted, labels, _model_inputs(pairs)
+
+    losses, _ = mlm_steps(model, optimizer, schedule, batch, sequences=len(first), batch_size=batch_size,
+                          steps=min(steps, until or steps), generator=generator, progress=progress,
+                          desc=objective.upper())
     model.eval()
     return losses
 
