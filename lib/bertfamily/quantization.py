@@ -12,7 +12,7 @@ Three questions a reader asks of a compressed model, each answered the way a use
   measured on disk or in a memory buffer, packing, scales and pickle overhead included.
 * :func:`latency` / :func:`compare_latency`: how fast is it? Warm-up calls, then the median of several
   timed calls; several models are timed in turn, run by run, so that a noisy neighbour slows them all
-  alike and the ratios stay meaningful.
+  alike and the ratios stay meaningful. Both are :mod:`bertfamily.timing`'s, re-exported here.
 
 :func:`linear_split` and :func:`predicted_bytes` give the *prediction* from the configuration alone
 (with :mod:`bertfamily.budget`), to set beside the measured file size.

@@ -11,12 +11,14 @@
 * **Compute is not memory.** :func:`encoder_macs` counts the multiply-adds of a forward pass with
   pen and paper; :func:`measured_macs` measures them with ``torch.utils.flop_counter``. Sharing
   divides the layers' stored parameters by ``L`` and leaves the multiply-adds where they were.
-  :func:`forward_latency` times forward passes, :func:`at_depth` runs a model with fewer layers.
+  :func:`forward_latency` times forward passes (it and the other timers are :mod:`bertfamily.timing`'s,
+  re-exported here), :func:`at_depth` runs a model with fewer layers.
 * :func:`tiny_albert` builds the same small ALBERT masked-LM with its layers shared or not
   (``num_hidden_groups`` 1 or ``L``), for tests and experiments; :func:`unshared` does the same to
   any ALBERT config.
 
-Every parameter count goes through :mod:`bertfamily.budget`.
+Every parameter count, and every reading of a config's sizes (:class:`bertfamily.budget.Sizes`),
+goes through :mod:`bertfamily.budget`.
 """
 from __future__ import annotations
 
