@@ -70,24 +70,27 @@ def _call(model, inputs):
     return model(inputs)
 
 
-def run_times(calls: Mapping, warmup: int = 1, runs: int = 5, number: int = 1) -> dict:
+def run_times(calls: Mapping, warmup: int = 1, runs: int = 5, number: int = 1, rotate: bool = False) -> dict:
     """The course's one timing loop: ``calls`` maps a name to a function of no arguments.
 
     Every function is called ``warmup`` times untimed (in order), then ``runs`` rounds time each
-    function once, one after the other; a timing is the mean of ``number`` consecutive calls.
+    function once, one after the other; a timing is the mean of ``number`` consecutive calls. With
+    ``rotate``, round ``r`` starts at the ``r``-th function (so none is always first after another).
     Returns name -> list of ``runs`` seconds. No gradient mode or thread setting is chosen here.
     """
     _check_counts(warmup, runs)
     _positive_int(number, "number")
-    times = {name: [] for name in calls}
+    names = list(calls)
+    times = {name: [] for name in names}
     for fn in calls.values():
         for _ in range(warmup):
             fn()
-    for _ in range(runs):
-        for name, fn in calls.items():
+    for r in range(runs):
+        k = r % len(names) if rotate else 0
+        for name in names[k:] + names[:k]:
             start = time.perf_counter()
             for _ in range(number):
-                fn()
+                calls[name]()
             times[name].append((time.perf_counter() - start) / number)
     return times
 
