@@ -241,6 +241,7 @@ def masking_comparison(tokenizer, batch, probability: float = 0.15, repeats: int
     from transformers import DataCollatorForLanguageModeling
 
     from bertfamily.masking import mask_tokens
+    from bertfamily.timing import run_times
 
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
@@ -259,14 +260,7 @@ def masking_comparison(tokenizer, batch, probability: float = 0.15, repeats: int
         "collator(examples)": lambda: collator(examples),
     }
     names = list(contestants)
-    times = {name: [] for name in names}
-    for fn in contestants.values():
-        fn()
-    for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            start = time.perf_counter()
-            contestants[name]()
-            times[name].append(time.perf_counter() - start)
+    times = run_times(contestants, warmup=1, runs=repeats, rotate=True)  # the order rotates, run by run
     tokens = batch.numel()
     median = {name: statistics.median(ts) for name, ts in times.items()}
     throughput = {name: tokens / s for name, s in median.items()}

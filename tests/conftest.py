@@ -24,6 +24,49 @@ def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny matrices: one thread is as fast, and immune to other processes sharing the cores.
+
+    A test module turns it on for all its tests with ``pytestmark = pytest.mark.usefixtures("one_thread")``.
+    """
+    from bertfamily.timing import threads
+
+    with threads(1):
+        yield
+
+
+#: The suite's one tiny size, in the spirit of transformers' ``ModelTester``: every test that needs a
+#: small BERT, DistilBERT or ALBERT starts from it (``tiny_config``) and overrides what it tests.
+TINY = {"vocab_size": 50, "hidden": 16, "layers": 2, "heads": 2, "intermediate": 32, "positions": 16}
+
+
+def _tiny_config(kind: str = "bert", **overrides):
+    """A tiny transformers config of ``kind`` ("bert", "distilbert" or "albert"); ``overrides`` use the
+    config's own field names (``num_hidden_layers=4``, ``n_layers=6``, ...)."""
+    import transformers
+
+    t = TINY
+    if kind == "distilbert":
+        fields = dict(vocab_size=t["vocab_size"], dim=t["hidden"], hidden_dim=t["intermediate"],
+                      n_layers=t["layers"], n_heads=t["heads"], max_position_embeddings=t["positions"])
+        return transformers.DistilBertConfig(**{**fields, **overrides})
+    fields = dict(vocab_size=t["vocab_size"], hidden_size=t["hidden"], intermediate_size=t["intermediate"],
+                  num_hidden_layers=t["layers"], num_attention_heads=t["heads"],
+                  max_position_embeddings=t["positions"])
+    if kind == "albert":
+        return transformers.AlbertConfig(**{**fields, "embedding_size": 8, **overrides})
+    if kind != "bert":
+        raise ValueError(f"tiny_config knows bert, distilbert and albert, got {kind!r}")
+    return transformers.BertConfig(**{**fields, **overrides})
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    """The factory ``tiny_config(kind="bert", **overrides)`` (see ``TINY``)."""
+    return _tiny_config
+
+
 #: Fixtures that run real kernels or long trainings: a test that uses one is marked ``slow``, and
 #: ``make unit`` (the fast gate) leaves it out; ``make test`` runs everything.
 SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build"}

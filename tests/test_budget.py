@@ -129,3 +129,16 @@ def test_bytes_and_mib():
 def test_bad_input_says_what_is_allowed(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_sizes_are_named_and_still_unpack():
+    s = budget.sizes(models.published_config("albert-base-v2"))
+    assert (s.kind, s.vocab, s.embedding, s.hidden, s.layers, s.shared) == ("albert", 30000, 128, 768, 12, True)
+    V, P, T, H, I, L, E, shared, pooler = s  # the old positional 9-tuple
+    assert (V, E, H, shared, pooler) == (30000, 128, 768, True, True)
+    distil = budget.Sizes.of(models.published_config("distilbert-base-uncased"))
+    assert (distil.segments, distil.heads, distil.pooler) == (0, 12, False)
+    unshared = AlbertConfig(num_hidden_groups=2)
+    assert budget.Sizes.of(unshared).shared is False  # read, but not countable by budget:
+    with pytest.raises(ValueError, match="one shared layer"):
+        budget.sizes(unshared)

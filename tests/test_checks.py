@@ -43,10 +43,8 @@ def shell(cls_name, config):
 
 
 @pytest.fixture(scope="module")
-def tiny_distilbert():
-    config = transformers.DistilBertConfig(vocab_size=50, max_position_embeddings=16, dim=16,
-                                           hidden_dim=32, n_heads=2, n_layers=DISTIL_CONFIG.n_layers)
-    return transformers.DistilBertModel(config).eval()
+def tiny_distilbert(tiny_config):
+    return transformers.DistilBertModel(tiny_config("distilbert", n_layers=DISTIL_CONFIG.n_layers)).eval()
 
 
 def quantize(model, spec=None, dtype=torch.qint8, inplace=False):
@@ -235,16 +233,15 @@ def test_quantized_right(capsys, tiny_distilbert):
     assert ok and "36" in text
 
 
-def test_quantized_wrong(capsys, tiny_distilbert):
+def test_quantized_wrong(capsys, tiny_distilbert, tiny_config):
     cases = [
         (None, tiny_distilbert, "still None"),
         (tiny_distilbert, tiny_distilbert, "fp32 model itself"),
         (quantize(tiny_distilbert, dtype=torch.float16), tiny_distilbert, "float16"),
         (quantize(tiny_distilbert, spec={"transformer.layer.0.attention.q_lin"}), tiny_distilbert,
          "1 of DistilBERT's linear layers"),
-        (quantize(transformers.BertModel(transformers.BertConfig(
-            vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-            intermediate_size=32, max_position_embeddings=16))), tiny_distilbert, "not DistilBERT"),
+        (quantize(transformers.BertModel(tiny_config(num_hidden_layers=1))), tiny_distilbert,
+         "not DistilBERT"),
         (12, tiny_distilbert, "should be a transformers model"),
     ]
     for model, original, hint in cases:
@@ -252,10 +249,8 @@ def test_quantized_wrong(capsys, tiny_distilbert):
         assert not ok and hint in text, (hint, text)
 
 
-def test_quantized_in_place_is_recognised(capsys):
-    config = transformers.DistilBertConfig(vocab_size=50, max_position_embeddings=16, dim=16,
-                                           hidden_dim=32, n_heads=2, n_layers=6)
-    model = transformers.DistilBertModel(config).eval()
+def test_quantized_in_place_is_recognised(capsys, tiny_config):
+    model = transformers.DistilBertModel(tiny_config("distilbert", n_layers=6)).eval()
     same = quantize(model, inplace=True)
     ok, text = run(capsys, checks.check_quantized, same, model)
     assert not ok and "in place" in text

@@ -104,15 +104,16 @@ def test_triple_loss_weights():
         D.triple_loss(s, t, y[:3], hs, ht)
 
 
-def tiny_bert(layers=4):
-    config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=layers,
-                                     num_attention_heads=2, intermediate_size=32,
-                                     max_position_embeddings=32)
-    torch.manual_seed(0)
-    return transformers.BertModel(config).eval()
+@pytest.fixture
+def tiny_bert(tiny_config):
+    """A tiny BertModel with ``layers`` layers (tests/conftest.py's tiny size), seeded."""
+    def build(layers=4):
+        torch.manual_seed(0)
+        return transformers.BertModel(tiny_config(num_hidden_layers=layers, max_position_embeddings=32)).eval()
+    return build
 
 
-def test_student_from_teacher_keeps_every_other_layer():
+def test_student_from_teacher_keeps_every_other_layer(tiny_bert):
     teacher = tiny_bert(4)
     student = D.student_from_teacher(teacher)
     assert student.config.num_hidden_layers == 2 and len(student.encoder.layer) == 2
@@ -131,7 +132,7 @@ def test_student_from_teacher_keeps_every_other_layer():
 
 
 @pytest.mark.parametrize("layers", [[], [4], [-1], [1, 1]])
-def test_student_bad_layers(layers):
+def test_student_bad_layers(layers, tiny_bert):
     with pytest.raises(ValueError):
         D.student_from_teacher(tiny_bert(4), layers)
 
@@ -204,7 +205,7 @@ def tiny_transfer_set(n=24, length=6, classes=3):
     return ids, mask, torch.randn(n, classes, generator=g) * 3, torch.randn(n, 16, generator=g)
 
 
-def test_pooled_classifier_pools_real_tokens_only():
+def test_pooled_classifier_pools_real_tokens_only(tiny_bert):
     encoder, head = tiny_bert(2), torch.nn.Linear(16, 3)
     model = D.PooledClassifier(encoder, head).eval()
     assert model.head is not head  # a copy: training the student leaves the teacher's head alone
@@ -219,7 +220,7 @@ def test_pooled_classifier_pools_real_tokens_only():
         D.PooledClassifier(encoder, torch.nn.Linear(8, 3))(ids, mask)
 
 
-def test_reinitialise_layers_changes_only_the_layers():
+def test_reinitialise_layers_changes_only_the_layers(tiny_bert):
     model = tiny_bert(2)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     D.reinitialise_layers(model, seed=3)
@@ -235,7 +236,7 @@ def test_reinitialise_layers_changes_only_the_layers():
         D.reinitialise_layers(torch.nn.Linear(2, 2))
 
 
-def test_distil_lowers_the_loss_it_is_given_and_is_reproducible():
+def test_distil_lowers_the_loss_it_is_given_and_is_reproducible(tiny_bert):
     ids, mask, t_logits, t_pooled = tiny_transfer_set()
 
     def run(seed, **weights):
@@ -257,7 +258,7 @@ def test_distil_lowers_the_loss_it_is_given_and_is_reproducible():
     assert set(hard_only[0]) == {"loss", "task"}
 
 
-def test_distil_trains_only_what_requires_grad_and_checks_input():
+def test_distil_trains_only_what_requires_grad_and_checks_input(tiny_bert):
     ids, mask, t_logits, t_pooled = tiny_transfer_set()
     student = D.PooledClassifier(tiny_bert(2), torch.nn.Linear(16, 3))
     student.encoder.embeddings.requires_grad_(False)
@@ -275,7 +276,7 @@ def test_distil_trains_only_what_requires_grad_and_checks_input():
         D.distil(student, ids, mask, t_logits, t_pooled, steps=1)
 
 
-def test_skip_layers_reads_cached_lower_states_and_matches_the_full_encoder():
+def test_skip_layers_reads_cached_lower_states_and_matches_the_full_encoder(tiny_bert):
     from bertfamily.features import encode
 
     class Tok:  # the smallest tokenizer encode() needs: fixed ids, padding to the longest

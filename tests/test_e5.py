@@ -170,7 +170,7 @@ def test_interrupted_rebuild_leaves_the_old_cache(e5_cache, tmp_path, monkeypatc
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(e5, "_write_tokenizer_json", interrupted)
+    monkeypatch.setattr(e5.tokenizer, "_write_tokenizer_json", interrupted)
     with pytest.raises(KeyboardInterrupt):
         e5.multilingual_e5(cache_dir=cache, rebuild=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == before        # no half-built leftovers

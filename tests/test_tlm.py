@@ -14,13 +14,7 @@ def tiny_model(vocab, seed=0, layers=1, eager=False):  # sdpa unless eager
     return tiny_bert(config, seed)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread is as fast, and immune to other processes sharing the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

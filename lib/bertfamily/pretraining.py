@@ -8,7 +8,8 @@
   85% of the logits are never needed), and returns the loss and the number of correct guesses.
 * :func:`train_mlm` trains on any masking schedule (``masking(rows, epoch) -> (ids, labels)``,
   see :mod:`bertfamily.masking`) with AdamW, a ``torch.Generator`` for the order, ``tqdm``
-  progress, and a held-out evaluation every few steps.
+  progress, and a held-out evaluation every few steps; its loop, :func:`mlm_steps`, is the course's
+  one masked-LM training loop (``tlm.train_pairs`` runs it too).
 * :class:`HeldOut` and :func:`evaluate_mlm`: masked-LM loss and accuracy under one fixed mask,
   the same for every model compared.
 """
@@ -26,7 +27,7 @@ from tqdm.auto import tqdm
 from .masking import IGNORE_INDEX, as_batch, mask_tokens
 
 __all__ = ["token_blocks", "CompactVocabulary", "tiny_bert_config", "tiny_bert", "masked_lm_loss",
-           "HeldOut", "unigram_baseline", "evaluate_mlm", "train_mlm", "History"]
+           "HeldOut", "unigram_baseline", "evaluate_mlm", "train_mlm", "mlm_steps", "History"]
 
 
 # --------------------------------------------------------------------------- data
@@ -242,19 +243,13 @@ def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr:
     warm-up over ``warmup`` steps, then constant. With ``held_out``, the held-out loss and accuracy
     are recorded every ``eval_every`` steps and after the last.
     """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if not isinstance(batch_size, int) or not 1 <= batch_size <= len(masking):
-        raise ValueError(f"batch_size must be between 1 and the {len(masking)} sequences, got {batch_size!r}")
+    _check_steps(steps, batch_size, len(masking), "sequences")
     if not lr > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
     history = History()
-    per_epoch = len(masking) // batch_size
-    order, epoch = None, -1
-    model.train()
 
     def evaluate(step):
         result = evaluate_mlm(model, held_out)
@@ -262,22 +257,59 @@ def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr:
         history.eval_loss.append(result["loss"])
         history.eval_accuracy.append(result["accuracy"])
 
+    def batch(rows, epoch):
+        input_ids, labels, *extra = masking(rows, epoch)
+        return input_ids, labels, (extra[0] if extra else {})
+
+    def after(step):
+        if held_out is not None and step % eval_every == 0:
+            evaluate(step)
+
+    history.train_loss, epochs = mlm_steps(model, optimizer, schedule, batch, sequences=len(masking),
+                                           batch_size=batch_size, steps=steps, generator=generator,
+                                           progress=progress, desc=desc, after_step=after)
+    if held_out is not None and (not history.eval_steps or history.eval_steps[-1] != steps):
+        evaluate(steps)
+    history.epochs = epochs
+    model.eval()
+    return history
+
+
+def _check_steps(steps, batch_size, sequences: int, what: str) -> None:
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= sequences:
+        raise ValueError(f"batch_size must be between 1 and the {sequences} {what}, got {batch_size!r}")
+
+
+def mlm_steps(model, optimizer, schedule, batch: Callable, *, sequences: int, batch_size: int, steps: int,
+              generator: torch.Generator | None = None, progress: bool = True, desc: str = "pretraining",
+              after_step: Callable | None = None) -> tuple[list[float], int]:
+    """The course's one masked-LM training loop (:func:`train_mlm` and ``tlm.train_pairs`` run it).
+
+    Each epoch visits the ``sequences`` rows once, in an order drawn from ``generator``
+    (``torch.randperm``), ``batch_size`` rows a step (a last incomplete batch is dropped);
+    ``batch(rows, epoch)`` returns ``(input_ids, labels, model_inputs)`` for a step's rows (a long
+    tensor of row indices), and :func:`masked_lm_loss` scores it. One optimiser step and one
+    ``schedule`` step per batch; ``after_step(step)`` is called after step ``1, 2, ...``. The caller
+    chooses the optimiser and the schedule. Returns the training loss of every step and the number
+    of epochs begun.
+    """
+    per_epoch = sequences // batch_size
+    losses, order, epoch = [], None, -1
+    model.train()
     for step in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
         if step % per_epoch == 0:
             epoch += 1
-            order = torch.randperm(len(masking), generator=generator)
+            order = torch.randperm(sequences, generator=generator)
         rows = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
-        input_ids, labels, *extra = masking(rows, epoch)
-        loss, _, _ = masked_lm_loss(model, input_ids, labels, **(extra[0] if extra else {}))
+        input_ids, labels, model_inputs = batch(rows, epoch)
+        loss, _, _ = masked_lm_loss(model, input_ids, labels, **model_inputs)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         schedule.step()
-        history.train_loss.append(loss.item())
-        if held_out is not None and (step + 1) % eval_every == 0:
-            evaluate(step + 1)
-    if held_out is not None and (not history.eval_steps or history.eval_steps[-1] != steps):
-        evaluate(steps)
-    history.epochs = epoch + 1
-    model.eval()
-    return history
+        losses.append(loss.item())
+        if after_step is not None:
+            after_step(step + 1)
+    return losses, epoch + 1

@@ -12,7 +12,7 @@ Three questions a reader asks of a compressed model, each answered the way a use
   measured on disk or in a memory buffer, packing, scales and pickle overhead included.
 * :func:`latency` / :func:`compare_latency`: how fast is it? Warm-up calls, then the median of several
   timed calls; several models are timed in turn, run by run, so that a noisy neighbour slows them all
-  alike and the ratios stay meaningful.
+  alike and the ratios stay meaningful. Both are :mod:`bertfamily.timing`'s, re-exported here.
 
 :func:`linear_split` and :func:`predicted_bytes` give the *prediction* from the configuration alone
 (with :mod:`bertfamily.budget`), to set beside the measured file size.
@@ -23,8 +23,6 @@ import contextlib
 import copy
 import io
 import os
-import statistics
-import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -33,6 +31,7 @@ import torch
 from torch import nn
 
 from bertfamily import budget
+from bertfamily.timing import _call, _check_counts, _check_module, compare_latency, latency  # noqa: F401 (lesson 3)
 
 #: The messages of torch's own deprecation warnings for eager-mode quantisation (see quantize_linear).
 _DEPRECATION_MESSAGES = (
@@ -69,11 +68,6 @@ class ContiguousQuantizedEmbedding(_QuantizedEmbedding):
 
     def forward(self, indices):
         return super().forward(indices.contiguous())
-
-
-def _check_module(model, name: str = "model") -> None:
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"{name} must be a torch.nn.Module, got {type(model).__name__}")
 
 
 def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: bool = False) -> nn.Module:
@@ -153,14 +147,15 @@ def linear_split(config) -> OrderedDict:
     and ``other`` (LayerNorms and anything else, always fp32). The four add up to
     :func:`bertfamily.budget.count` of the base model (no MLM head).
     """
-    V, P, T, H, I, L, E, shared, pooler = budget.sizes(config)
-    copies = 1 if shared else L
+    s = budget.sizes(config)
+    V, P, T, H, I, E = s.vocab, s.positions, s.segments, s.hidden, s.intermediate, s.embedding
+    copies = 1 if s.shared else s.layers
     weights = copies * (4 * H * H + 2 * H * I)
     biases = copies * (4 * H + I + H)
     if E != H:  # ALBERT's embedding projection is a Linear layer
         weights += E * H
         biases += H
-    if pooler:
+    if s.pooler:
         weights += H * H
         biases += H
     tables = (V + P + T) * E
@@ -186,82 +181,9 @@ def predicted_bytes(config, linear_bits: int = 32, embedding_bits: int = 32) -> 
          + budget.to_bytes(split["linear biases"] + split["other"], 32)
          + budget.to_bytes(split["embeddings"], embedding_bits))
     if embedding_bits == 8:
-        V, P, T, *_ = budget.sizes(config)
-        n += 8 * (V + P + T)  # a float32 scale and a float32 zero point per row
+        s = budget.sizes(config)
+        n += 8 * (s.vocab + s.positions + s.segments)  # a float32 scale and a float32 zero point per row
     return n
-
-
-def _call(model, inputs):
-    if isinstance(inputs, Mapping):
-        return model(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return model(*inputs)
-    return model(inputs)
-
-
-def _check_counts(warmup, runs) -> None:
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
-        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
-
-
-def _timed(model, inputs) -> float:
-    start = time.perf_counter()
-    _call(model, inputs)
-    return time.perf_counter() - start
-
-
-def latency(model: nn.Module, inputs, warmup: int = 2, runs: int = 5) -> float:
-    """Median wall-clock seconds of one forward pass of ``model`` on ``inputs``, after warm-up calls.
-
-    ``inputs`` is a mapping (passed as keyword arguments, as a tokenizer's output), a tuple or list
-    (positional arguments) or a single tensor. Runs under ``torch.inference_mode`` in eval mode.
-    """
-    _check_module(model)
-    _check_counts(warmup, runs)
-    model.eval()
-    with torch.inference_mode():
-        for _ in range(warmup):
-            _call(model, inputs)
-        times = [_timed(model, inputs) for _ in range(runs)]
-    return statistics.median(times)
-
-
-def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5,
-                    baseline: str | None = None) -> dict:
-    """Time several models on the same inputs, in turn, and compare them to a baseline.
-
-    Each run times every model once, one after the other (interleaved), so a slow moment of the
-    machine affects them all. Returns a dict with
-
-    * ``"seconds"``: name -> median seconds of one forward pass;
-    * ``"times"``: name -> the list of every timed run, in seconds (for a spread);
-    * ``"speedup"``: name -> ``seconds[baseline] / seconds[name]`` (above 1: faster than the baseline);
-    * ``"baseline"``: the name of the baseline, by default the first model of ``models``.
-    """
-    if not isinstance(models, Mapping) or not models:
-        raise ValueError("models must be a non-empty dict of name -> torch.nn.Module")
-    for name, model in models.items():
-        _check_module(model, f"models[{name!r}]")
-    _check_counts(warmup, runs)
-    if baseline is None:
-        baseline = next(iter(models))
-    if baseline not in models:
-        raise ValueError(f"baseline must be one of {list(models)}, got {baseline!r}")
-    times = {name: [] for name in models}
-    for model in models.values():
-        model.eval()
-    with torch.inference_mode():
-        for model in models.values():
-            for _ in range(warmup):
-                _call(model, inputs)
-        for _ in range(runs):
-            for name, model in models.items():
-                times[name].append(_timed(model, inputs))
-    seconds = {name: statistics.median(ts) for name, ts in times.items()}
-    speedup = {name: seconds[baseline] / s for name, s in seconds.items()}
-    return {"seconds": seconds, "times": times, "speedup": speedup, "baseline": baseline}
 
 
 #: The reference of :func:`size_calculator`'s factor: BERT-base (bert-base-uncased) in fp32.

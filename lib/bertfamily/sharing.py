@@ -11,24 +11,26 @@
 * **Compute is not memory.** :func:`encoder_macs` counts the multiply-adds of a forward pass with
   pen and paper; :func:`measured_macs` measures them with ``torch.utils.flop_counter``. Sharing
   divides the layers' stored parameters by ``L`` and leaves the multiply-adds where they were.
-  :func:`forward_latency` times forward passes, :func:`at_depth` runs a model with fewer layers.
+  :func:`forward_latency` times forward passes (it and the other timers are :mod:`bertfamily.timing`'s,
+  re-exported here), :func:`at_depth` runs a model with fewer layers.
 * :func:`tiny_albert` builds the same small ALBERT masked-LM with its layers shared or not
   (``num_hidden_groups`` 1 or ``L``), for tests and experiments; :func:`unshared` does the same to
   any ALBERT config.
 
-Every parameter count goes through :mod:`bertfamily.budget`.
+Every parameter count, and every reading of a config's sizes (:class:`bertfamily.budget.Sizes`),
+goes through :mod:`bertfamily.budget`.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
-import statistics
-import time
 from collections import OrderedDict
 
 import torch
 
 from . import budget
+from .timing import forward_latency, interleaved_latency, median, time_call  # noqa: F401 (lesson 4's timers)
+from .timing import threads as torch_threads  # noqa: F401
 
 #: Encoder-layer classes that :func:`layer_applications` looks for when none is given.
 LAYER_CLASSES = ("AlbertLayer", "BertLayer", "RobertaLayer", "XLMRobertaLayer", "TransformerBlock")
@@ -110,23 +112,10 @@ def layer_applications(model, inputs: dict, layer_class=None) -> list:
 
 # --------------------------------------------------------------------------- configurations
 
-def _read(config):
-    """(kind, E, H, I, L, heads, pooler) of a BERT, RoBERTa, XLM-R, DistilBERT or ALBERT config."""
-    kind = getattr(config, "model_type", None)
-    if kind == "distilbert":
-        return kind, config.dim, config.dim, config.hidden_dim, config.n_layers, config.n_heads, False
-    if kind in ("bert", "roberta", "xlm-roberta", "albert"):
-        H = config.hidden_size
-        E = config.embedding_size if kind == "albert" else H
-        return (kind, E, H, config.intermediate_size, config.num_hidden_layers,
-                config.num_attention_heads, True)
-    raise ValueError(f"model types bert, roberta, xlm-roberta, distilbert and albert are known; got {kind!r}")
-
-
 def with_depth(config, depth: int):
     """A copy of ``config`` with ``depth`` layers (everything else unchanged)."""
     _positive_int(depth, "depth")
-    kind = _read(config)[0]
+    kind = budget.Sizes.of(config).kind
     out = copy.deepcopy(config)
     if kind == "distilbert":
         out.n_layers = depth
@@ -137,7 +126,7 @@ def with_depth(config, depth: int):
 
 def unshared(config):
     """An ALBERT config whose ``L`` layers each have their own parameters (``num_hidden_groups = L``)."""
-    if _read(config)[0] != "albert":
+    if budget.Sizes.of(config).kind != "albert":
         raise ValueError(f"unshared() takes an ALBERT config, got model type {config.model_type!r}")
     out = copy.deepcopy(config)
     out.num_hidden_groups = config.num_hidden_layers
@@ -176,14 +165,15 @@ def encoder_macs(config, seq_len: int, batch: int = 1) -> OrderedDict:
     whether or not the layers share parameters.
     """
     s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
-    kind, E, H, I, L, _, pooler = _read(config)
+    dims = budget.Sizes.of(config)
+    E, H, I, L = dims.embedding, dims.hidden, dims.intermediate, dims.layers
     parts = OrderedDict()
     if E != H:
         parts["embedding projection"] = b * s * E * H
     parts["attention projections"] = b * L * 4 * s * H * H
     parts["attention scores and sums"] = b * L * 2 * s * s * H
     parts["feed-forward"] = b * L * 2 * s * H * I
-    if pooler:
+    if dims.pooler:
         parts["pooler"] = b * H * H
     return parts
 
@@ -228,7 +218,8 @@ def at_depth(model, depth: int):
     ALBERT applies its shared layer ``depth`` times. Everything is restored on exit.
     """
     _positive_int(depth, "depth")
-    kind, *_, L, _, _ = _read(model.config)
+    dims = budget.Sizes.of(model.config)
+    kind, L = dims.kind, dims.layers
     if depth > L:
         raise ValueError(f"depth must be at most the model's {L} layers, got {depth}")
     if kind == "albert":
@@ -251,96 +242,6 @@ def at_depth(model, depth: int):
             model.config.num_hidden_layers = L
     else:
         raise ValueError(f"at_depth() knows bert, roberta, xlm-roberta and albert models, got {kind!r}")
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int | None):
-    """Run torch's CPU kernels on ``threads`` threads for a while (``None``: leave the setting alone)."""
-    if threads is None:
-        yield
-        return
-    _positive_int(threads, "threads")
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
-def forward_latency(model, seq_len: int, batch: int = 1, runs: int = 5, warmup: int = 1,
-                    threads: int | None = None) -> list:
-    """Seconds taken by each of ``runs`` forward passes (after ``warmup`` untimed ones), no gradients.
-
-    The input is ``batch x seq_len`` random token ids (fixed seed). Report the median: the first runs
-    and a busy machine make the mean misleading. ``threads`` (default: torch's setting) fixes the
-    number of CPU threads while timing; one thread is the steadiest on a machine shared with others.
-    """
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
-    _positive_int(runs, "runs")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
-    times = []
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode(), torch_threads(threads):
-        for i in range(warmup + runs):
-            start = time.perf_counter()
-            model(input_ids=ids)
-            if i >= warmup:
-                times.append(time.perf_counter() - start)
-    model.train(was_training)
-    return times
-
-
-def interleaved_latency(models: dict, seq_len: int, batch: int = 1, runs: int = 5,
-                        warmup: int = 1, threads: int | None = None) -> dict:
-    """Forward-pass times of several models on the same ``batch x seq_len`` ids, taking turns.
-
-    ``models`` maps a name to a model. Alternating the models means a busy spell of the machine slows
-    them all rather than one of them, so their ratio is fairer. The interleaving is the course's one
-    timing loop, :func:`bertfamily.quantization.compare_latency`; this adds the random ids (fixed
-    seed, valid for every model's vocabulary) and the thread setting. Returns name -> list of seconds.
-    """
-    from .quantization import compare_latency
-
-    if not models:
-        raise ValueError("give at least one model to time, as a dict name -> model")
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
-    vocab = min(model.config.vocab_size for model in models.values())
-    ids = torch.randint(0, vocab, (b, s), generator=torch.Generator().manual_seed(0))
-    with torch_threads(threads):
-        return compare_latency(models, {"input_ids": ids}, warmup=warmup, runs=runs)["times"]
-
-
-def time_call(fn, *args, runs: int = 5, number: int = 10, threads: int | None = None) -> list:
-    """Seconds per call of ``fn(*args)``: ``runs`` timings, each the mean of ``number`` calls.
-
-    For small operations (an activation function, one matrix product) that are too quick to time
-    one call at a time. One untimed call comes first; no gradients are recorded.
-    """
-    _positive_int(runs, "runs")
-    _positive_int(number, "number")
-    if not callable(fn):
-        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
-    times = []
-    with torch.inference_mode(), torch_threads(threads):
-        fn(*args)
-        for _ in range(runs):
-            start = time.perf_counter()
-            for _ in range(number):
-                fn(*args)
-            times.append((time.perf_counter() - start) / number)
-    return times
-
-
-def median(values) -> float:
-    """The median of a non-empty list of numbers."""
-    values = list(values)
-    if not values:
-        raise ValueError("median of an empty list")
-    return statistics.median(values)
 
 
 # --------------------------------------------------------------------------- tiny models
