@@ -4,8 +4,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from bertfamily import diagrams  # noqa: E402
+from bertfamily.plots import COLORS  # noqa: E402
+from bertfamily.quantization import quantize_linear, quiet_deprecation  # noqa: E402
 
 
 def _texts(fig):
@@ -52,3 +55,61 @@ def test_triple_loss_names_each_term_and_weight():
     plt.close(fig)
     with pytest.raises(ValueError, match="weights"):
         diagrams.triple_loss(weights=(1, 2))
+
+
+def test_quantization_prints_torch_int8_codes_and_bounds_the_error():
+    fig, alt = diagrams.quantization(rows=4, cols=6, seed=0)
+    w = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))   # the function's own matrix
+    s = w.abs().max().item() / 127.5
+    printed = torch.tensor([int(t.get_text()) for t in fig.axes[0].texts if t.get_gid() == "int8"]).view(4, 6)
+    assert torch.equal(printed, torch.round(w / s).to(torch.int64))
+    assert printed.min() >= -128 and printed.max() <= 127 and printed.abs().max() >= 127   # the range is used
+    with quiet_deprecation():                     # torch's own qint8 tensor and quantize_dynamic's layer agree
+        real = torch.quantize_per_tensor(w, s, 0, torch.qint8).int_repr()
+        linear = torch.nn.Linear(6, 4)
+        linear.weight.data = w.clone()
+        layer = quantize_linear(torch.nn.Sequential(linear))[0].weight()
+    assert torch.equal(printed, real.to(torch.int64)) and torch.equal(printed, layer.int_repr().to(torch.int64))
+    assert layer.q_zero_point() == 0 and layer.q_scale() == pytest.approx(s, rel=1e-6)
+    worst = (w - printed * s).abs().max().item()
+    assert worst <= s / 2 + 1e-6
+    assert f"s = max|w| / 127.5 = {w.abs().max().item():.4f} / 127.5 = {s:.5f}" in alt
+    assert f"largest rounding error of {worst:.5f}" in alt
+    assert "96 bytes in float32" in alt and "28 bytes in int8" in alt          # 24 weights: 4 bytes vs 1 (+ scale)
+    assert "LayerNorm" in alt and "on the fly" in alt
+    plt.close(fig)
+    with pytest.raises(ValueError, match="rows must be an integer from 1 to 8"):
+        diagrams.quantization(rows=0)
+    with pytest.raises(ValueError, match="cols"):
+        diagrams.quantization(cols=2.5)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        diagrams.quantization(seed="0")
+
+
+SEGMENTATIONS = {"en": [("nation", ["▁nation"]), ("international", ["▁inter", "national"])],
+                 "it": [("nazionale", ["▁nazion", "ale"]), ("internazionale", ["▁inter", "nazionale"])],
+                 "es": [("nacional", ["▁nacional"]), ("internacional", ["▁inter", "nacional"]),
+                        ("nacionales", ["▁nacional", "es"])]}
+
+
+def test_shared_vocabulary_colours_the_pieces_of_two_or_more_languages():
+    fig, alt = diagrams.shared_vocabulary(SEGMENTATIONS, model="toy")
+    ax = fig.axes[0]
+    pieces = [t.get_text() for t in ax.texts if t.get_style() == "normal" and t.get_weight() == "normal"]
+    assert len(pieces) == len(ax.patches) == 12                 # one box per piece of each word, in order
+    colour = {t: matplotlib.colors.to_hex(p.get_facecolor()[:3]) for t, p in zip(pieces, ax.patches)}
+    assert colour["▁inter"] == COLORS["dynamic"]                # en, it and es
+    assert {colour[p] for p in ("▁nation", "national", "▁nazion", "ale", "nazionale", "▁nacional", "nacional",
+                                "es")} == {COLORS["int8"]}      # ▁nacional twice, but in Spanish only
+    assert "1 of them shared by 2 or more languages: ▁inter (en, es, it)" in alt
+    assert "(en, it, es)" in alt and "9 distinct pieces" in alt and "from toy" in alt
+    assert "one language only" in alt
+    plt.close(fig)
+    with pytest.raises(ValueError, match="non-empty dict"):
+        diagrams.shared_vocabulary({})
+    with pytest.raises(ValueError, match="'nation' needs at least one piece"):
+        diagrams.shared_vocabulary({"en": [("nation", [])]})
+    with pytest.raises(ValueError, match="pieces must be non-empty strings"):
+        diagrams.shared_vocabulary({"en": [("nation", ["▁nat", 3])]})
+    with pytest.raises(ValueError, match="needs at least one piece"):
+        diagrams.shared_vocabulary({"en": [("nation", "▁nation")]})      # a string, not a list of pieces

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import torch
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
 from .plots import COLORS
 
-__all__ = ["masking_schedules", "tlm_input", "albert_layout", "triple_loss"]
+__all__ = ["masking_schedules", "tlm_input", "albert_layout", "triple_loss", "quantization",
+           "shared_vocabulary"]
 
 
 def _positive(value, name: str) -> int:
@@ -169,4 +170,141 @@ def triple_loss(temperature: float = 2.0, weights=(5.0, 2.0, 1.0)):
     alt = (f"The teacher and the student read the same text. The teacher's and the student's outputs, "
            f"softened at T = {temperature:g}, feed L_ce (weight {ce:g}); the student's output and the true "
            f"labels feed L_task (weight {task:g}); the two models' hidden states feed L_cos (weight {cos:g}).")
+    return fig, alt
+
+
+def _matrix(ax, x0, values, label, edge, face, gid):
+    rows = len(values)
+    for r, row in enumerate(values):
+        for c, text in enumerate(row):
+            ax.add_patch(plt.Rectangle((x0 + c, rows - 1 - r), 0.95, 0.9, facecolor=face, edgecolor=edge))
+            ax.text(x0 + c + 0.47, rows - 1 - r + 0.45, text, ha="center", va="center", fontsize=7, gid=gid)
+    ax.text(x0 + len(values[0]) / 2, rows + 0.25, label, ha="center", va="bottom", fontsize=8)
+
+
+def quantization(rows: int = 4, cols: int = 6, seed: int = 0):
+    """Dynamic int8 quantisation of one weight matrix, as ``quantize_dynamic`` does it for each
+    ``nn.Linear``: one per-tensor symmetric scale, int8 codes, the rounding error; and what else in a
+    BERT layer is converted or kept. Returns ``(figure, alt text)``."""
+    for v, n in ((rows, "rows"), (cols, "cols")):
+        if not isinstance(v, int) or not 1 <= v <= 8:
+            raise ValueError(f"{n} must be an integer from 1 to 8 (a matrix small enough to print), got {v!r}")
+    if not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    w = torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed))
+    # torch's qint8 weight observer (per-tensor symmetric, zero point 0) maps max|w| to half the range
+    # [-128, 127]: s = max|w| / ((127 - (-128)) / 2) = max|w| / 127.5
+    top = w.abs().max().item()
+    s = top / 127.5
+    q = torch.clamp(torch.round(w / s), -128, 127)
+    err = w - q * s
+    worst = err.abs().max().item()
+    n = rows * cols
+    fig, ax = plt.subplots(figsize=(max(10.0, 1.35 * cols + 2), max(3.2, 1.5 + 0.45 * rows)))
+    gap = 3
+    _matrix(ax, 0, [[f"{v:.2f}" for v in row] for row in w.tolist()], "w: float32, 4 bytes each",
+            COLORS["bert"], "white", "float32")
+    _matrix(ax, cols + gap, [[f"{int(v)}" for v in row] for row in q.tolist()], "q: int8, 1 byte each",
+            COLORS["int8"], "#eeeeee", "int8")
+    _matrix(ax, 2 * (cols + gap), [[f"{1000 * v:+.1f}" for v in row] for row in err.tolist()],
+            f"error w - q·s (× 0.001): max {1000 * worst:.1f}, s/2 = {500 * s:.1f}", COLORS["dynamic"], "white",
+            "error")
+    for x, label in ((cols, "q = round(w / s)"), (2 * cols + gap, "w' = q·s")):
+        _arrow(ax, (x + 0.2, rows / 2), (x + gap - 0.2, rows / 2))
+        ax.text(x + gap / 2, rows / 2 + 0.25, label, ha="center", va="bottom", fontsize=8)
+    width = 3 * cols + 2 * gap
+    third = (width - 0.6) / 3
+    for i, (text, color) in enumerate((
+            ("converts: nn.Linear weights (Q, K, V, output, FFN)\nto int8, 1 byte each + one fp32 scale per matrix",
+             COLORS["int8"]),
+            ("keeps float32: embedding tables,\nLayerNorm, biases", COLORS["bert"]),
+            ("quantises activations on the fly,\nat run time, at every call", COLORS["dynamic"]))):
+        _box(ax, i * (third + 0.3), -2.4, third, 1.5, text, color, fontsize=7.5)
+    ax.text(0, -0.45, "In a BERT model, quantize_dynamic:", fontsize=8, va="center", weight="bold")
+    ax.set(xlim=(-0.2, width + 0.2), ylim=(-2.6, rows + 1))
+    ax.axis("off")
+    ax.set_title(f"Dynamic int8 quantisation of one weight matrix: s = max|w| / 127.5 = {top:.3f} / 127.5 "
+                 f"= {s:.5f}, zero point 0")
+    alt = (f"A {rows} by {cols} float32 weight matrix w (drawn with seed {seed}) is quantised to int8 with one "
+           f"per-tensor symmetric scale s = max|w| / 127.5 = {top:.4f} / 127.5 = {s:.5f} and zero point 0: each "
+           f"weight becomes q = round(w / s), an integer from -128 to 127, and q times s gives it back with a "
+           f"largest rounding error of {worst:.5f} (at most s/2 = {s / 2:.5f}). Stored: {n} weights x 4 bytes = "
+           f"{4 * n} bytes in float32, {n} x 1 byte + 4 bytes for the scale = {n + 4} bytes in int8. In a BERT "
+           f"layer quantize_dynamic converts the nn.Linear weights this way; embedding tables, LayerNorm and "
+           f"biases stay float32, and activations are quantised on the fly at run time.")
+    return fig, alt
+
+
+def _segmentations(segmentations) -> dict:
+    if not isinstance(segmentations, dict) or not segmentations:
+        raise ValueError("segmentations must be a non-empty dict language -> [(word, [pieces]), ...], "
+                         f"got {segmentations!r}")
+    checked = {}
+    for lang, words in segmentations.items():
+        if not isinstance(lang, str) or not isinstance(words, (list, tuple)) or not words:
+            raise ValueError(f"segmentations[{lang!r}] must be a non-empty list of (word, [pieces]) pairs, "
+                             f"got {words!r}")
+        checked[lang] = []
+        for pair in words:
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str):
+                raise ValueError(f"each entry of segmentations[{lang!r}] must be a (word, [pieces]) pair, "
+                                 f"got {pair!r}")
+            word, pieces = pair
+            if isinstance(pieces, str) or not isinstance(pieces, (list, tuple)) or not pieces:
+                raise ValueError(f"{lang} word {word!r} needs at least one piece (a list such as "
+                                 f"tok.tokenize(word)), got {pieces!r}")
+            bad = [p for p in pieces if not isinstance(p, str) or not p]
+            if bad:
+                raise ValueError(f"pieces must be non-empty strings; {lang} word {word!r} has {bad!r}")
+            checked[lang].append((word, list(pieces)))
+    return checked
+
+
+def shared_vocabulary(segmentations, model: str | None = None):
+    """One subword vocabulary for many languages: each word of each language and its pieces, the
+    pieces that occur in two or more languages coloured as shared. ``segmentations`` maps a language to
+    ``[(word, [pieces]), ...]`` (from any tokenizer). Returns ``(figure, alt text)``."""
+    rows = _segmentations(segmentations)
+    if model is not None and not isinstance(model, str):
+        raise ValueError(f"model must be a name (a string) or None, got {model!r}")
+    langs_of = {}
+    for lang, words in rows.items():
+        for _, pieces in words:
+            for p in pieces:
+                langs_of.setdefault(p, set()).add(lang)
+    shared = [p for p, langs in langs_of.items() if len(langs) > 1]
+    char, pad = 0.6, 0.8                        # width of one character, margin around a piece, in x units
+    layout, width = [], 0.0
+    for r, (lang, words) in enumerate(rows.items()):
+        x = 0.0
+        for word, pieces in words:
+            layout.append((x, -r, word, None))
+            x += char * len(word) + 0.6
+            for p in pieces:
+                layout.append((x, -r, p, char * len(p) + pad))
+                x += char * len(p) + pad + 0.25
+            x += 2.0
+        width = max(width, x)
+    fig, ax = plt.subplots(figsize=(min(18, max(6, 0.11 * width + 1.2)), 0.55 * len(rows) + 1.3))
+    for x, y, text, w in layout:
+        if w is None:
+            ax.text(x, y + 0.35, text, ha="left", va="center", fontsize=8, style="italic")
+        else:
+            _box(ax, x, y, w, 0.7, text, COLORS["dynamic"] if text in shared else COLORS["int8"])
+    for r, lang in enumerate(rows):
+        ax.text(-0.6, -r + 0.35, lang, ha="right", va="center", fontsize=9, weight="bold")
+    ax.set(xlim=(-0.5 - char * max(len(lang) for lang in rows) - 0.6, width), ylim=(-len(rows) + 0.7, 1.0))
+    ax.axis("off")
+    ax.legend(handles=[Patch(facecolor=COLORS["dynamic"], alpha=0.25, edgecolor=COLORS["dynamic"],
+                             label="piece used by 2+ languages"),
+                       Patch(facecolor=COLORS["int8"], alpha=0.25, edgecolor=COLORS["int8"],
+                             label="piece used by one language")],
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8)
+    ax.set_title(f"One subword vocabulary for every language{f' ({model})' if model else ''}", pad=22)
+    which = "; ".join(f"{p} ({', '.join(sorted(langs_of[p]))})" for p in shared)
+    alt = (f"One row per language ({', '.join(rows)}), each word followed by its subword pieces"
+           f"{f' from {model}' if model else ''}. {len(langs_of)} distinct piece{'s' * (len(langs_of) != 1)}, "
+           f"{len(shared)} of them "
+           f"shared by 2 or more languages{f': {which}' if shared else ''}; the others are used by one language "
+           f"only.")
     return fig, alt
