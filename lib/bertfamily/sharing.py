@@ -29,17 +29,11 @@ from collections import OrderedDict
 import torch
 
 from . import budget
-from .timing import forward_latency, interleaved_latency, median, time_call  # noqa: F401 (lesson 4's timers)
+from .timing import _positive_int, forward_latency, interleaved_latency, median, time_call  # noqa: F401 (timers)
 from .timing import threads as torch_threads  # noqa: F401
 
 #: Encoder-layer classes that :func:`layer_applications` looks for when none is given.
 LAYER_CLASSES = ("AlbertLayer", "BertLayer", "RobertaLayer", "XLMRobertaLayer", "TransformerBlock")
-
-
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 # --------------------------------------------------------------------------- factorised embeddings
