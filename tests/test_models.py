@@ -23,6 +23,21 @@ def test_unknown_name_lists_known_ones():
         assert name in str(err.value)
 
 
+def test_quiet_loading_is_one_switch_and_restores_the_bar():
+    from transformers.utils import logging
+
+    from bertfamily import e5
+    assert models.quiet_loading is e5.cache.quiet_loading  # one implementation, re-exported by models
+    was = logging.is_progress_bar_enabled()
+    logging.enable_progress_bar()
+    try:
+        with models.quiet_loading():
+            assert not logging.is_progress_bar_enabled()
+        assert logging.is_progress_bar_enabled()
+    finally:
+        (logging.enable_progress_bar if was else logging.disable_progress_bar)()
+
+
 def test_bad_head_is_refused():
     with pytest.raises(ValueError, match="head must be one of"):
         models.load_pretrained("bert-base-uncased", head="seq2seq")

@@ -16,7 +16,6 @@ Three sources, always said out loud:
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
 import os
 import socket
@@ -25,6 +24,7 @@ from pathlib import Path
 import transformers
 
 from . import e5
+from .e5.cache import quiet_loading  # the one "hide the loading bar" switch; e5 cannot import models
 from .features import embed  # noqa: F401 (the course's one sentence embedding, also as models.embed)
 from .packages import package_dir
 
@@ -35,19 +35,6 @@ HUB_HOST = "huggingface.co"
 KNOWN_MODELS = tuple(sorted(p.stem for p in _CONFIG_DIR.glob("*.json")))
 
 _AUTO = {"base": transformers.AutoModel, "masked-lm": transformers.AutoModelForMaskedLM}
-
-
-@contextlib.contextmanager
-def quiet_loading():
-    """Hide transformers' per-tensor "Loading weights" bar, which is noise in a lesson's output."""
-    logging = transformers.utils.logging
-    was_enabled = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            logging.enable_progress_bar()
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:

@@ -40,7 +40,6 @@ from .cache import (  # noqa: F401 (the cache's pieces, as tests and tools reach
     _check_cache,
     _load_cache,
     _load_model,
-    _no_progress_bars,
     _publish,
     _rebuild,
     _sha256,

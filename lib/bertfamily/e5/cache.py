@@ -82,8 +82,10 @@ def _check_cache(cache: Path, source: dict) -> None:
 
 
 @contextlib.contextmanager
-def _no_progress_bars():
-    """transformers draws a bar for writing/reading even one weights file: not worth a line."""
+def quiet_loading():
+    """Hide transformers' "Loading weights" bar, which is noise in a lesson's output (it draws one
+    even for writing or reading a single weights file). The course's one such switch: it lives here,
+    below :mod:`bertfamily.models`, so that models can re-export it without e5 importing models."""
     from transformers.utils import logging as hf_logging
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
@@ -98,7 +100,7 @@ def _load_model(cache: Path):
     """The model from the cache. from_pretrained maps the safetensors file into memory, so rows of
     the 384 MB word-embedding table that are never looked up are never read: a cheap load."""
     from transformers import BertModel
-    with _no_progress_bars():
+    with quiet_loading():
         return BertModel.from_pretrained(cache, dtype=torch.float32, add_pooling_layer=False).eval()
 
 
@@ -141,7 +143,7 @@ def _rebuild(src: Path, source: dict, cache: Path):
     try:
         f = E5File(src)
         model = _build_model(f)
-        with _no_progress_bars():
+        with quiet_loading():
             model.save_pretrained(tmp, safe_serialization=True)
         del model
         gc.collect()
