@@ -273,27 +273,33 @@ def shared_vocabulary(segmentations, model: str | None = None):
             for p in pieces:
                 langs_of.setdefault(p, set()).add(lang)
     shared = [p for p, langs in langs_of.items() if len(langs) > 1]
-    char, pad = 0.6, 0.8                        # width of one character, margin around a piece, in x units
-    layout, width = [], 0.0
+    char, pad, gap = 0.7, 0.8, 0.25             # width of one character, margin in a piece, between pieces
+    columns = max(len(words) for words in rows.values())   # the i-th word of every language in one column
+    column = [0.0] * columns
+    for words in rows.values():
+        for i, (word, pieces) in enumerate(words):
+            need = max(char * len(word), sum(char * len(p) + pad + gap for p in pieces))
+            column[i] = max(column[i], need)
+    starts = [sum(column[:i]) + 2.0 * i for i in range(columns)]
+    width = starts[-1] + column[-1]
+    layout = []
     for r, (lang, words) in enumerate(rows.items()):
-        x = 0.0
-        for word, pieces in words:
-            layout.append((x, -r, word, None))
-            x += char * len(word) + 0.6
+        y = -1.6 * r
+        for i, (word, pieces) in enumerate(words):
+            x = starts[i]
+            layout.append((x, y + 1.0, word, None))      # the word above its pieces
             for p in pieces:
-                layout.append((x, -r, p, char * len(p) + pad))
-                x += char * len(p) + pad + 0.25
-            x += 2.0
-        width = max(width, x)
-    fig, ax = plt.subplots(figsize=(min(18, max(6, 0.11 * width + 1.2)), 0.55 * len(rows) + 1.3))
+                layout.append((x, y, p, char * len(p) + pad))
+                x += char * len(p) + pad + gap
+    fig, ax = plt.subplots(figsize=(min(18, max(6, 0.1 * width + 1.5)), 0.9 * len(rows) + 1.2))
     for x, y, text, w in layout:
         if w is None:
-            ax.text(x, y + 0.35, text, ha="left", va="center", fontsize=8, style="italic")
+            ax.text(x, y, text, ha="left", va="center", fontsize=8, style="italic")
         else:
             _box(ax, x, y, w, 0.7, text, COLORS["dynamic"] if text in shared else COLORS["int8"])
     for r, lang in enumerate(rows):
-        ax.text(-0.6, -r + 0.35, lang, ha="right", va="center", fontsize=9, weight="bold")
-    ax.set(xlim=(-0.5 - char * max(len(lang) for lang in rows) - 0.6, width), ylim=(-len(rows) + 0.7, 1.0))
+        ax.text(-0.6, -1.6 * r + 0.35, lang, ha="right", va="center", fontsize=9, weight="bold")
+    ax.set(xlim=(-0.5 - char * max(len(lang) for lang in rows) - 0.6, width), ylim=(-1.6 * len(rows) + 1.3, 1.4))
     ax.axis("off")
     ax.legend(handles=[Patch(facecolor=COLORS["dynamic"], alpha=0.25, edgecolor=COLORS["dynamic"],
                              label="piece used by 2+ languages"),
