@@ -67,6 +67,16 @@ def test_expected_counts_match_transformers_models():
                                         sum(p.numel() for p in bert.parameters()))
 
 
+def test_checks_load_what_they_compute_with_at_import():
+    """The grader imports checks before any submission runs (grading/verify.py): the modules its
+    expected values come from must be loaded by then, not imported lazily while grading."""
+    import subprocess
+    import sys
+    code = ("import sys, bertfamily.checks; "
+            "assert {'bertfamily.budget', 'bertfamily.quantization'} <= set(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_distilbert_split_matches_linear_and_embedding_modules():
     with torch.device("meta"):
         distil = transformers.DistilBertModel(DISTIL_CONFIG)
