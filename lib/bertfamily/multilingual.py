@@ -15,7 +15,6 @@ import torch
 
 from . import data
 from .transfer import (  # noqa: F401 (lesson 5 reads them as multilingual.*)
-    _Standardise,
     accuracy,
     majority_baseline,
     train_probe,
@@ -185,6 +184,7 @@ def chatterbot_sentences(lang: str) -> list[str]:
     return list(seen)
 
 
+# Nothing in the course calls it since issue 20; kept because lesson 5's notebooks up to ebf0b29 did.
 def restrict_to(texts, topics, keep) -> tuple[list[str], list[str]]:
     """Only the (text, topic) pairs whose topic is in ``keep``."""
     if len(texts) != len(topics):

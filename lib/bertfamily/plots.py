@@ -32,9 +32,4 @@ def bar_labels(ax, fmt: str = "{:,.0f}", **kwargs) -> None:
                      fontsize=8, padding=2, **kwargs)
 
 
-def caption(fig, text: str) -> None:
-    """Put a one-line caption under a figure (for figures shown outside a MyST figure directive)."""
-    fig.text(0.5, -0.02, text, ha="center", va="top", fontsize=9, style="italic", wrap=True)
-
-
-__all__ = ["COLORS", "CYCLE", "STYLE", "use_style", "bar_labels", "caption", "plt"]
+__all__ = ["COLORS", "CYCLE", "STYLE", "use_style", "bar_labels", "plt"]

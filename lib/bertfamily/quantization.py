@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from bertfamily import budget
-from bertfamily.timing import _call, _check_counts, _check_module, compare_latency, latency  # noqa: F401 (lesson 3)
+from bertfamily.timing import _check_module, compare_latency, latency  # noqa: F401 (lesson 3)
 
 #: The messages of torch's own deprecation warnings for eager-mode quantisation (see quantize_linear).
 _DEPRECATION_MESSAGES = (

@@ -42,7 +42,7 @@ from .pairs import (  # noqa: F401 (the lesson reads them as tlm.*)
     split_pairs,
     train_tokenizer,
 )
-from .pretraining import _check_steps, masked_lm_loss, mlm_steps, tiny_bert, tiny_bert_config  # noqa: F401
+from .pretraining import _check_steps, mlm_steps, tiny_bert, tiny_bert_config
 from .timing import threads
 
 OBJECTIVES = ("mlm", "tlm")

@@ -38,18 +38,11 @@ from .cache import (  # noqa: F401 (the cache's pieces, as tests and tools reach
     WEIGHTS,
     _BadCache,
     _check_cache,
-    _load_cache,
-    _load_model,
-    _publish,
-    _rebuild,
-    _sha256,
-    _shown,
     _source_id,
     default_cache_dir,
     multilingual_e5,
 )
-from .fileformat import BLOCK, PIP_SPEC, QK, SOURCE_FILE, E5File, _build_model, _config, source_path  # noqa: F401
-from .tokenizer import _precompiled_charsmap, _walk, _wrap_tokenizer, _write_tokenizer_json  # noqa: F401
+from .fileformat import BLOCK, PIP_SPEC, QK, SOURCE_FILE, E5File, source_path  # noqa: F401
 
 __all__ = ["multilingual_e5", "embed", "default_cache_dir", "source_path", "E5File", "FORMAT_VERSION",
            "PIP_SPEC", "SOURCE_FILE", "MODEL_NAME", "MANIFEST", "WEIGHTS"]
