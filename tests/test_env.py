@@ -33,6 +33,12 @@ def test_install_imports_no_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_old_colab_cell_import_path_still_works():
+    # notebooks saved before the move (up to ebf0b29) import it from env in their Colab cell
+    from bertfamily.env import install_requirements
+    assert install_requirements is install.install_requirements
+
+
 def test_report_prints_versions(capsys):
     env.report(seed=0)
     out = capsys.readouterr().out

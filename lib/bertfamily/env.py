@@ -11,7 +11,10 @@ import numpy as np
 import torch
 
 from bertfamily import kernels
-from bertfamily.install import on_colab
+
+# install_requirements moved to bertfamily.install (which imports no torch); re-exported here because
+# the Colab cell of every notebook up to ebf0b29 does `from bertfamily.env import install_requirements`.
+from bertfamily.install import install_requirements, on_colab  # noqa: F401
 
 REPORTED = ("torch", "transformers", "tokenizers", "numpy", "matplotlib", "ipywidgets")
 
