@@ -4,24 +4,21 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from transformers import BertConfig, BertModel, DistilBertConfig
+from transformers import BertModel
 
 from bertfamily import budget, models
 from bertfamily import quantization as q
 
-TINY = dict(vocab_size=2000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=128, max_position_embeddings=64)
-
 
 @pytest.fixture(scope="module")
-def bert():
+def bert(tiny_config):
     torch.manual_seed(0)
-    return BertModel(BertConfig(**TINY)).eval()
+    return BertModel(tiny_config()).eval()
 
 
 @pytest.fixture(scope="module")
-def inputs():
-    return {"input_ids": torch.randint(0, TINY["vocab_size"], (2, 16),
+def inputs(bert):
+    return {"input_ids": torch.randint(0, bert.config.vocab_size, (2, 16),
                                        generator=torch.Generator().manual_seed(0))}
 
 
@@ -107,15 +104,10 @@ def test_file_and_buffer_agree(bert, tmp_path):
     assert q.serialized_mib(quantized) == pytest.approx(in_memory / 2 ** 20)
 
 
-@pytest.mark.parametrize("config", [
-    BertConfig(**TINY),
-    DistilBertConfig(vocab_size=500, dim=32, hidden_dim=64, n_layers=2, n_heads=2,
-                     max_position_embeddings=32),
-    models.published_config("albert-base-v2"),
-    models.published_config("distilbert-base-uncased"),
-    models.published_config("bert-base-uncased"),
-], ids=["tiny-bert", "tiny-distilbert", "albert-base", "distilbert-base", "bert-base"])
-def test_linear_split_matches_the_modules(config):
+@pytest.mark.parametrize("kind", ["bert", "distilbert", "albert-base-v2", "distilbert-base-uncased",
+                                  "bert-base-uncased"])
+def test_linear_split_matches_the_modules(kind, tiny_config):
+    config = tiny_config(kind) if kind in ("bert", "distilbert") else models.published_config(kind)
     with torch.device("meta"):
         model = models.transformers.AutoModel.from_config(config)
     split = q.linear_split(config)
