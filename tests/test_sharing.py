@@ -1,20 +1,28 @@
 """ALBERT's factorisation and sharing arithmetic, checked against real transformers models (tiny)."""
 import pytest
 import torch
-from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel, DistilBertConfig, DistilBertModel
+from transformers import AlbertConfig, AlbertModel, BertModel
 
 from bertfamily import budget, models, sharing
 
-TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-            intermediate_size=48, max_position_embeddings=40)
+#: conftest's tiny models with three layers: enough to tell one layer applied thrice from three layers.
+LAYERS = 3
 
 
-def tiny_albert_config(**kw):
-    return AlbertConfig(**{**TINY, "embedding_size": 8, **kw})
+@pytest.fixture
+def bert_config(tiny_config):  # a fresh one per test: at_depth and measured_macs change a model's config
+    return tiny_config(num_hidden_layers=LAYERS)
 
 
-def ids(n=11, V=97):
-    return torch.randint(0, V, (2, n), generator=torch.Generator().manual_seed(0))
+@pytest.fixture
+def albert_config(tiny_config):
+    """``albert_config(**overrides)``: a tiny ALBERT (one shared layer unless overridden)."""
+    return lambda **kw: tiny_config("albert", **{"num_hidden_layers": LAYERS, **kw})
+
+
+def ids(model, n=11):
+    return {"input_ids": torch.randint(0, model.config.vocab_size, (2, n),
+                                       generator=torch.Generator().manual_seed(0))}
 
 
 # --------------------------------------------------------------------------- factorisation
@@ -44,8 +52,8 @@ def test_bad_sizes_are_refused(bad):
 
 # --------------------------------------------------------------------------- counting what is stored
 
-def test_distinct_parameters_match_parameters_and_budget():
-    for model in (AlbertModel(tiny_albert_config()), BertModel(BertConfig(**TINY))):
+def test_distinct_parameters_match_parameters_and_budget(bert_config, albert_config):
+    for model in (AlbertModel(albert_config()), BertModel(bert_config)):
         found = sharing.distinct_parameters(model)
         assert found["elements"] == models.count_parameters(model) == budget.count(model.config)
         assert found["names"] == found["tensors"]
@@ -63,15 +71,15 @@ def test_distinct_parameters_refuses_an_empty_model():
         sharing.distinct_parameters(torch.nn.ReLU())
 
 
-def test_albert_applies_one_layer_l_times_and_bert_l_layers():
-    albert = AlbertModel(tiny_albert_config()).eval()
-    calls = sharing.layer_applications(albert, {"input_ids": ids()})
+def test_albert_applies_one_layer_l_times_and_bert_l_layers(bert_config, albert_config):
+    albert = AlbertModel(albert_config()).eval()
+    calls = sharing.layer_applications(albert, ids(albert))
     assert len(calls) == 3 and len(set(calls)) == 1
-    bert = BertModel(BertConfig(**TINY)).eval()
-    calls = sharing.layer_applications(bert, {"input_ids": ids()})
+    bert = BertModel(bert_config).eval()
+    calls = sharing.layer_applications(bert, ids(bert))
     assert len(calls) == 3 and len(set(calls)) == 3
-    unshared = AlbertModel(sharing.unshared(tiny_albert_config())).eval()
-    assert len(set(sharing.layer_applications(unshared, {"input_ids": ids()}))) == 3
+    unshared = AlbertModel(sharing.unshared(albert_config())).eval()
+    assert len(set(sharing.layer_applications(unshared, ids(unshared)))) == 3
 
 
 def test_layer_applications_needs_a_layer():
@@ -79,12 +87,12 @@ def test_layer_applications_needs_a_layer():
         sharing.layer_applications(torch.nn.Linear(3, 3), {"input": torch.ones(1, 3)})
 
 
-def test_count_with_groups_matches_transformers():
-    for config in (tiny_albert_config(), sharing.unshared(tiny_albert_config()),
-                   tiny_albert_config(num_hidden_layers=4, num_hidden_groups=2)):
+def test_count_with_groups_matches_transformers(albert_config):
+    for config in (albert_config(), sharing.unshared(albert_config()),
+                   albert_config(num_hidden_layers=4, num_hidden_groups=2)):
         assert sharing.count(config) == models.count_parameters(AlbertModel(config))
     with pytest.raises(ValueError, match="divisible"):
-        sharing.count(tiny_albert_config(num_hidden_layers=3, num_hidden_groups=2))
+        sharing.count(albert_config(num_hidden_layers=3, num_hidden_groups=2))
 
 
 def test_published_albert_counts():
@@ -95,29 +103,25 @@ def test_published_albert_counts():
     assert sharing.count(xxlarge) == 222_595_584  # the paper prints 235M
 
 
-def test_unshared_refuses_non_albert():
+def test_unshared_refuses_non_albert(bert_config):
     with pytest.raises(ValueError, match="ALBERT config"):
-        sharing.unshared(BertConfig(**TINY))
+        sharing.unshared(bert_config)
 
 
 # --------------------------------------------------------------------------- compute
 
-@pytest.mark.parametrize("make", [
-    lambda: BertModel(BertConfig(**TINY)),
-    lambda: AlbertModel(tiny_albert_config()),
-    lambda: AlbertModel(sharing.unshared(tiny_albert_config())),
-    lambda: DistilBertModel(DistilBertConfig(vocab_size=97, dim=32, n_layers=2, n_heads=4,
-                                             hidden_dim=48, max_position_embeddings=40)),
-])
+@pytest.mark.parametrize("kind", ["bert", "albert", "unshared albert", "distilbert"])
 @pytest.mark.parametrize("seq_len", [1, 13])
-def test_analytic_macs_match_the_flop_counter(make, seq_len):
-    model = make().eval()
+def test_analytic_macs_match_the_flop_counter(kind, seq_len, bert_config, albert_config, tiny_config):
+    config = {"bert": bert_config, "albert": albert_config(), "unshared albert": sharing.unshared(albert_config()),
+              "distilbert": tiny_config("distilbert")}[kind]
+    model = models.transformers.AutoModel.from_config(config).eval()
     measured = sharing.measured_macs(model, seq_len, batch=2)
     assert measured["total"] == sum(sharing.encoder_macs(model.config, seq_len, batch=2).values())
 
 
-def test_sharing_does_not_change_compute_and_depth_does():
-    shared, unshared = tiny_albert_config(), sharing.unshared(tiny_albert_config())
+def test_sharing_does_not_change_compute_and_depth_does(albert_config):
+    shared, unshared = albert_config(), sharing.unshared(albert_config())
     assert sharing.encoder_macs(shared, 20) == sharing.encoder_macs(unshared, 20)
     one = sum(sharing.encoder_macs(sharing.with_depth(shared, 1), 20).values())
     six = sum(sharing.encoder_macs(sharing.with_depth(shared, 6), 20).values())
@@ -127,31 +131,31 @@ def test_sharing_does_not_change_compute_and_depth_does():
     assert sharing.count(sharing.with_depth(shared, 6)) == sharing.count(shared)
 
 
-def test_measured_macs_restores_the_attention_implementation():
-    model = BertModel(BertConfig(**TINY, attn_implementation="sdpa")).eval()
+def test_measured_macs_restores_the_attention_implementation(tiny_config):
+    model = BertModel(tiny_config(num_hidden_layers=LAYERS, attn_implementation="sdpa")).eval()
     sharing.measured_macs(model, 5)
     assert model.config._attn_implementation == "sdpa"
 
 
-def test_at_depth_runs_fewer_layers_and_restores():
-    albert = AlbertModel(tiny_albert_config()).eval()
+def test_at_depth_runs_fewer_layers_and_restores(bert_config, albert_config):
+    albert = AlbertModel(albert_config()).eval()
     with sharing.at_depth(albert, 2):
-        assert len(sharing.layer_applications(albert, {"input_ids": ids()})) == 2
+        assert len(sharing.layer_applications(albert, ids(albert))) == 2
         assert models.count_parameters(albert) == budget.count(albert.config)
-    assert len(sharing.layer_applications(albert, {"input_ids": ids()})) == 3
-    bert = BertModel(BertConfig(**TINY)).eval()
+    assert len(sharing.layer_applications(albert, ids(albert))) == 3
+    bert = BertModel(bert_config).eval()
     full = models.count_parameters(bert)
     with sharing.at_depth(bert, 1):
         assert models.count_parameters(bert) == budget.count(sharing.with_depth(bert.config, 1)) < full
-        assert len(sharing.layer_applications(bert, {"input_ids": ids()})) == 1
+        assert len(sharing.layer_applications(bert, ids(bert))) == 1
     assert models.count_parameters(bert) == full and bert.config.num_hidden_layers == 3
     with pytest.raises(ValueError, match="at most"):
         with sharing.at_depth(bert, 4):
             pass
 
 
-def test_forward_latency_times_each_run():
-    model = BertModel(BertConfig(**TINY)).eval()
+def test_forward_latency_times_each_run(bert_config):
+    model = BertModel(bert_config).eval()
     times = sharing.forward_latency(model, 8, runs=3, warmup=0)
     assert len(times) == 3 and all(t > 0 for t in times)
     assert sharing.median([3.0, 1.0, 2.0]) == 2.0
@@ -176,8 +180,8 @@ def test_time_call_times_small_operations():
         sharing.time_call(abs, 1, number=0)
 
 
-def test_interleaved_latency_gives_every_model_its_runs():
-    a, b = BertModel(BertConfig(**TINY)), AlbertModel(tiny_albert_config())
+def test_interleaved_latency_gives_every_model_its_runs(bert_config, albert_config):
+    a, b = BertModel(bert_config), AlbertModel(albert_config())
     times = sharing.interleaved_latency({"bert": a, "albert": b}, 8, runs=2, warmup=0)
     assert set(times) == {"bert", "albert"} and all(len(t) == 2 for t in times.values())
     with pytest.raises(ValueError, match="at least one model"):
