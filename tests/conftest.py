@@ -67,6 +67,14 @@ def tiny_config():
     return _tiny_config
 
 
+@pytest.fixture(scope="module")
+def exercise():
+    """The DistilBERT exercise as the grader reads it: its solution notebook and tasks (grading.Exercise)."""
+    from bertfamily.grading import Exercise
+
+    return Exercise.load()
+
+
 #: Fixtures that run real kernels or long trainings: a test that uses one is marked ``slow``, and
 #: ``make unit`` (the fast gate) leaves it out; ``make test`` runs everything.
 SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build"}

@@ -25,11 +25,6 @@ MEMORY_MIB = 2048
 BATCH = grading.Limits(cell_timeout=300, timeout=900, memory_mib=MEMORY_MIB)
 
 
-@pytest.fixture(scope="module")
-def exercise():
-    return grading.Exercise.load(EXERCISE)
-
-
 def cell_of(nb, task, tag):
     """The cell of ``task`` that the reference tags ``tag`` (solution or check), found by id in ``nb``."""
     reference = {c.get("id"): c for c in grading.Exercise.load(EXERCISE).reference.cells}

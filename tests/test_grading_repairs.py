@@ -19,11 +19,6 @@ EXPORTER = {}
 exec(verify.EXPORTER, EXPORTER)  # the exporter as the kernel runs it
 
 
-@pytest.fixture(scope="module")
-def exercise():
-    return grading.Exercise.load()
-
-
 def check_cell(exercise, n):
     cid, source = exercise.tasks[n - 1].checks[0]
     return cid, source
