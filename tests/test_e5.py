@@ -14,11 +14,20 @@ import pytest
 import torch
 
 from bertfamily import e5
+from bertfamily.timing import threads
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "e5_reference.json").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module", autouse=True)
+def pinned_threads():
+    """The pinned kernels' two threads (bertfamily.kernels) for this module's 117M-parameter model,
+    whatever an earlier test left; torch's setting is restored afterwards."""
+    with threads(min(2, os.cpu_count() or 1)):
+        yield
+
+
+@pytest.fixture(scope="module")
 def e5_cache(tmp_path_factory):
     """A fresh cache directory, built once per test run (so the rebuild path always runs)."""
     root = tmp_path_factory.mktemp("e5")
@@ -26,9 +35,8 @@ def e5_cache(tmp_path_factory):
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def e5_model(e5_cache):
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
     model, tokenizer = e5.multilingual_e5(cache_dir=e5_cache)
     return model, tokenizer
 
