@@ -113,3 +113,18 @@ def test_shared_vocabulary_colours_the_pieces_of_two_or_more_languages():
         diagrams.shared_vocabulary({"en": [("nation", ["▁nat", 3])]})
     with pytest.raises(ValueError, match="needs at least one piece"):
         diagrams.shared_vocabulary({"en": [("nation", "▁nation")]})      # a string, not a list of pieces
+
+
+def test_every_diagram_in_the_book_carries_its_alt_text():
+    """A lesson cell that draws a diagram passes its alt text to myst-nb (cell metadata), as the figure says it."""
+    import json
+    from pathlib import Path
+    found = 0
+    for path in sorted(Path(__file__).resolve().parents[1].glob("book/*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "code" and "diagrams." in source and "fig, alt" in source:
+                found += 1
+                alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
+                assert len(alt) > 40, f"{path.name}: a diagram cell without alt text: {source[:80]!r}"
+    assert found >= 6, f"expected a diagram in lessons 1 to 6, found {found}"
