@@ -6,6 +6,7 @@ import torch
 from bertfamily import checkpoints as ck
 from bertfamily import kernels, tlm
 from bertfamily.pretraining import evaluate_mlm
+from bertfamily.timing import threads
 
 #: Where bits cannot match (another CPU), a re-run is compared within this (nats / accuracy).
 TOLERANCE = 0.05 if kernels.mode() == "tolerant" else 1e-6
@@ -42,9 +43,9 @@ def test_stored_masking_models_give_the_logged_metrics(masking, scheme):
 @pytest.mark.slow
 def test_a_masking_run_reproduces_its_first_evaluation(masking):
     data, log = masking
-    torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))  # as make pretrain trained it
     steps = ck.MASKING["eval_every"]
-    _, history, _ = ck.train_masking_run(data, "dynamic", 0, steps)
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
+        _, history, _ = ck.train_masking_run(data, "dynamic", 0, steps)
     logged = log["runs"]["dynamic"][0]
     assert history.eval_steps[0] == logged["curve_steps"][0] == steps
     assert history.eval_loss[0] == pytest.approx(logged["curve_loss"][0], abs=TOLERANCE)
@@ -64,14 +65,13 @@ def test_stored_tlm_models_give_the_logged_accuracy(lexicon):
 def test_a_tlm_run_reproduces_its_first_losses(lexicon):
     data, log = lexicon
     s = ck.TLM
-    torch.set_num_threads(1)  # train_models trains each model on one thread
     model = tlm.tiny_model(data.tokenizer.get_vocab_size(), seed=0, hidden=s["hidden"], layers=s["layers"],
                            heads=s["heads"])
-    losses = tlm.train_pairs(model, *data.train, "tlm", steps=s["steps"], batch_size=s["batch"],
-                             probability=s["probability"], generator=torch.Generator().manual_seed(0),
-                             progress=False, until=101)
+    with threads(1):  # train_models trains each model on one thread
+        losses = tlm.train_pairs(model, *data.train, "tlm", steps=s["steps"], batch_size=s["batch"],
+                                 probability=s["probability"], generator=torch.Generator().manual_seed(0),
+                                 progress=False, until=101)
     assert losses[::100] == pytest.approx(log["runs"]["tlm-0"]["loss_curve"][:2], abs=TOLERANCE)
-    torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +112,9 @@ def test_share_layers_ties_every_layer_to_the_first(masking):
 @pytest.mark.slow
 def test_a_sharing_run_reproduces_its_first_evaluation(shared_runs):
     data, log = shared_runs
-    torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))
     steps = ck.SHARING["eval_every"]
-    _, history = ck.train_sharing_run(data, "shared", 0, steps)
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+        _, history = ck.train_sharing_run(data, "shared", 0, steps)
     assert history.eval_loss[0] == pytest.approx(log["runs"]["shared"][0]["curve_loss"][0], abs=TOLERANCE)
 
 
@@ -124,3 +124,46 @@ def test_the_unshared_runs_are_lesson_1s_dynamic_runs(shared_runs, masking):
     for a, b in zip(own, dynamic):
         assert a["seed"] == b["seed"]
         assert a["held"]["loss"] == pytest.approx(b["held"]["loss"], abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def distilled(masking):
+    return masking[0], ck.read_log("distil")
+
+
+def test_the_distil_log_holds_every_arm_and_seed(distilled):
+    data, log = distilled
+    assert log["settings"] == ck.DISTIL and set(log["runs"]) == set(ck.DISTIL["arms"])
+    assert all([r["seed"] for r in runs] == ck.DISTIL["seeds"] for runs in log["runs"].values())
+    assert log["unigram"] == pytest.approx(data.unigram, abs=1e-9)
+    with pytest.raises(ValueError, match="arm must be one of"):
+        ck.distil_student(data, None, "half a teacher")
+
+
+@pytest.mark.parametrize("name", ["teacher", *ck.DISTIL["stored"]])
+def test_stored_distil_models_give_the_logged_metrics(distilled, name):
+    data, log = distilled
+    model = ck.load_distil(data, name)
+    layers = ck.DISTIL["teacher_layers"] if name == "teacher" else len(ck.DISTIL["layers"])
+    assert len(model.bert.encoder.layer) == layers
+    logged = log["teacher"] if name == "teacher" else log["runs"][name][0]
+    assert evaluate_mlm(model, data.held_out)["loss"] == pytest.approx(logged["held"]["loss"], abs=1e-4)
+
+
+def test_a_teacher_initialised_student_starts_from_layers_0_and_2(distilled):
+    data, _ = distilled
+    teacher = ck.load_distil(data, "teacher")
+    student = ck.distil_student(data, teacher, "triple loss")
+    for mine, theirs in zip(student.bert.encoder.layer, [teacher.bert.encoder.layer[i] for i in ck.DISTIL["layers"]]):
+        assert all(torch.equal(a, b) for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()))
+    fresh = ck.distil_student(data, teacher, "random init")
+    assert not torch.equal(fresh.bert.embeddings.word_embeddings.weight, teacher.bert.embeddings.word_embeddings.weight)
+
+
+@pytest.mark.slow
+def test_a_distil_run_reproduces_its_first_evaluation(distilled):
+    data, log = distilled
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
+        _, history = ck.train_distil_run(data, ck.load_distil(data, "teacher"), "triple loss", 0,
+                                         ck.DISTIL["eval_every"])
+    assert history.eval_loss[0] == pytest.approx(log["runs"]["triple loss"][0]["curve_loss"][0], abs=TOLERANCE)

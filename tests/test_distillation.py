@@ -205,105 +205,48 @@ def tiny_transfer_set(n=24, length=6, classes=3):
     return ids, mask, torch.randn(n, classes, generator=g) * 3, torch.randn(n, 16, generator=g)
 
 
-def test_pooled_classifier_pools_real_tokens_only(tiny_bert):
-    encoder, head = tiny_bert(2), torch.nn.Linear(16, 3)
-    model = D.PooledClassifier(encoder, head).eval()
-    assert model.head is not head  # a copy: training the student leaves the teacher's head alone
-    ids, mask, _, _ = tiny_transfer_set()
-    logits, pooled = model(ids, mask)
-    hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
-    assert torch.allclose(pooled, mean_pool(hidden, mask), atol=1e-6)
-    assert torch.allclose(logits, head(pooled), atol=1e-6)
-    with pytest.raises(ValueError, match="Linear"):
-        D.PooledClassifier(encoder, torch.nn.ReLU())
-    with pytest.raises(ValueError, match="hidden size"):
-        D.PooledClassifier(encoder, torch.nn.Linear(8, 3))(ids, mask)
+def _tiny_mlm(tiny_config, layers, seed):
+    torch.manual_seed(seed)
+    return transformers.BertForMaskedLM(tiny_config(num_hidden_layers=layers, max_position_embeddings=32))
 
 
-def test_reinitialise_layers_changes_only_the_layers(tiny_bert):
-    model = tiny_bert(2)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    D.reinitialise_layers(model, seed=3)
-    after = model.state_dict()
-    changed = {k for k in before if not torch.equal(before[k], after[k])}
-    assert changed and all(k.startswith("encoder.layer.") for k in changed)
-    assert torch.equal(before["embeddings.word_embeddings.weight"], after["embeddings.word_embeddings.weight"])
-    w = model.encoder.layer[0].attention.self.query.weight
-    assert abs(float(w.detach().std()) - 0.02) < 0.005  # BERT's initializer_range
-    again = D.reinitialise_layers(tiny_bert(2), seed=3).state_dict()
-    assert all(torch.equal(after[k], again[k]) for k in after)  # the seed fixes the weights
-    with pytest.raises(ValueError, match="encoder.layer"):
-        D.reinitialise_layers(torch.nn.Linear(2, 2))
+def test_mlm_triple_loss_is_the_mlm_loss_alone_and_zero_on_a_copy(tiny_config):
+    from bertfamily.pretraining import masked_lm_loss
+    teacher, student = _tiny_mlm(tiny_config, 2, 0).eval(), _tiny_mlm(tiny_config, 1, 1).eval()
+    ids = torch.randint(5, 50, (4, 12), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, -100)
+    labels[:, ::3] = ids[:, ::3]
+    only_mlm = D.mlm_triple_loss(teacher, alpha_ce=0.0, alpha_cos=0.0)
+    total, parts = only_mlm(student, ids, labels)
+    assert set(parts) == {"task"} and torch.allclose(total, 2.0 * masked_lm_loss(student, ids, labels)[0])
+    copy = D.student_from_teacher(teacher, [0, 1]).eval()          # the teacher itself: nothing to distil
+    total, parts = D.mlm_triple_loss(teacher)(copy, ids, labels)
+    assert parts["ce"] == pytest.approx(0, abs=1e-6) and parts["cos"] == pytest.approx(0, abs=1e-6)
+    assert total.item() == pytest.approx(2.0 * parts["task"], rel=1e-5)
+    with pytest.raises(ValueError, match="BertForMaskedLM"):
+        D.mlm_triple_loss(teacher.bert)
+    with pytest.raises(ValueError, match="alpha_ce"):
+        D.mlm_triple_loss(teacher, alpha_ce=-1.0)
+    with pytest.raises(ValueError, match="temperature"):
+        D.mlm_triple_loss(teacher, temperature=0)
 
 
-def test_distil_lowers_the_loss_it_is_given_and_is_reproducible(tiny_bert):
-    ids, mask, t_logits, t_pooled = tiny_transfer_set()
+def test_distilling_a_masked_lm_moves_the_student_towards_its_teacher(tiny_config):
+    from bertfamily.masking import DynamicMasking
+    from bertfamily.pretraining import train_mlm
+    teacher = _tiny_mlm(tiny_config, 2, 0).eval()
+    ids = torch.randint(5, 50, (64, 12), generator=torch.Generator().manual_seed(1))
+    probe = DynamicMasking(ids, vocab_size=teacher.config.vocab_size, mask_token_id=4, special_ids=[0, 1, 2, 3, 4],
+                           generator=torch.Generator().manual_seed(2))(torch.arange(64), 0)
 
-    def run(seed, **weights):
-        student = D.PooledClassifier(tiny_bert(2), torch.nn.Linear(16, 3))
-        history = D.distil(student, ids, mask, t_logits, t_pooled, steps=60, batch_size=8, lr=3e-3,
-                           seed=seed, **weights)
-        return student, history
+    def gap(student):  # the soft-target loss to the teacher on fixed masked inputs
+        with torch.no_grad():
+            return D.mlm_triple_loss(teacher, alpha_mlm=0.0, alpha_cos=0.0)(student.eval(), *probe)[1]["ce"]
 
-    student, history = run(0)
-    assert set(history[0]) == {"loss", "ce", "task", "cos"}
-    first, last = (sum(h["loss"] for h in part) / 10 for part in (history[:10], history[-10:]))
-    assert last < 0.7 * first
-    assert not student.training
-    agree = (D.predict(student, ids, mask).argmax(-1) == t_logits.argmax(-1)).float().mean()
-    assert agree > 0.6  # chance is 1/3
-    _, repeat = run(0)
-    assert [h["loss"] for h in repeat] == [h["loss"] for h in history]
-    _, hard_only = run(0, alpha_ce=0.0, alpha_cos=0.0)
-    assert set(hard_only[0]) == {"loss", "task"}
-
-
-def test_distil_trains_only_what_requires_grad_and_checks_input(tiny_bert):
-    ids, mask, t_logits, t_pooled = tiny_transfer_set()
-    student = D.PooledClassifier(tiny_bert(2), torch.nn.Linear(16, 3))
-    student.encoder.embeddings.requires_grad_(False)
-    table = student.encoder.embeddings.word_embeddings.weight.clone()
-    D.distil(student, ids, mask, t_logits, t_pooled, steps=3)
-    assert torch.equal(table, student.encoder.embeddings.word_embeddings.weight)
-    with pytest.raises(ValueError, match="steps"):
-        D.distil(student, ids, mask, t_logits, t_pooled, steps=0)
-    with pytest.raises(ValueError, match="teacher_pooled"):
-        D.distil(student, ids, mask, t_logits, t_pooled[:5], steps=1)
-    with pytest.raises(ValueError, match="attention_mask"):
-        D.distil(student, ids, mask[:, :3], t_logits, t_pooled, steps=1)
-    student.requires_grad_(False)
-    with pytest.raises(ValueError, match="no trainable"):
-        D.distil(student, ids, mask, t_logits, t_pooled, steps=1)
-
-
-def test_skip_layers_reads_cached_lower_states_and_matches_the_full_encoder(tiny_bert):
-    from bertfamily.features import encode
-
-    class Tok:  # the smallest tokenizer encode() needs: fixed ids, padding to the longest
-        def __call__(self, texts, **kw):
-            ids = [[(ord(ch) % 40) + 2 for ch in t][:kw["max_length"]] for t in texts]
-            width = max(map(len, ids))
-            mask = [[1] * len(r) + [0] * (width - len(r)) for r in ids]
-            ids = [r + [0] * (width - len(r)) for r in ids]
-            return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
-
-    encoder, head = tiny_bert(3), torch.nn.Linear(16, 3)
-    feats = encode(encoder, Tok(), ["a short one", "a much longer text here", "mid size"],
-                   max_length=12, keep_layer=1, progress=False)
-    assert feats.lower.shape == (3, feats.input_ids.shape[1], 16) and feats.keep_layer == 1
-    full = D.PooledClassifier(encoder, head).eval()
-    upper = D.PooledClassifier(encoder, head, skip_layers=1).eval()
-    with torch.no_grad():
-        a = full(feats.input_ids, feats.attention_mask)
-        b = upper(feats.lower, feats.attention_mask)
-    for x, y in zip(a, b):
-        assert torch.allclose(x, y, atol=1e-5)  # padding is masked in the upper layers too
-    assert torch.allclose(D.predict(upper, feats.lower, feats.attention_mask, output="pooled"), b[1], atol=1e-6)
-    with pytest.raises(ValueError, match="hidden states"):
-        upper(feats.input_ids, feats.attention_mask)
-    with pytest.raises(ValueError, match="skip_layers"):
-        D.PooledClassifier(encoder, head, skip_layers=3)
-    with pytest.raises(ValueError, match="keep_layer"):
-        encode(encoder, Tok(), ["x y"], max_length=8, keep_layer=4, progress=False)
-    with pytest.raises(ValueError, match="output"):
-        D.predict(upper, feats.lower, feats.attention_mask, output="probs")
+    student = _tiny_mlm(tiny_config, 1, 3)
+    before = gap(student)
+    masking = DynamicMasking(ids, vocab_size=teacher.config.vocab_size, mask_token_id=4, special_ids=[0, 1, 2, 3, 4],
+                             generator=torch.Generator().manual_seed(4))
+    history = train_mlm(student, masking, steps=40, batch_size=16, lr=3e-3, progress=False,
+                        loss=D.mlm_triple_loss(teacher, alpha_mlm=0.0, alpha_cos=0.0))
+    assert gap(student) < 0.5 * before and history.train_loss[-1] < history.train_loss[0]

@@ -1,10 +1,10 @@
 """Train the course's small checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
-unshared layers, lesson 6's MLM and TLM models.
+unshared layers, lesson 6's MLM and TLM models, lesson 2's teacher and distilled students.
 
-    python tools/pretrain.py [masking] [tlm] [sharing]      (all by default; about 30 min on 2 cores)
+    python tools/pretrain.py [masking] [tlm] [sharing] [distil]   (all by default; about an hour on 2 cores)
 
-The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING`` and ``TLM``; the weights and a log (settings,
-machine, per run the evaluation curve and the final metrics of the stored float16 weights) go to
+The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING``, ``TLM`` and ``DISTIL``; the weights and a
+log (settings, machine, per run the evaluation curve and the final metrics of the stored float16 weights) go to
 ``lib/bertfamily/checkpoints/``. The kernels are pinned, so on an AVX2 machine a re-run writes the
 same numbers; ``tests/test_checkpoints.py`` re-runs the first evaluation step of each experiment
 and compares it with the log.
@@ -108,10 +108,41 @@ def sharing(progress) -> dict:
     return {"settings": s, "unigram": data.unigram, "majority": data.majority, "runs": runs}
 
 
+def distil(progress) -> dict:
+    from bertfamily import checkpoints as ck
+    from bertfamily.pretraining import evaluate_mlm
+
+    s = ck.DISTIL
+    data = ck.masking_data()
+    start = time.perf_counter()
+    teacher, history = ck.train_distil_teacher(data)
+    ck.halve(teacher)  # the students learn from the teacher as stored
+    ck.save(teacher, "distil-teacher")
+    result = {"settings": s, "unigram": data.unigram, "majority": data.majority,
+              "teacher": {"curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
+                          "held": evaluate_mlm(teacher, data.held_out),
+                          "seconds": round(time.perf_counter() - start, 1)},
+              "runs": {arm: [] for arm in s["arms"]}}
+    progress(f"distil teacher: held-out {result['teacher']['held']['loss']:.3f} nats")
+    for seed in s["seeds"]:
+        for arm in s["arms"]:
+            start = time.perf_counter()
+            student, history = ck.train_distil_run(data, teacher, arm, seed, s["steps"])
+            ck.halve(student)
+            result["runs"][arm].append({"seed": seed, "curve_steps": history.eval_steps,
+                                        "curve_loss": history.eval_loss, "held": evaluate_mlm(student, data.held_out),
+                                        "seconds": round(time.perf_counter() - start, 1)})
+            if arm in s["stored"] and seed in s["stored_seeds"]:
+                ck.save(student, ck.file_name("distil", arm, seed))
+            progress(f"distil {arm} seed {seed}: held-out {result['runs'][arm][-1]['held']['loss']:.3f} nats "
+                     f"({result['runs'][arm][-1]['seconds']:.0f} s)")
+    return result
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*", choices=["masking", "tlm", "sharing"],
-                        default=["masking", "tlm", "sharing"])
+    parser.add_argument("experiments", nargs="*", choices=["masking", "tlm", "sharing", "distil"],
+                        default=["masking", "tlm", "sharing", "distil"])
     args = parser.parse_args(argv)
     from bertfamily import kernels
     kernels.pin()
@@ -123,7 +154,7 @@ def main(argv=None) -> int:
     from bertfamily import checkpoints as ck
     for name in args.experiments:
         start = time.perf_counter()
-        result = {"masking": masking, "tlm": tlm, "sharing": sharing}[name](tqdm.write)
+        result = {"masking": masking, "tlm": tlm, "sharing": sharing, "distil": distil}[name](tqdm.write)
         result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
         path = ck.FOLDER / f"{name}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -255,3 +255,81 @@ def train_sharing_run(data: MaskingData, variant: str, seed: int, steps: int, se
 def load_sharing(data: MaskingData, variant: str, seed: int = 0):
     """The stored seed-``seed`` model of lesson 4's ``variant``."""
     return load_into(sharing_model(data, variant), file_name("sharing", variant, seed))
+
+
+# --------------------------------------------------------------------------- lesson 2's distillation runs
+
+#: Lesson 2: DistilBERT's recipe on lesson 1's data. A 4-layer teacher is pretrained (dynamic masking); each
+#: 2-layer student starts from the teacher's layers 0 and 2 (one in two, with its embeddings and MLM head) or
+#: from random weights, and trains with the triple loss or with one of its terms dropped (weights: L_ce,
+#: L_mlm, L_cos). "no teacher" is the same small model trained on the masked words alone.
+DISTIL = {**{k: MASKING[k] for k in ("hidden", "heads", "dropout", "batch", "warmup", "eval_every")},
+          "teacher_layers": 4, "teacher_steps": 3000, "teacher_lr": 3e-3, "teacher_seed": 100,
+          "layers": [0, 2], "steps": 1000, "lr": 1e-3, "temperature": 2.0, "seeds": [0, 1, 2],
+          "arms": {"triple loss": ["teacher", 5.0, 2.0, 1.0], "without L_ce": ["teacher", 0.0, 2.0, 1.0],
+                   "without L_cos": ["teacher", 5.0, 2.0, 0.0], "without L_mlm": ["teacher", 5.0, 0.0, 1.0],
+                   "random init": ["random", 5.0, 2.0, 1.0], "no teacher": ["random", 0.0, 2.0, 0.0]},
+          "stored": ["triple loss", "random init"], "stored_seeds": [0]}
+
+
+def _distil_config(data: MaskingData, layers: int, settings: dict = DISTIL):
+    from bertfamily.pretraining import tiny_bert_config
+    s = settings
+    return tiny_bert_config(data.small["vocab_size"], hidden=s["hidden"], layers=layers, heads=s["heads"],
+                            max_positions=data.train.shape[1], dropout=s["dropout"])
+
+
+def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: dict = DISTIL):
+    """Lesson 2's teacher (or its first ``steps``), dynamic masking: ``(model, history)``."""
+    from bertfamily.pretraining import tiny_bert, train_mlm
+
+    s = settings
+    seed = s["teacher_seed"]
+    generator = torch.Generator().manual_seed(seed)
+    model = tiny_bert(_distil_config(data, s["teacher_layers"], s), seed=seed)
+    masking = masking_scheme(data, "dynamic", generator)
+    torch.manual_seed(seed)  # dropout
+    history = train_mlm(model, masking, steps=steps or s["teacher_steps"], batch_size=s["batch"], lr=s["teacher_lr"],
+                        warmup=s["warmup"], generator=generator, held_out=data.held_out, eval_every=250,
+                        progress=False)
+    return model, history
+
+
+def distil_student(data: MaskingData, teacher, arm: str, seed: int = 0, settings: dict = DISTIL):
+    """A fresh 2-layer student for ``arm``: the teacher's layers 0 and 2, or random weights."""
+    from bertfamily.distillation import student_from_teacher
+    from bertfamily.pretraining import tiny_bert
+
+    if arm not in settings["arms"]:
+        raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
+    if settings["arms"][arm][0] == "teacher":
+        return student_from_teacher(teacher, settings["layers"])
+    return tiny_bert(_distil_config(data, len(settings["layers"]), settings), seed=seed)
+
+
+def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int, settings: dict = DISTIL):
+    """One of lesson 2's student runs (or its first ``steps``): ``(student, history)``."""
+    from bertfamily.distillation import mlm_triple_loss
+    from bertfamily.pretraining import train_mlm
+
+    s = settings
+    student = distil_student(data, teacher, arm, seed, s)
+    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"][arm]
+    loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
+                           alpha_cos=alpha_cos)
+    generator = torch.Generator().manual_seed(seed)
+    masking = masking_scheme(data, "dynamic", generator)
+    torch.manual_seed(seed)  # dropout
+    history = train_mlm(student, masking, steps=steps, batch_size=s["batch"], lr=s["lr"], warmup=s["warmup"],
+                        generator=generator, held_out=data.held_out, eval_every=s["eval_every"], progress=False,
+                        loss=loss)
+    return student, history
+
+
+def load_distil(data: MaskingData, name: str, seed: int = 0, settings: dict = DISTIL):
+    """Lesson 2's stored ``"teacher"``, or the stored seed-``seed`` student of an arm."""
+    from bertfamily.pretraining import tiny_bert
+
+    layers = settings["teacher_layers"] if name == "teacher" else len(settings["layers"])
+    model = tiny_bert(_distil_config(data, layers, settings))
+    return load_into(model, "distil-teacher" if name == "teacher" else file_name("distil", name, seed))

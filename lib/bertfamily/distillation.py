@@ -11,9 +11,9 @@
   language modelling in DistilBERT, a classification label in this course's small version).
 * :func:`student_from_teacher` builds a shallower BERT from a deeper one by keeping one layer out of
   two, DistilBERT's initialisation.
-* :class:`PooledClassifier`, :func:`reinitialise_layers`, :func:`distil` and :func:`predict` run
-  DistilBERT's recipe at notebook scale: a student encoder with a classification head, trained on a
-  teacher's outputs with :func:`triple_loss` (or any one of its terms).
+* :func:`mlm_triple_loss` is DistilBERT's recipe on a masked-language model: a student ``BertForMaskedLM``
+  trained on a frozen teacher's outputs at the masked words (``pretraining.train_mlm(..., loss=...)``
+  runs it; lesson 2's runs are ``checkpoints.train_distil_run``).
 * :class:`BagOfEmbeddings`, :func:`train_classifier`, :func:`train_linear_head` and
   :func:`accuracy` are the small models and the training loop of the lesson's experiments.
 
@@ -28,7 +28,6 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .features import mean_pool
 from .heads import BagOfEmbeddings, _check_targets, _fit, train_classifier, train_linear_head  # noqa: F401
 from .losses import (  # noqa: F401 (the lesson reads them as distillation.*)
     _as_logits,
@@ -44,8 +43,7 @@ from .losses import (  # noqa: F401 (the lesson reads them as distillation.*)
 from .timing import threads
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
-           "triple_loss", "student_from_teacher", "PooledClassifier", "reinitialise_layers", "distil",
-           "predict", "BagOfEmbeddings", "train_classifier",
+           "triple_loss", "student_from_teacher", "mlm_triple_loss", "BagOfEmbeddings", "train_classifier",
            "train_linear_head", "accuracy", "mean_std", "one_thread"]
 
 
@@ -102,152 +100,38 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     return student
 
 
-class PooledClassifier(nn.Module):
-    """An encoder, mean-pooled over the real tokens, then a linear head.
+def mlm_triple_loss(teacher, *, temperature: float = 2.0, alpha_ce: float = 5.0, alpha_mlm: float = 2.0,
+                    alpha_cos: float = 1.0):
+    """DistilBERT's triple loss for masked language modelling, as the ``loss`` of
+    :func:`bertfamily.pretraining.train_mlm`: a student ``BertForMaskedLM`` learns from a frozen
+    teacher ``BertForMaskedLM`` on the same masked batch.
 
-    ``forward(inputs, attention_mask)`` returns ``(logits, pooled)``: the logits for the
-    distillation and task terms of :func:`triple_loss`, the pooled vector for its cosine term. The
-    head is a copy of ``head`` (so a teacher's head can start the student without being trained
-    along with it).
-
-    ``inputs`` are token ids (N, L), or, with ``skip_layers = k``, the hidden states (N, L, H) that
-    come out of the encoder's first ``k`` layers, computed once beforehand (for instance by the
-    teacher's pass, :func:`bertfamily.features.encode` with ``keep_layer=k``, when those layers are
-    the teacher's and stay frozen). Then only the layers above them run: the same result as the
-    whole encoder on the ids, for a fraction of the cost.
+    At the masked positions, L_ce compares the student's softened distribution over the vocabulary
+    with the teacher's (:func:`distillation_loss` at ``temperature``) and L_mlm is the usual
+    cross-entropy against the hidden word; L_cos pulls the student's last hidden states towards the
+    teacher's at every position (:func:`cosine_loss`). A weight of 0 drops its term
+    (``alpha_ce=0, alpha_cos=0`` is plain masked-LM training). The teacher runs in eval mode, without
+    gradients. Returns ``loss(student, input_ids, labels, attention_mask=None, **model_inputs)`` giving
+    ``(total, parts)``.
     """
+    triple_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), torch.ones(1, 2),
+                torch.ones(1, 2), temperature=temperature, alpha_ce=alpha_ce, alpha_task=alpha_mlm,
+                alpha_cos=alpha_cos)  # checks the weights and the temperature now, with a clear message
+    if not (hasattr(teacher, "bert") and hasattr(teacher, "cls")):
+        raise ValueError(f"the teacher must be a BertForMaskedLM (with .bert and .cls), got {type(teacher).__name__}")
+    teacher.eval()
 
-    def __init__(self, encoder: nn.Module, head: nn.Linear, skip_layers: int = 0):
-        super().__init__()
-        if not isinstance(head, nn.Linear):
-            raise ValueError(f"head must be a torch.nn.Linear, got {type(head).__name__}")
-        depth = len(encoder.encoder.layer) if hasattr(encoder, "encoder") else None
-        if isinstance(skip_layers, bool) or not isinstance(skip_layers, int) or skip_layers < 0 \
-                or (depth is not None and skip_layers >= depth):
-            raise ValueError(f"skip_layers must be an integer in [0, {depth - 1 if depth else 0}] "
-                             f"(at least one layer must run), got {skip_layers!r}")
-        self.encoder = encoder
-        self.head = copy.deepcopy(head)
-        self.skip_layers = skip_layers
-
-    def forward(self, inputs: torch.Tensor, attention_mask: torch.Tensor):
-        if self.skip_layers:
-            if not inputs.is_floating_point() or inputs.dim() != 3:
-                raise ValueError(f"with skip_layers={self.skip_layers} the inputs are the hidden "
-                                 f"states (N, L, H) after that many layers, got {tuple(inputs.shape)} "
-                                 f"{inputs.dtype}")
-            from transformers.masking_utils import create_bidirectional_mask
-
-            mask = create_bidirectional_mask(config=self.encoder.config, inputs_embeds=inputs,
-                                             attention_mask=attention_mask)
-            hidden = inputs
-            for layer in self.encoder.encoder.layer[self.skip_layers:]:
-                out = layer(hidden, mask)
-                hidden = out[0] if isinstance(out, tuple) else out
-        else:
-            hidden = self.encoder(input_ids=inputs, attention_mask=attention_mask).last_hidden_state
-        if hidden.shape[-1] != self.head.in_features:
-            raise ValueError(f"the encoder's hidden size {hidden.shape[-1]} does not match the "
-                             f"head's input size {self.head.in_features}")
-        pooled = mean_pool(hidden, attention_mask)
-        return self.head(pooled), pooled
-
-
-def reinitialise_layers(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Give the transformer layers of a BERT-style ``model`` fresh random weights, in place.
-
-    BERT's initialisation: linear weights from N(0, ``initializer_range``) (0.02 unless the config
-    says otherwise), biases 0, LayerNorm weight 1 and bias 0. Only ``.encoder.layer`` changes; the
-    embeddings keep their weights. This is the "random initialisation" arm of DistilBERT's ablation,
-    applied to the layers. Returns ``model``.
-    """
-    owner = _layer_owner(model, "reinitialise_layers")
-    std = float(getattr(getattr(model, "config", None), "initializer_range", 0.02))
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for module in owner.encoder.layer.modules():
-            if isinstance(module, nn.Linear):
-                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
-                if module.bias is not None:
-                    module.bias.zero_()
-            elif isinstance(module, nn.LayerNorm):
-                module.weight.fill_(1.0)
-                module.bias.zero_()
-    return model
-
-
-def _check_mask(inputs: torch.Tensor, attention_mask: torch.Tensor) -> None:
-    if attention_mask.shape != inputs.shape[:2]:
-        raise ValueError(f"attention_mask must be (N, L) like the inputs {tuple(inputs.shape[:2])}, "
-                         f"got {tuple(attention_mask.shape)}")
-
-
-def distil(student: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
-           teacher_logits: torch.Tensor, teacher_pooled: torch.Tensor, steps: int,
-           batch_size: int = 16, lr: float = 2e-4, temperature: float = 2.0,
-           alpha_ce: float = 5.0, alpha_task: float = 2.0, alpha_cos: float = 1.0, seed: int = 0,
-           progress: bool = False) -> list[dict]:
-    """Train ``student`` (a :class:`PooledClassifier`) on a teacher's outputs with :func:`triple_loss`.
-
-    Each of ``steps`` steps draws ``batch_size`` rows (with replacement, from a generator seeded by
-    ``seed``) of the transfer set ``inputs`` / ``attention_mask`` (token ids, or the hidden states
-    a student with ``skip_layers`` reads), and matches the student to the
-    teacher's ``teacher_logits`` (soft targets at ``temperature``, L_ce), to their arg-max (hard
-    labels, L_task) and to the teacher's pooled vectors ``teacher_pooled`` (L_cos), weighted by the
-    three ``alpha_*`` (a weight of 0 drops its term: ``alpha_ce=0, alpha_cos=0`` is training on the
-    teacher's hard labels alone). Only parameters with ``requires_grad`` are trained (AdamW).
-    Returns the per-step loss terms; the student is left in eval mode.
-    """
-    n = inputs.shape[0]
-    _check_mask(inputs, attention_mask)
-    for name, t in (("teacher_logits", teacher_logits), ("teacher_pooled", teacher_pooled)):
-        if t.dim() != 2 or t.shape[0] != n:
-            raise ValueError(f"{name} must have one row per example ({n}), got {tuple(t.shape)}")
-    for name, v in (("steps", steps), ("batch_size", batch_size)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if not lr > 0:
-        raise ValueError(f"lr must be positive, got {lr!r}")
-    params = [p for p in student.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the student has no trainable parameter (every requires_grad is False)")
-    from tqdm.auto import tqdm
-
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)  # dropout
-    optimiser = torch.optim.AdamW(params, lr=lr)
-    hard = teacher_logits.argmax(-1)
-    history = []
-    student.train()
-    for _ in tqdm(range(steps), desc="distil", disable=not progress, leave=False):
-        rows = torch.randint(n, (batch_size,), generator=generator)
-        logits, pooled = student(inputs[rows], attention_mask[rows])
-        loss, parts = triple_loss(logits, teacher_logits[rows], hard[rows], pooled,
-                                  teacher_pooled[rows], temperature=temperature, alpha_ce=alpha_ce,
-                                  alpha_task=alpha_task, alpha_cos=alpha_cos)
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        history.append({"loss": float(loss.detach()), **parts})
-    student.eval()
-    return history
-
-
-@torch.no_grad()
-def predict(model: nn.Module, inputs: torch.Tensor, attention_mask: torch.Tensor,
-            batch_size: int = 128, output: str = "logits") -> torch.Tensor:
-    """A :class:`PooledClassifier`'s ``output`` ("logits" or "pooled") for every row, in batches."""
-    if output not in ("logits", "pooled"):
-        raise ValueError(f'output must be "logits" or "pooled", got {output!r}')
-    _check_mask(inputs, attention_mask)
-    was_training = model.training
-    model.eval()
-    out = []
-    for i in range(0, inputs.shape[0], batch_size):
-        logits, pooled = model(inputs[i:i + batch_size], attention_mask[i:i + batch_size])
-        out.append(logits if output == "logits" else pooled)
-    model.train(was_training)
-    return torch.cat(out)
+    def loss(student, input_ids, labels, attention_mask=None, **model_inputs):
+        chosen = labels != -100
+        with torch.no_grad():
+            t_hidden = teacher.bert(input_ids=input_ids, attention_mask=attention_mask,
+                                    **model_inputs).last_hidden_state
+            t_logits = teacher.cls(t_hidden[chosen])
+        s_hidden = student.bert(input_ids=input_ids, attention_mask=attention_mask, **model_inputs).last_hidden_state
+        return triple_loss(student.cls(s_hidden[chosen]), t_logits, labels[chosen], s_hidden, t_hidden,
+                           attention_mask=attention_mask, temperature=temperature, alpha_ce=alpha_ce,
+                           alpha_task=alpha_mlm, alpha_cos=alpha_cos)
+    return loss
 
 
 @torch.no_grad()

@@ -33,8 +33,6 @@ class Features:
     pooled: torch.Tensor          # (N, H) float: mean of the last hidden state over real tokens
     hidden: torch.Tensor | None   # (N, L, H) float, only with keep_hidden=True
     max_length: int
-    lower: torch.Tensor | None = None  # (N, L, H) float: output of the first keep_layer layers
-    keep_layer: int | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -70,12 +68,12 @@ def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, 
     return torch.nn.functional.normalize(torch.cat(rows), dim=-1)
 
 
-def _key(model, texts, max_length, keep_hidden, keep_layer=None):
+def _key(model, texts, max_length, keep_hidden):
     digest = hashlib.sha1()
     for t in texts:
         digest.update(t.encode("utf-8", errors="replace"))
         digest.update(b"\0")
-    return (id(model), len(texts), digest.hexdigest(), max_length, keep_layer, keep_hidden)
+    return (id(model), len(texts), digest.hexdigest(), max_length, keep_hidden)
 
 
 def clear_cache() -> None:
@@ -84,16 +82,12 @@ def clear_cache() -> None:
 
 
 def encode(model, tokenizer, texts, max_length: int = 64, batch_size: int = 64,
-           keep_hidden: bool = False, keep_layer: int | None = None,
-           progress: bool = True) -> Features:
+           keep_hidden: bool = False, progress: bool = True) -> Features:
     """Run ``model`` over ``texts`` once (truncated to ``max_length`` tokens), cached for this process.
 
     A second call with the same model object, texts, length and ``keep_hidden`` returns the cached
     :class:`Features` at no cost. ``keep_hidden=True`` also keeps the last hidden state at every
-    position (N x L x H floats: 2,127 articles x 64 x 384 is about 200 MiB). ``keep_layer=k`` also
-    keeps the hidden states after the first ``k`` layers (``k = 0``: the embeddings), the input a
-    student that shares those layers with the model reads (see
-    :class:`bertfamily.distillation.PooledClassifier`'s ``skip_layers``).
+    position (N x L x H floats: 2,127 articles x 64 x 384 is about 200 MiB).
     """
     if isinstance(texts, str) or len(texts) == 0:
         raise ValueError("texts must be a non-empty list of strings")
@@ -101,12 +95,7 @@ def encode(model, tokenizer, texts, max_length: int = 64, batch_size: int = 64,
         raise ValueError(f"max_length must be an integer >= 2 ([CLS] and [SEP]), got {max_length!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    depth = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    if keep_layer is not None and (isinstance(keep_layer, bool) or not isinstance(keep_layer, int)
-                                   or keep_layer < 0 or (depth is not None and keep_layer > depth)):
-        raise ValueError(f"keep_layer must be an integer in [0, {depth}] (layers of this model), "
-                         f"got {keep_layer!r}")
-    key = _key(model, texts, max_length, keep_hidden, keep_layer)
+    key = _key(model, texts, max_length, keep_hidden)
     if key in _CACHE:
         return _CACHE[key]
     if not keep_hidden:  # a pass that kept the hidden states also holds the pooled ones
@@ -118,29 +107,23 @@ def encode(model, tokenizer, texts, max_length: int = 64, batch_size: int = 64,
     batch = tokenizer(list(texts), padding="longest", truncation=True, max_length=max_length,
                       return_tensors="pt")
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    pooled, hidden, lower = [], [], []
+    pooled, hidden = [], []
     was_training = model.training
     model.eval()
     with torch.no_grad():
         for i in tqdm(range(0, len(texts), batch_size), desc="encoder pass", disable=not progress,
                       leave=False):
-            result = model(input_ids=ids[i:i + batch_size], attention_mask=mask[i:i + batch_size],
-                           output_hidden_states=keep_layer is not None)
-            out = result.last_hidden_state
-            if keep_layer is not None:
-                lower.append(result.hidden_states[keep_layer])
+            out = model(input_ids=ids[i:i + batch_size], attention_mask=mask[i:i + batch_size]).last_hidden_state
             pooled.append(mean_pool(out, mask[i:i + batch_size]))
             if keep_hidden:
                 hidden.append(out)
     model.train(was_training)
-    features = Features(ids, mask, torch.cat(pooled), torch.cat(hidden) if keep_hidden else None,
-                        max_length, torch.cat(lower) if keep_layer is not None else None, keep_layer)
+    features = Features(ids, mask, torch.cat(pooled), torch.cat(hidden) if keep_hidden else None, max_length)
     _CACHE[key] = features
     return features
 
 
-def bbc_features(model, tokenizer, max_length: int = 64, keep_hidden: bool = False,
-                 keep_layer: int | None = None, progress: bool = True):
+def bbc_features(model, tokenizer, max_length: int = 64, keep_hidden: bool = False, progress: bool = True):
     """The course's BBC split and the encoder pass over it: ``(split, train Features, test Features)``.
 
     Both halves come from one cached pass over train + test texts, so a notebook that calls this
@@ -150,12 +133,10 @@ def bbc_features(model, tokenizer, max_length: int = 64, keep_hidden: bool = Fal
 
     split = bbc_split()
     texts = list(split.train_texts) + list(split.test_texts)
-    every = encode(model, tokenizer, texts, max_length=max_length, keep_hidden=keep_hidden,
-                   keep_layer=keep_layer, progress=progress)
+    every = encode(model, tokenizer, texts, max_length=max_length, keep_hidden=keep_hidden, progress=progress)
     n = len(split.train_texts)
 
     def part(sl):
         return Features(every.input_ids[sl], every.attention_mask[sl], every.pooled[sl],
-                        None if every.hidden is None else every.hidden[sl], max_length,
-                        None if every.lower is None else every.lower[sl], every.keep_layer)
+                        None if every.hidden is None else every.hidden[sl], max_length)
     return split, part(slice(0, n)), part(slice(n, None))

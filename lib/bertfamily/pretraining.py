@@ -231,7 +231,7 @@ class History:
 def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr: float = 1e-3,
               weight_decay: float = 0.01, warmup: int = 0, generator: torch.Generator | None = None,
               held_out: HeldOut | None = None, eval_every: int = 50, progress: bool = True,
-              desc: str = "pretraining") -> History:
+              desc: str = "pretraining", loss: Callable | None = None) -> History:
     """Train ``model`` for ``steps`` optimiser steps on the batches a masking schedule serves.
 
     ``masking(rows, epoch)`` returns ``(corrupted_ids, labels)`` for the rows of its data (a
@@ -241,7 +241,8 @@ def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr:
     ``len(masking)`` is the number of sequences. Each epoch visits every sequence once in an order
     drawn from ``generator``; a last incomplete batch is dropped. AdamW at ``lr`` with a linear
     warm-up over ``warmup`` steps, then constant. With ``held_out``, the held-out loss and accuracy
-    are recorded every ``eval_every`` steps and after the last.
+    are recorded every ``eval_every`` steps and after the last. ``loss`` replaces the masked-LM loss
+    (see :func:`mlm_steps`; distillation passes its triple loss); the evaluation stays masked-LM.
     """
     _check_steps(steps, batch_size, len(masking), "sequences")
     if not lr > 0:
@@ -267,7 +268,7 @@ def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr:
 
     history.train_loss, epochs = mlm_steps(model, optimizer, schedule, batch, sequences=len(masking),
                                            batch_size=batch_size, steps=steps, generator=generator,
-                                           progress=progress, desc=desc, after_step=after)
+                                           progress=progress, desc=desc, after_step=after, loss=loss)
     if held_out is not None and (not history.eval_steps or history.eval_steps[-1] != steps):
         evaluate(steps)
     history.epochs = epochs
@@ -284,18 +285,20 @@ def _check_steps(steps, batch_size, sequences: int, what: str) -> None:
 
 def mlm_steps(model, optimizer, schedule, batch: Callable, *, sequences: int, batch_size: int, steps: int,
               generator: torch.Generator | None = None, progress: bool = True, desc: str = "pretraining",
-              after_step: Callable | None = None) -> tuple[list[float], int]:
+              after_step: Callable | None = None, loss: Callable | None = None) -> tuple[list[float], int]:
     """The course's one masked-LM training loop (:func:`train_mlm` and ``tlm.train_pairs`` run it).
 
     Each epoch visits the ``sequences`` rows once, in an order drawn from ``generator``
     (``torch.randperm``), ``batch_size`` rows a step (a last incomplete batch is dropped);
     ``batch(rows, epoch)`` returns ``(input_ids, labels, model_inputs)`` for a step's rows (a long
-    tensor of row indices), and :func:`masked_lm_loss` scores it. One optimiser step and one
+    tensor of row indices), and ``loss(model, input_ids, labels, **model_inputs)`` scores it (default
+    :func:`masked_lm_loss`; its first value is the loss to minimise). One optimiser step and one
     ``schedule`` step per batch; ``after_step(step)`` is called after step ``1, 2, ...``. The caller
     chooses the optimiser and the schedule. Returns the training loss of every step and the number
     of epochs begun.
     """
     per_epoch = sequences // batch_size
+    score = masked_lm_loss if loss is None else loss
     losses, order, epoch = [], None, -1
     model.train()
     for step in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
@@ -304,12 +307,12 @@ def mlm_steps(model, optimizer, schedule, batch: Callable, *, sequences: int, ba
             order = torch.randperm(sequences, generator=generator)
         rows = order[(step % per_epoch) * batch_size:(step % per_epoch + 1) * batch_size]
         input_ids, labels, model_inputs = batch(rows, epoch)
-        loss, _, _ = masked_lm_loss(model, input_ids, labels, **model_inputs)
+        value = score(model, input_ids, labels, **model_inputs)[0]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        value.backward()
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
+        losses.append(value.item())
         if after_step is not None:
             after_step(step + 1)
     return losses, epoch + 1
