@@ -226,16 +226,21 @@ def share_layers(model):
     return model
 
 
+def _config(data: MaskingData, layers: int, settings: dict):
+    """A tiny BERT's config for lesson 1's data with ``layers`` layers and ``settings``' width, heads and dropout."""
+    from bertfamily.pretraining import tiny_bert_config
+    s = settings
+    return tiny_bert_config(data.small["vocab_size"], hidden=s["hidden"], layers=layers, heads=s["heads"],
+                            max_positions=data.train.shape[1], dropout=s["dropout"])
+
+
 def sharing_model(data: MaskingData, variant: str, seed: int = 0, settings: dict = SHARING):
     """A fresh tiny BERT for lesson 1's data, its layers ``"shared"`` or ``"unshared"``."""
-    from bertfamily.pretraining import tiny_bert, tiny_bert_config
+    from bertfamily.pretraining import tiny_bert
 
     if variant not in settings["variants"]:
         raise ValueError(f"variant must be one of {settings['variants']}, got {variant!r}")
-    s = settings
-    config = tiny_bert_config(data.small["vocab_size"], hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
-                              max_positions=data.train.shape[1], dropout=s["dropout"])
-    model = tiny_bert(config, seed=seed)
+    model = tiny_bert(_config(data, settings["layers"], settings), seed=seed)
     return share_layers(model) if variant == "shared" else model
 
 
@@ -272,13 +277,6 @@ DISTIL = {**{k: MASKING[k] for k in ("hidden", "heads", "dropout", "batch", "war
           "stored": ["triple loss", "random init"], "stored_seeds": [0]}
 
 
-def _distil_config(data: MaskingData, layers: int, settings: dict = DISTIL):
-    from bertfamily.pretraining import tiny_bert_config
-    s = settings
-    return tiny_bert_config(data.small["vocab_size"], hidden=s["hidden"], layers=layers, heads=s["heads"],
-                            max_positions=data.train.shape[1], dropout=s["dropout"])
-
-
 def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: dict = DISTIL):
     """Lesson 2's teacher (or its first ``steps``), dynamic masking: ``(model, history)``."""
     from bertfamily.pretraining import tiny_bert, train_mlm
@@ -286,7 +284,7 @@ def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: 
     s = settings
     seed = s["teacher_seed"]
     generator = torch.Generator().manual_seed(seed)
-    model = tiny_bert(_distil_config(data, s["teacher_layers"], s), seed=seed)
+    model = tiny_bert(_config(data, s["teacher_layers"], s), seed=seed)
     masking = masking_scheme(data, "dynamic", generator)
     torch.manual_seed(seed)  # dropout
     history = train_mlm(model, masking, steps=steps or s["teacher_steps"], batch_size=s["batch"], lr=s["teacher_lr"],
@@ -304,7 +302,7 @@ def distil_student(data: MaskingData, teacher, arm: str, seed: int = 0, settings
         raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
     if settings["arms"][arm][0] == "teacher":
         return student_from_teacher(teacher, settings["layers"])
-    return tiny_bert(_distil_config(data, len(settings["layers"]), settings), seed=seed)
+    return tiny_bert(_config(data, len(settings["layers"]), settings), seed=seed)
 
 
 def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int, settings: dict = DISTIL):
@@ -331,5 +329,5 @@ def load_distil(data: MaskingData, name: str, seed: int = 0, settings: dict = DI
     from bertfamily.pretraining import tiny_bert
 
     layers = settings["teacher_layers"] if name == "teacher" else len(settings["layers"])
-    model = tiny_bert(_distil_config(data, layers, settings))
+    model = tiny_bert(_config(data, layers, settings))
     return load_into(model, "distil-teacher" if name == "teacher" else file_name("distil", name, seed))

@@ -33,6 +33,7 @@ from .losses import (  # noqa: F401 (the lesson reads them as distillation.*)
     _as_logits,
     _check_temperature,
     _same_shape,
+    check_triple_weights,
     cosine_loss,
     distillation_loss,
     entropy,
@@ -40,6 +41,7 @@ from .losses import (  # noqa: F401 (the lesson reads them as distillation.*)
     soften,
     triple_loss,
 )
+from .masking import IGNORE_INDEX
 from .timing import threads
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
@@ -114,15 +116,13 @@ def mlm_triple_loss(teacher, *, temperature: float = 2.0, alpha_ce: float = 5.0,
     gradients. Returns ``loss(student, input_ids, labels, attention_mask=None, **model_inputs)`` giving
     ``(total, parts)``.
     """
-    triple_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), torch.ones(1, 2),
-                torch.ones(1, 2), temperature=temperature, alpha_ce=alpha_ce, alpha_task=alpha_mlm,
-                alpha_cos=alpha_cos)  # checks the weights and the temperature now, with a clear message
+    check_triple_weights(temperature, alpha_ce, alpha_mlm, alpha_cos)  # now, not at the first step
     if not (hasattr(teacher, "bert") and hasattr(teacher, "cls")):
         raise ValueError(f"the teacher must be a BertForMaskedLM (with .bert and .cls), got {type(teacher).__name__}")
     teacher.eval()
 
     def loss(student, input_ids, labels, attention_mask=None, **model_inputs):
-        chosen = labels != -100
+        chosen = labels != IGNORE_INDEX
         with torch.no_grad():
             t_hidden = teacher.bert(input_ids=input_ids, attention_mask=attention_mask,
                                     **model_inputs).last_hidden_state

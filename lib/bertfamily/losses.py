@@ -134,6 +134,20 @@ def cosine_loss(student_hidden, teacher_hidden, attention_mask=None) -> torch.Te
     return ((1 - cos) * mask).sum() / mask.sum()
 
 
+def check_triple_weights(temperature, alpha_ce, alpha_task, alpha_cos) -> dict:
+    """The weights of :func:`triple_loss` as ``{"ce": ..., "task": ..., "cos": ...}``, once checked:
+    non-negative finite numbers, not all zero, and a valid ``temperature``."""
+    weights = {"ce": alpha_ce, "task": alpha_task, "cos": alpha_cos}
+    for name, w in weights.items():
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+            raise ValueError(f"alpha_{name} must be a non-negative finite number, got {w!r}")
+    if not any(weights.values()):
+        raise ValueError("the weights alpha_ce, alpha_task and alpha_cos are all zero: at least one "
+                         "term must count")
+    _check_temperature(temperature)
+    return weights
+
+
 def triple_loss(student_logits, teacher_logits, labels, student_hidden, teacher_hidden,
                 attention_mask=None, temperature: float = 2.0, alpha_ce: float = 5.0,
                 alpha_task: float = 2.0, alpha_cos: float = 1.0, ignore_index: int = -100):
@@ -148,14 +162,7 @@ def triple_loss(student_logits, teacher_logits, labels, student_hidden, teacher_
     Returns ``(total, parts)`` with ``parts = {"ce": ..., "task": ..., "cos": ...}`` (detached floats).
     A term whose weight is 0 is not computed; the weights must be non-negative and not all zero.
     """
-    weights = {"ce": alpha_ce, "task": alpha_task, "cos": alpha_cos}
-    for name, w in weights.items():
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-            raise ValueError(f"alpha_{name} must be a non-negative finite number, got {w!r}")
-    if not any(weights.values()):
-        raise ValueError("the weights alpha_ce, alpha_task and alpha_cos are all zero: at least one "
-                         "term must count")
-    _check_temperature(temperature)
+    weights = check_triple_weights(temperature, alpha_ce, alpha_task, alpha_cos)
     parts, total = {}, 0.0
     if alpha_ce:
         parts["ce"] = distillation_loss(student_logits, teacher_logits, temperature)
