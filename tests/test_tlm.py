@@ -1,4 +1,7 @@
 """The XLM lesson's experiment helpers (bertfamily.tlm), on tiny configs: each test runs in seconds."""
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -209,3 +212,25 @@ def test_train_models_in_processes_equals_the_serial_loop(one_thread):
         tlm.train_models(12, first, second, [("nsp", 0)], **kw)
     with pytest.raises(ValueError, match="processes"):
         tlm.train_models(12, first, second, jobs, processes=0, **kw)
+
+
+def test_train_models_workers_are_not_forks_of_the_caller():
+    # Issue 31: lesson 6's first cell asks torch.cuda.is_available(), which initialises the CUDA
+    # driver where a GPU is visible, and a forked child cannot use it ("CUDA error: initialization
+    # error"). The stand-in for such state, with no GPU: a hook that ends every child forked from the
+    # caller. Workers forked from the caller die (BrokenProcessPool); fresh interpreters do not.
+    # What it proves: no worker inherits the caller's memory, so nothing the caller initialised
+    # (CUDA, thread pools, locks) reaches them. What it cannot: that CUDA itself works in a worker.
+    code = (
+        "import os\n"
+        "from bertfamily import tlm\n"
+        "os.register_at_fork(after_in_child=lambda: os._exit(17))\n"
+        "first, second = [[5, 6, 7], [6, 7, 5, 8]] * 2, [[8, 9], [9, 10, 11]] * 2\n"
+        "_, losses = tlm.train_models(12, first, second, [('mlm', 0), ('tlm', 0)], processes=2, steps=2,\n"
+        "                             batch_size=2, model_kw={'max_positions': 16}, progress=False)\n"
+        "print(sorted(losses))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[('mlm', 0), ('tlm', 0)]" in done.stdout
+    assert tlm.START_METHOD != "fork"

@@ -133,6 +133,25 @@ def _train_job(args):
     return model.state_dict(), losses
 
 
+#: How :func:`train_models` starts its workers. Not ``"fork"``: a forked child inherits the parent's
+#: memory as it is, and state the parent has initialised may be unusable there. A lesson's first
+#: cell asks ``torch.cuda.is_available()``, which initialises the CUDA driver where a GPU is
+#: visible; in a forked worker the first CUDA call (AdamW's ``step`` asks whether a CUDA graph is
+#: being captured, even for CPU tensors) then raises "CUDA error: initialization error" (issue 31,
+#: seen on torch 2.11 with a GPU). The fork server is a fresh interpreter, and each worker is
+#: forked from it. As with any such start method, a script that calls :func:`train_models` must do
+#: so under ``if __name__ == "__main__":`` (a notebook need not).
+START_METHOD = "forkserver"
+
+
+def _worker_context():
+    """The multiprocessing context of :data:`START_METHOD`, or None where it is missing (Windows)."""
+    import multiprocessing
+    if START_METHOD not in multiprocessing.get_all_start_methods():
+        return None
+    return multiprocessing.get_context(START_METHOD)
+
+
 def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]], *, steps: int,
                  batch_size: int = 32, processes: int | None = None, model_kw: dict | None = None,
                  progress: bool = True, **train_kw):
@@ -141,11 +160,13 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
     Each model is trained on one thread, from ``tiny_model(vocab_size, seed=seed)`` with a generator
     seeded by ``seed``, exactly as a serial loop would; the jobs are independent, so they run in
     ``processes`` worker processes at once (default: one per CPU, at most one per job), which on a
-    2-core machine halves the wall time. Where the platform cannot fork (Windows, macOS), or with
-    ``processes=1``, they run one after the other in this process. The results are the same either
-    way. Returns ``(models, losses)``, two dicts keyed by ``(objective, seed)``.
+    2-core machine halves the wall time. The workers are fresh interpreters (:data:`START_METHOD`),
+    never forks of this process: they inherit its environment variables (the pinned kernels) but
+    nothing it has set up, such as CUDA, which a forked child cannot use. Where that start method
+    is missing (Windows), or with ``processes=1``, the jobs run one after the other in this
+    process. The results are the same either way. Returns ``(models, losses)``, two dicts keyed by
+    ``(objective, seed)``.
     """
-    import multiprocessing
     import os
 
     jobs = [(str(o), int(s)) for o, s in jobs]
@@ -161,14 +182,13 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
                         else (os.cpu_count() or 1))
     if not isinstance(processes, int) or processes < 1:
         raise ValueError(f"processes must be a positive integer, got {processes!r}")
-    can_fork = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" \
-        and not os.uname().sysname == "Darwin"
+    context = _worker_context()
     bar = tqdm(total=len(jobs), desc="models", disable=not progress)
     results = {}
-    if processes > 1 and can_fork:
+    if processes > 1 and context is not None:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(processes, mp_context=context) as pool:
             for job, result in zip(jobs, pool.map(_train_job, args)):
                 results[job] = result
                 bar.update()
