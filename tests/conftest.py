@@ -77,19 +77,30 @@ def exercise():
 
 #: Fixtures that run real kernels or long trainings: a test that uses one is marked ``slow``, and
 #: ``make unit`` (the fast gate) leaves it out; ``make test`` runs everything.
-SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build"}
+SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build", "hostile"}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "book: builds the whole website (slow)")
     config.addinivalue_line("markers", "slow: runs kernels or long trainings (left out by make unit)")
+    config.addinivalue_line("markers", "sandbox: runs a kernel in the grader's sandbox (skipped without bubblewrap)")
     config.stash[BOOK_REPORT] = {}
 
 
+#: Fixtures that grade real submissions: they need the grader's sandbox (bubblewrap).
+SANDBOX_FIXTURES = {"planted", "batch", "serial", "loop_row", "hostile", "graded_tiny"}
+
+
 def pytest_collection_modifyitems(config, items):
+    from bertfamily.grading.sandbox import sandbox_problem
+
+    problem = sandbox_problem()
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        if problem and (SANDBOX_FIXTURES & fixtures or item.get_closest_marker("sandbox")):
+            item.add_marker(pytest.mark.skip(reason=f"the grader's sandbox is missing: {problem}"))
 
 
 @dataclass

@@ -169,8 +169,8 @@ def test_placeholder_none_says_no_answer_yet(capsys):
     for check, args in ((checks.check_models, (None, None)), (checks.check_parameter_counts, (None, None)),
                         (checks.check_reduction, (None,)), (checks.check_predicted_sizes, (None, None)),
                         (checks.check_combined_factor, (None,)), (checks.check_file_sizes, (None, None)),
-                        (checks.check_explanation, (None,)), (checks.check_embedding_quantization, (None,)),
-                        (checks.check_speedup, (None,))):
+                        (checks.check_int8_prediction, (None, None, None)),
+                        (checks.check_embedding_quantization, (None,)), (checks.check_speedup, (None,))):
         ok, text = run(capsys, check, *args)
         assert not ok and "no answer yet" in text and "still None" in text, text
 
@@ -305,35 +305,48 @@ def test_file_sizes_mistakes(capsys):
 # ------------------------------------------------------------------ task 7
 
 
-@pytest.mark.parametrize("text", [
-    "Only the Linear layers are quantized; the embeddings stay in fp32.",
-    "quantize_dynamic leaves the word and position embedding tables in float32, a third of the model",
-    "The embedding matrices are not quantized, so they still take 4 bytes per weight.",
-    "The embedding tables were not quantized: they remain fp32 (quantize_dynamic only converts nn.Linear).",
-    "The word embeddings and position embeddings remain in float32 since only Linear modules were converted to int8.",
-    "Embeddings weren't converted, they stay in fp32, only the linear layers went to 8 bits.",
-    "The embedding tables are not quantized to int8 and remain fp32.",
-])
-def test_explanation_right(capsys, text):
-    assert run(capsys, checks.check_explanation, text)[0]
+def task7_truth():
+    split, want = checks.distilbert_split(), checks.predicted_file_bytes()
+    kept = split["embedding tables"] + split["other"]
+    return split, kept, want["int8"]
 
 
-@pytest.mark.parametrize("text, hint", [
-    ("The file has pickle and zip overhead.", "overhead is tens of kilobytes"),
-    ("Because of the embeddings.", "write a full sentence"),
-    ("It is big because the embedding tables are large and important.", "say what happened"),
-    ("Quantization is not perfect and some layers are big.", "not an nn.Linear"),
-    ("# YOUR ANSWER HERE", "write a full sentence"),
-    ("The embeddings were converted to float8, so they stay small.", "did not touch the embedding tables"),
-    ("The embedding tables were quantized too, but they keep a scale per row.", "did not touch the embedding tables"),
-    ("The vocabulary table stays in float16 while the linear layers are int8.", "did not touch the embedding tables"),
-    ("The embeddings are stored as a float, which is big.", "say what happened"),
-    (None, "still None"),
-    (42, "should be a sentence"),
+def test_int8_prediction_right(capsys):
+    split, kept, int8 = task7_truth()
+    assert kept == checks.kept_in_fp32() and kept * 4 + split["linear weights"] == int8
+    ok, out = run(capsys, checks.check_int8_prediction, kept, int8, int8 + FRAMING)
+    assert ok and f"{kept:,} parameters stay fp32" in out
+
+
+@pytest.mark.parametrize("case, hint", [
+    ("tables only", "two smaller kinds of parameter"),
+    ("biases only", "which large tables are not nn.Linear"),
+    ("converted", "what quantize_dynamic converted"),
+    ("all 8-bit", "task 4's 8-bit size"),
+    ("in MiB", "in MiB"),
+    ("the file itself", "the measured size itself"),
+    ("another file", "not the int8 file of task 6"),
 ])
-def test_explanation_wrong(capsys, text, hint):
-    ok, out = run(capsys, checks.check_explanation, text)
-    assert not ok and hint in out
+def test_int8_prediction_wrong(capsys, case, hint):
+    """Every wrong explanation the keyword check let through has a number: wrong numbers fail."""
+    split, kept, int8 = task7_truth()
+    measured = int8 + FRAMING
+    args = {"tables only": (split["embedding tables"], int8, measured),
+            "biases only": (split["other"], int8, measured),
+            "converted": (split["linear weights"], int8, measured),
+            "all 8-bit": (kept, kept + split["linear weights"], measured),
+            "in MiB": (kept, int8 / 2**20, measured),
+            "the file itself": (kept, measured, measured),
+            "another file": (kept, int8, checks.predicted_file_bytes()["fp32"] + FRAMING)}[case]
+    ok, out = run(capsys, checks.check_int8_prediction, *args)
+    assert not ok and hint in out, out
+
+
+def test_the_sentence_is_for_the_instructor_and_never_scored(capsys):
+    for text in ("The embeddings stay in fp32.", "The file is 16-bit embeddings.", None):
+        assert checks.for_the_instructor(text) is None
+    out = capsys.readouterr().out
+    assert "✓" not in out and "✗" not in out and "for your instructor, not scored: The embeddings" in out
 
 
 # ------------------------------------------------------------------ stretch

@@ -77,7 +77,8 @@ def test_read_submission_refuses(exercise, data, reason):
 
 
 def test_prepare_takes_nbval_markers_from_the_reference(exercise):
-    """A student cannot exempt a cell from the comparison; the ungraded timing task is skipped."""
+    """A student cannot exempt a cell from the comparison; the ungraded timing task's check is skipped
+    and its other cells run with their outputs and errors not counted (a helper it defines stays)."""
     nb = copy.deepcopy(exercise.reference)
     task2 = exercise.tasks[1]
     solution = cell_of(nb, task2, "solution")
@@ -92,7 +93,10 @@ def test_prepare_takes_nbval_markers_from_the_reference(exercise):
                  and "check" not in c.metadata.get("tags", []) and "solution" not in c.metadata.get("tags", []))
     assert "nbval-ignore-output" in by_id[setup.id].metadata["tags"]  # the reference's own tag stays
     timing = next(t for t in exercise.tasks if not t.graded)
-    assert all("nbval-skip" in by_id[cid].metadata["tags"] for cid in timing.cells)
+    assert all("nbval-skip" in by_id[cid].metadata["tags"] for cid, _ in timing.checks)
+    others = [cid for cid in timing.cells if cid not in dict(timing.checks)]
+    assert others and all({"nbval-ignore-output", "raises-exception"} <= set(by_id[cid].metadata["tags"])
+                          for cid in others)
     assert nbformat.writes(nb) != nbformat.writes(prepared)  # a copy: nb keeps its tags
     assert "nbval-ignore-output" in solution.metadata["tags"]
 
@@ -146,6 +150,7 @@ def test_sandbox_env_is_scrubbed(monkeypatch, tmp_path):
     assert "hf_secret" not in json.dumps(env)
 
 
+@pytest.mark.sandbox
 def test_sandbox_run_on_a_tiny_notebook(monkeypatch, tmp_path):
     """The kernel sees no token, is offline, and works in a temporary copy (a few seconds: no torch)."""
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
@@ -258,7 +263,7 @@ def planted(tmp_path_factory, exercise):
         "edited_output": spoiled("task2", "solution",
                                  output="DistilBERT 66,000,000 parameters, BERT-base 110,000,000\n"),
         "syntax_error": spoiled("task7", "solution",
-                                source='explanation = ("the embeddings stay in fp32"'),
+                                source='kept_fp32 = ("the embeddings stay in fp32"'),
         "memory_hog": spoiled("task1", "solution",
                               source="hog = []\nwhile True:\n    hog.append(bytearray(2**27))"),
         "vandal": spoiled("task1", "solution", source=(
@@ -361,6 +366,7 @@ def test_full_marks(batch, exercise, name):
     assert (row.status, row.score, row.max_score, row.detail) == ("graded", len(exercise.graded),
                                                                  len(exercise.graded), "")
     assert set(row.tasks.values()) == {1} and row.outputs == "reproduced" and row.flags == ""
+    assert row.read_by_hand.startswith("task7: quantize_dynamic converted only the nn.Linear layers")
 
 
 @pytest.mark.parametrize("name, note", [
@@ -385,15 +391,16 @@ def test_an_output_typed_by_hand_is_reported_not_scored(batch, exercise):
     assert "66,362,880" in row.outputs
 
 
-@pytest.mark.parametrize("name", ["cheat_check", "cheat_print"])
-def test_a_two_line_cheat_gains_nothing_and_is_flagged(batch, exercise, name):
-    """The notebook's own check printed ✓ for 0.5; the grader's check of the exported answer says ✗."""
+@pytest.mark.parametrize("name, said", [("cheat_check", "replaces bertfamily.checks.check_reduction"),
+                                        ("cheat_print", "imports builtins")])
+def test_a_two_line_cheat_gains_nothing_and_is_flagged(batch, exercise, name, said):
+    """A check replaced or print patched in the kernel changes nothing: the grader's check of the
+    answer sent says ✗; the code that tried, and the typed 0.5, are flagged for the instructor."""
     row = batch[0][name]
     assert row.status == "graded" and row.score == len(exercise.graded) - 1, row
     assert [t for t, mark in row.tasks.items() if mark == 0] == ["task3"]
-    assert row.flags.startswith("task3: the notebook's check printed ✓ but the answer is wrong"), row.flags
-    assert "✗ Task 3 (the reduction): not the reduction yet" in row.flags
-    assert row.flags.endswith("check code was altered in the kernel")
+    assert "task3: ✗ Task 3 (the reduction): not the reduction yet" in row.detail
+    assert said in row.flags and "task3: `reduction` typed as a number" in row.flags, row.flags
 
 
 @pytest.mark.parametrize("name, task, words", [
@@ -467,6 +474,7 @@ def test_serial_gradebook_matches_parallel(serial, batch, exercise, capfd):
         b = batch[0][Path(r["submission"]).stem]
         expected = {"submission": b.submission, "status": b.status, "score": "" if b.score is None else str(b.score),
                     "max_score": str(b.max_score), "detail": b.detail, "outputs": b.outputs, "flags": b.flags,
+                    "read_by_hand": b.read_by_hand,
                     **{k: "" if v is None else str(v) for k, v in b.tasks.items()}}
         assert r == expected
     # an existing gradebook is not overwritten without --force

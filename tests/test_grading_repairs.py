@@ -13,6 +13,7 @@ import torch
 
 from bertfamily import grading
 from bertfamily.grading import verify
+from bertfamily.grading.sandbox import ANSWERS_MIME
 from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 
 EXPORTER = {}
@@ -25,9 +26,14 @@ def check_cell(exercise, n):
 
 
 def exported(**values):
-    """What the exporter writes for these values, read back as the grader reads it."""
-    EXPORTER["export"](values, list(values), "/dev/null")
-    return json.loads(json.dumps({k: EXPORTER["_value"](v) for k, v in values.items()}))
+    """What the exporter sends for these values, read back as the grader reads it."""
+    return json.loads(EXPORTER["answers"](values, list(values)))
+
+
+def message(cid, answers):
+    """The display message the exporter sends from check cell ``cid`` (as nbval records it)."""
+    return {"output_type": "display_data",
+            "data": {"text/plain": "", ANSWERS_MIME: {"cell": cid, "answers": json.dumps(answers)}}}
 
 
 # ------------------------------------------------------------------ the grader's own check
@@ -77,16 +83,24 @@ def test_recheck_sees_models_through_their_summaries(exercise):
     assert not ok and "is the fp32 model itself" in why
 
 
-def test_the_exporter_never_raises_and_prints_nothing(tmp_path, capsys):
+def test_the_exporter_never_raises_and_prints_nothing(capsys):
     class Weird:
         def __repr__(self):
             raise RuntimeError("no repr")
-    path = tmp_path / "a.json"
-    EXPORTER["export"]({"w": Weird(), "n": float("nan")}, ["w", "n", "absent"], str(path))
-    EXPORTER["export"]({}, ["x"], str(tmp_path / "no" / "such" / "folder.json"))  # cannot write: silent
+    found = json.loads(EXPORTER["answers"]({"w": Weird(), "n": float("nan")}, ["w", "n", "absent"]))
+    EXPORTER["export"]({}, ["x"], "abc")  # outside a kernel: nothing to send to, silent
     assert capsys.readouterr().out == ""
-    found = json.loads(path.read_text())
     assert "__error__" in found or found["absent"] == {"missing": True}
+
+
+def test_answers_count_only_from_their_own_check_cell_once():
+    one = [message("c1", {"x": {"plain": 1}})]
+    assert verify.answers_of("c1", one) == ({"x": {"plain": 1}}, "")
+    assert verify.answers_of("c1", []) == (None, "")
+    answers, why = verify.answers_of("c1", one + [message("c1", {"x": {"plain": 2}})])
+    assert answers is None and "forged" in why  # a second message: neither counts
+    answers, why = verify.answers_of("c2", one)
+    assert answers is None and "did not send" in why
 
 
 # ------------------------------------------------------------------ repairs before the run
@@ -117,36 +131,44 @@ def test_deleted_check_cells_are_put_back_in_place(exercise):
     assert prepared.notes == [("task3", "its check cell was deleted; the course's copy was put back and run")]
 
 
-def test_course_cells_are_restored_unless_the_student_only_added_lines(exercise):
+def test_a_changed_course_cell_runs_after_the_courses_version(exercise):
+    """An addition is kept as it is; any other change runs after the course's own version, so a lost
+    line is back and a changed line (``import os`` -> ``import os, math``) still counts."""
     nb = copy.deepcopy(exercise.reference)
     course = [c for c in nb.cells if c.cell_type == "code" and not {"solution", "check", "colab-setup"}
               & set(c.metadata.get("tags", []))]
     first, second = course[0], course[1]
     original_first, original_second = first.source, second.source
-    first.source = first.source + "\nimport numpy as np"  # an addition: kept
-    second.source = "pass"  # a deletion: restored
+    first.source = first.source.replace("import os\n", "import os, math\n")  # a changed line
+    second.source = second.source + "\nimport numpy as np"  # an addition: kept, nothing inserted
     prepared = grading.prepare(nb, exercise)
-    by_id = {c.get("id"): c for c in prepared.nb.cells}
-    assert by_id[first.id].source == original_first + "\nimport numpy as np"
-    assert by_id[second.id].source == original_second
+    cells = prepared.nb.cells
+    index = next(i for i, c in enumerate(cells) if c.get("id") == first.id)
+    assert cells[index].source == first.source and "import os, math" in first.source
+    assert cells[index - 1].source == original_first and cells[index - 1].id == f"{first.id}-course"
+    assert next(c for c in cells if c.get("id") == second.id).source == original_second + "\nimport numpy as np"
+    assert not any(c.get("id") == f"{second.id}-course" for c in cells)
     assert [what for _, what in prepared.notes] == [
-        f"the course's cell {prepared.nb.cells.index(by_id[second.id])} was changed; it was restored"]
+        f"the course's cell {index - 1} was changed; the course's version ran just before it, then the student's"]
 
 
 # ------------------------------------------------------------------ scoring a run made by hand
 
 
 def passed_run(prepared, exercise, answers):
-    """A run in which every cell passed and printed what the reference stored."""
+    """A run in which every cell passed and printed what the reference stored, and the check cells in
+    ``answers`` sent those answers (the kernel's checks print only that the grader checks)."""
     code = [c for c in prepared.nb.cells if c.cell_type == "code"]
     reference = {c.get("id"): c for c in exercise.reference.cells}
+    checks = {cid for t in exercise.tasks for cid, _ in t.checks}
     results = {}
     for n, cell in enumerate(code):
         outputs = [{"output_type": "stream", "name": "stdout", "text": o.get("text", "")}
                    for o in reference.get(cell.get("id"), cell).get("outputs", []) if o.get("output_type") == "stream"]
+        if cell.get("id") in checks:
+            outputs = [message(cell.id, answers[cell.id])] if cell.id in answers else []
         results[n] = {"cell": n, "phase": "call", "outcome": "passed", "message": "", "outputs": outputs}
-    return {"status": "", "reason": "", "cell": None, "results": results, "answers": answers,
-            "exit_code": 0, "log": "", "peak_mib": 0}
+    return {"status": "", "reason": "", "cell": None, "results": results, "exit_code": 0, "log": "", "peak_mib": 0}
 
 
 def honest_answers(exercise):
@@ -155,16 +177,17 @@ def honest_answers(exercise):
     return {"reduction": checks.expected_reduction(), "distilbert_count": count_d, "bert_count": count_b}
 
 
-def test_a_check_replaced_in_the_kernel_does_not_count(exercise):
+def test_the_graders_check_alone_decides(exercise):
+    """The kernel has no answer key: whatever it printed, the grader's check of the answers it sent
+    decides; a check cell that ran but sent none is flagged."""
     prepared = grading.prepare(copy.deepcopy(exercise.reference), exercise)
     cid, _ = check_cell(exercise, 3)
     run = passed_run(prepared, exercise, {cid: exported(reduction=0.5)})
     score = grading.score_run(prepared, exercise, run, grading.Limits())
     flags = {f.split(":")[0]: f for f in score.flags}
     assert score.marks["task3"] == 0
-    assert flags["task3"].startswith("task3: the notebook's check printed ✓ but the answer is wrong (the grader's "
-                                     "check: ✗ Task 3 (the reduction): not the reduction yet)")
-    assert flags["task3"].endswith("check code was altered in the kernel")
+    assert "task3: ✗ Task 3 (the reduction): not the reduction yet" in score.problems
+    assert score.feedback["task3"][0].startswith("✗ Task 3 (the reduction): not the reduction yet (hint:")
     # a task whose answers never reached the grader (its exporter stopped in the kernel) does not count either
     assert score.marks["task2"] == 0 and "never reached the grader" in flags["task2"]
     honest = {cid: exported(reduction=honest_answers(exercise)["reduction"])}
@@ -184,8 +207,9 @@ def test_strict_outputs_counts_what_did_not_reproduce_or_was_cleared(exercise):
     answers = {cid3: exported(reduction=a["reduction"]),
                cid2: exported(distilbert_count=a["distilbert_count"], bert_count=a["bert_count"])}
     run = passed_run(prepared, exercise, answers)
-    index3 = [c.get("id") for c in prepared.nb.cells if c.cell_type == "code"].index(cid3)
-    run["results"][index3].update(outcome="failed", message="Cell outputs differ", stored="✓ old", rerun="✓ new")
+    solution3 = next(cid for cid in exercise.tasks[2].cells if cid != cid3)  # task 3's solution cell
+    index3 = [c.get("id") for c in prepared.nb.cells if c.cell_type == "code"].index(solution3)
+    run["results"][index3].update(outcome="failed", message="Cell outputs differ", stored="old", rerun="new")
     lenient = grading.score_run(prepared, exercise, run, grading.Limits())
     strict = grading.score_run(prepared, exercise, run, grading.Limits(), strict_outputs=True)
     assert lenient.marks["task3"] == lenient.marks["task2"] == 1
@@ -258,8 +282,8 @@ def test_feedback_files_say_what_each_task_got(tmp_path, exercise):
     assert "1 × task3: ✗ Task 3 (the reduction): not the reduction yet" in table
 
 
-def test_a_rewritten_checks_file_stops_the_grading(monkeypatch):
-    verify.checks_intact()  # as installed
-    monkeypatch.setattr(verify, "_CHECKS_DIGEST", "0" * 64)
-    with pytest.raises(RuntimeError, match="a submission rewrote the course's checks"):
-        verify.checks_intact()
+def test_every_file_of_the_package_is_watched(monkeypatch):
+    """Every file of the package is compared, not only checks.py."""
+    assert "quantization.py" in verify._PACKAGE and "configs/bert-base-uncased.json" in verify._PACKAGE
+    monkeypatch.setattr(verify, "_PACKAGE", {**verify._PACKAGE, "quantization.py": "0" * 64})
+    assert verify.package_changes() == ["quantization.py"]

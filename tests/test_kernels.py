@@ -100,6 +100,7 @@ def test_measured_cells_pass_within_tolerance_only_on_unpinned_kernels(tmp_path)
         assert _nbval(nb, ATEN_CPU_CAPABILITY="").returncode != 0
 
 
+@pytest.mark.sandbox
 def test_the_graders_sandbox_runs_pinned_kernels_with_its_share_of_threads(tmp_path, monkeypatch):
     env = grading.sandbox_env(tmp_path, threads=1)
     assert env["OMP_NUM_THREADS"] == "1" and env["OMP_WAIT_POLICY"] == "PASSIVE"

@@ -1,12 +1,13 @@
-"""Grading the exercise: the student version, and regrading a class fairly and tamper-evidently.
+"""Grading the exercise: the student version, and regrading an untrusted class, sealed, fairly and tamper-evidently.
 
 One idea per module:
 
 ``student``    the student version of a solution notebook (``make student``), solutions put back
 ``marks``      reading the checks' ✓ / ✗ lines; ``grade`` one notebook
 ``exercise``   the tasks of the reference, reading a submission, the repaired copy that runs
-``sandbox``    one run under nbval in a sandboxed, watched process tree
-``verify``     the grader's own check of the exported answers, outside the kernel
+``sandbox``    one run: nbval outside, the kernel sealed in bubblewrap, watched for time, memory, processes
+``verify``     the grader's own check of the answers the kernel sent, outside the kernel
+``integrity``  what the instructor should read: code reaching for the grader, answers typed as numbers
 ``scoring``    marks, reproduction and flags of one run
 ``gradebook``  a class: grading in parallel, the gradebook, roster, Canvas export, feedback
 ``cli``        ``bertfamily-grade``, ``python -m bertfamily.grading student|grade``

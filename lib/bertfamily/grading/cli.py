@@ -24,14 +24,16 @@ from bertfamily.grading.gradebook import (
     write_gradebook,
 )
 from bertfamily.grading.marks import _print_report, grade
-from bertfamily.grading.sandbox import Limits
+from bertfamily.grading.sandbox import UNSAFE_FLAG, Limits, SandboxMissing, require_sandbox
 from bertfamily.grading.student import write_student
+from bertfamily.grading.verify import package_changes
 
 USAGE = """\
     python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force]
     python -m bertfamily.grading grade NOTEBOOK.ipynb [--timeout 600] [--json]
     bertfamily-grade SUBMISSION... --out gradebook.csv [--force] [--jobs N] [--strict-outputs]
                      [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
+                     [--unsafe-no-sandbox]
 """
 
 
@@ -74,13 +76,28 @@ def _main_gradebook(argv) -> int:
                         help="the assignment's column in Canvas, e.g. 'DistilBERT exercise (1234)'")
     parser.add_argument("--reference", default=str(REFERENCE),
                         help="the solution notebook that defines the tasks (default: the course's)")
+    parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
+                        help="run students' code WITHOUT the sandbox, as you, with your files and network "
+                             "(only where bubblewrap cannot run, and only for code you trust)")
     parser.add_argument("--sanitize", default=str(SANITIZE),
                         help="the nbval sanitize file (default: the course's tests/sanitize.cfg)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="grade on a Dask cluster, one task per submission: its scheduler's address "
+                             "(tcp://host:8786), or 'local' for a cluster of --jobs workers on this machine")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --scheduler: keep the rows of an interrupted run (the journal OUT.journal beside "
+                             "--out) and grade only the rest")
     args = parser.parse_args(argv)
     try:
-        limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)
+        limits = Limits(args.cell_timeout, args.timeout, args.memory_mib, sandbox=not args.unsafe)
         if min(limits.cell_timeout, limits.timeout, limits.memory_mib) <= 0:
             raise ValueError("--cell-timeout, --timeout and --memory-mib must be positive")
+        if args.unsafe:
+            print(f"WARNING: {UNSAFE_FLAG}: students' code runs as you, with your files and your network. "
+                  "Grade untrusted submissions only in the sandbox (README: apt-get install bubblewrap).",
+                  file=sys.stderr)
+        else:
+            require_sandbox()
         out = _check_out(args.out, args.force, "--out")
         canvas = _check_out(args.canvas, args.force, "--canvas") if args.canvas else None
         if canvas and not args.roster:
@@ -97,18 +114,30 @@ def _main_gradebook(argv) -> int:
         if args.feedback and Path(args.feedback).resolve() in {p.parent for p in written}:
             raise ValueError(f"--feedback {args.feedback} is a folder of submissions: choose another folder")
         exercise = Exercise.load(args.reference)
-        rows = grade_class(args.submissions, exercise, limits, args.jobs, args.sanitize,
-                           strict_outputs=args.strict_outputs)
+        if args.scheduler:
+            from bertfamily.grading import cluster
+            rows = cluster.grade_class(args.submissions, exercise, limits, args.sanitize, scheduler=args.scheduler,
+                                       out=out, jobs=args.jobs, strict_outputs=args.strict_outputs,
+                                       resume=args.resume, force=args.force)
+        elif args.resume:
+            raise ValueError("--resume continues a run on a cluster: it needs --scheduler (local: --scheduler local)")
+        else:
+            rows = grade_class(args.submissions, exercise, limits, args.jobs, args.sanitize,
+                               strict_outputs=args.strict_outputs)
         if roster is not None:
             rows = apply_roster(rows, exercise, roster, args.pattern)
         write_gradebook(rows, exercise, out, force=args.force, roster=roster is not None)
         if canvas:
             write_canvas(rows, roster, args.canvas_assignment, canvas, force=args.force)
         feedback = write_feedback(rows, exercise, args.feedback) if args.feedback else []
-    except ValueError as exc:
+    except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary(rows, exercise))
+    changed = package_changes()
+    if changed:
+        print(f"warning: the installed course package changed while grading ({', '.join(changed[:5])}); no "
+              "kernel could (each had a read-only copy): something else on this machine did", file=sys.stderr)
     print(f"gradebook: {out}" + (f"; Canvas import: {canvas}" if canvas else "")
           + (f"; {len(feedback)} feedback files in {args.feedback}" if args.feedback else ""))
     return 0

@@ -174,17 +174,23 @@ def prepare(nb, exercise) -> Prepared:
 
     * A notebook saved without cell ids (nbformat 4.4 editors) has its cells matched by code.
     * Check cells are restored from the reference by id, and put back where they were deleted: an
-      edit cannot change a verdict, a stray keystroke costs nothing.
-    * The course's other code cells (imports, set-up) are restored when changed, unless the student
-      only added lines to them; deleted ones are put back.
+      edit cannot change a verdict, a stray keystroke costs nothing. Their outputs are compared by the
+      grader (its own run of the check), not by nbval.
+    * The course's other code cells (imports, set-up) keep what the student wrote: when the student
+      changed more than adding lines, the course's version runs first, just before it, so that a line
+      the student lost is still there and a line the student added (``import os, math``) still counts.
+      Deleted ones are put back.
+    * An ungraded task (the timing stretch) has its check skipped; its other cells run, with their
+      outputs not compared and their errors not counted, so a helper it defines exists for later tasks.
     * nbval's tags and ``# NBVAL_...`` comment lines come from the reference only (a submission
-      cannot exempt a cell from the comparison); ungraded tasks are skipped.
+      cannot exempt a cell from the comparison).
     """
     reference, tasks = exercise.reference, exercise.tasks
     task_of = {cid: t.name for t in tasks for cid in t.cells}
     course = {c.id: c for c in reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c)}
     checks = {cid for t in tasks for cid, _ in t.checks}
-    skipped = {cid for t in tasks if not t.graded for cid in t.cells}
+    skipped = {cid for t in tasks if not t.graded for cid, _ in t.checks}
+    tolerated = {cid for t in tasks if not t.graded for cid in t.cells} - skipped
     out, notes = copy.deepcopy(nb), []
     out.nbformat, out.nbformat_minor = 4, max(5, out.get("nbformat_minor", 5))
     known = {c.get("id") for c in reference.cells}
@@ -192,9 +198,11 @@ def prepare(nb, exercise) -> Prepared:
         matched = _match_by_source(out.cells, reference)
         notes.append((None, f"the notebook has no cell ids (saved by an older editor): {matched} of the course's "
                             "cells were recognised by their code"))
+    seen = set()
     for cell in out.cells:
-        if not cell.get("id"):
+        if not cell.get("id") or cell.get("id") in seen:  # a duplicated id would confuse the owners
             cell["id"] = uuid.uuid4().hex[:8]
+        seen.add(cell["id"])
     # put back the course's cells that were deleted, after the reference cell before them
     present = {c.get("id"): i for i, c in enumerate(out.cells)}
     where = 0
@@ -208,26 +216,37 @@ def prepare(nb, exercise) -> Prepared:
             where += 1
             what = "its check cell" if ref.id in checks else "a cell of the course"
             notes.append((task_of.get(ref.id), f"{what} was deleted; the course's copy was put back and run"))
+    cells, inserted = [], {}
     for index, cell in enumerate(out.cells):
-        if cell.cell_type != "code":
-            continue
-        ref = course.get(cell.get("id"))
+        ref = course.get(cell.get("id")) if cell.cell_type == "code" else None
         if ref is not None and cell.source != ref.source and ref.id not in skipped:
             if ref.id in checks:
                 notes.append((task_of.get(ref.id), f"its check cell (cell {index}) was edited; the course's "
                                                    "check was restored and run"))
                 cell.source = ref.source
             elif not _only_added(cell.source, ref.source):
-                notes.append((task_of.get(ref.id), f"the course's cell {index} was changed; it was restored"))
-                cell.source = ref.source
+                notes.append((task_of.get(ref.id), f"the course's cell {index} was changed; the course's version "
+                                                   "ran just before it, then the student's"))
+                first = nbformat.v4.new_code_cell(ref.source, id=f"{ref.id}-course")
+                inserted[first.id] = ref
+                cells.append(first)
+        cells.append(cell)
+    out.cells = cells
+    for cell in out.cells:
+        if cell.cell_type != "code":
+            continue
         tags = [t for t in _tags(cell) if t not in NBVAL_TAGS]
         if cell.get("id") in known:
             tags += [t for t in _tags(next(c for c in reference.cells if c.id == cell.get("id"))) if t in NBVAL_TAGS]
         if cell.get("id") in skipped:
             tags.append("nbval-skip")
+        elif cell.get("id") in checks or cell.get("id") in inserted:
+            tags.append("nbval-ignore-output")  # the grader compares a check's output itself
+        elif cell.get("id") in tolerated:
+            tags += ["nbval-ignore-output", "raises-exception"]
         cell.source = _NBVAL_COMMENT.sub("", cell.source)
         if tags:
-            cell.metadata["tags"] = tags
+            cell.metadata["tags"] = list(dict.fromkeys(tags))
         else:
             cell.metadata.pop("tags", None)
     return Prepared(out, notes)

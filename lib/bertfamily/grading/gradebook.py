@@ -18,7 +18,7 @@ from pathlib import Path
 from bertfamily.grading.exercise import ROOT, Exercise, Invalid, prepare, read_submission
 from bertfamily.grading.sandbox import Limits, run_sandboxed
 from bertfamily.grading.scoring import REPRODUCED, score_run
-from bertfamily.grading.verify import checks_intact, exports
+from bertfamily.grading.verify import exports
 
 #: The nbval sanitizers that ``make test`` uses.
 SANITIZE = ROOT / "tests" / "sanitize.cfg"
@@ -42,8 +42,9 @@ class Row:
     tasks: dict
     detail: str
     outputs: str = ""      # whether the stored outputs reproduced, per task where they did not
-    flags: str = ""        # the grader's own check disagrees with the notebook's
+    flags: str = ""        # what the instructor should look at: forged or typed answers, tampering code
     student: str = ""      # the roster's id, with --roster
+    read_by_hand: str = ""  # free-text answers for the instructor (never scored)
     feedback: dict = field(default_factory=dict, compare=False)  # task -> ✗ lines and hints
 
 
@@ -70,17 +71,35 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
     empty = dict.fromkeys((t.name for t in exercise.graded), None)
     max_score = len(exercise.graded)
     try:
+        link = _link(path)
+        if link:
+            raise Invalid(link)
         data = Path(path).read_bytes()
         nb = read_submission(data, exercise.tasks, exercise.name)
     except (Invalid, OSError) as exc:
         reason = str(exc) if isinstance(exc, Invalid) else f"cannot read the file ({exc.strerror})"
         return Row(display, "invalid", None, max_score, empty, reason)
     prepared = prepare(nb, exercise)
-    run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise))
-    checks_intact()  # a submission that rewrote the installed checks stops the grading, saying so
+    try:
+        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, Path(path).name)
+    except OSError as exc:  # the grader could not make the run's folder or start its worker
+        return Row(display, "error", None, max_score, empty, f"error: the grader could not run it ({exc})")
     s = score_run(prepared, exercise, run, limits, strict_outputs)
     return Row(display, s.status, sum(s.marks.values()), max_score, s.marks, "; ".join(s.problems + s.notes),
-               _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback)
+               _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback,
+               read_by_hand="; ".join(s.read_by_hand))
+
+
+def _link(path) -> str | None:
+    """Why a path is not graded when it is a symbolic link, or lies in a linked folder (None: it is not)."""
+    path = Path(path)
+    for part in [path, *path.parents]:
+        if part.is_symlink():
+            target = os.readlink(part)
+            where = "it is" if part == path else f"its folder {part} is"
+            return (f"not graded: {where} a symbolic link (to {target}); hand in the notebook itself "
+                    "(a link can point at the reference solution or at a classmate's file)")
+    return None
 
 
 def collect(paths) -> list[tuple[Path, str]]:
@@ -89,25 +108,64 @@ def collect(paths) -> list[tuple[Path, str]]:
     found = {}
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            members = [p for p in path.rglob("*.ipynb") if p.is_file() and ".ipynb_checkpoints" not in p.parts]
+        if path.is_dir() and not path.is_symlink():
+            members = [p for p in _notebooks(path) if ".ipynb_checkpoints" not in p.parts]
             if not members:
                 raise ValueError(f"nothing to grade in {given}: the folder holds no .ipynb file")
-        elif path.is_file():
+        elif path.is_file() or path.is_symlink():
             members = [path]
         elif path.exists():
             raise ValueError(f"{given} is neither a file nor a folder")
         else:
             raise ValueError(f"no such file or folder: {given}")
-        for member in members:
-            found.setdefault(member.resolve(), (member, str(member)))
+        for member in members:  # by the path given, not the file it leads to: two links are two rows
+            found.setdefault(os.path.abspath(member), (member, str(member)))
     if not found:
         raise ValueError("nothing to grade: give notebooks or folders of notebooks")
     return sorted(found.values(), key=lambda item: item[1])
 
 
+def _notebooks(folder: Path) -> list[Path]:
+    """Every ``*.ipynb`` under ``folder``, links included (graded as refused), linked folders not entered."""
+    found = []
+    for top, dirs, files in os.walk(folder):
+        found += [Path(top) / f for f in files if f.endswith(".ipynb")]
+        found += [Path(top) / d for d in dirs if d.endswith(".ipynb") and os.path.islink(os.path.join(top, d))]
+    return found
+
+
 def _grade_one(args) -> Row:
     return grade_submission(*args)
+
+
+def _pool(work, jobs, rows, bar) -> list:
+    """Grade ``work`` in a pool of ``jobs`` processes, appending the rows; return the work whose worker
+    died (a broken pool loses every submission that had not finished)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_grade_one, args): args for args in work}
+        try:
+            for future in as_completed(futures):
+                rows.append(future.result())
+                bar.update()
+            return []
+        except BrokenProcessPool:
+            done = {f for f in futures if f.done() and not f.cancelled() and f.exception() is None}
+            for future in done:
+                if future.result() not in rows:
+                    rows.append(future.result())
+                    bar.update()
+            return [args for f, args in futures.items() if f not in done]
+
+
+def _worker_died(args) -> Row:
+    _, name, exercise, *_ = args
+    return Row(name, "error", None, len(exercise.graded), dict.fromkeys(t.name for t in exercise.graded),
+               "error: the grading worker died while this submission ran, twice (the other submissions "
+               "were graded)")
 
 
 def _cores() -> int:
@@ -125,8 +183,6 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
     """Grade every submission under ``paths`` (see :func:`collect`), ``jobs`` at a time; rows sorted
     by submission, so the gradebook does not depend on the order given or on ``jobs``."""
     import importlib.util
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tqdm.auto import tqdm
 
@@ -149,10 +205,10 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
                 rows.append(_grade_one(args))
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=min(jobs, len(work)),
-                                     mp_context=multiprocessing.get_context("spawn")) as pool:
-                for future in as_completed([pool.submit(_grade_one, args) for args in work]):
-                    rows.append(future.result())
+            lost = _pool(work, min(jobs, len(work)), rows, bar)
+            for args in lost:  # a worker died under them: each alone, in a worker of its own
+                if _pool([args], 1, rows, bar):
+                    rows.append(_worker_died(args))
                     bar.update()
     return sorted(rows, key=lambda r: r.submission)
 
@@ -224,7 +280,15 @@ def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTE
 
 def gradebook_fields(exercise: Exercise, roster: bool = False) -> list[str]:
     return ["submission", *(["student"] if roster else []), "status", "score", "max_score",
-            *(t.name for t in exercise.graded), "outputs", "flags", "detail"]
+            *(t.name for t in exercise.graded), "outputs", "flags", "read_by_hand", "detail"]
+
+
+def _cell(value):
+    """A CSV cell a spreadsheet shows as text: a string that starts like a formula (= + - @, or a tab or
+    carriage return before one) gets a leading apostrophe, as OWASP recommends."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 def _atomic_csv(out, rows: list[list], force: bool) -> None:
@@ -237,7 +301,7 @@ def _atomic_csv(out, rows: list[list], force: bool) -> None:
                                          prefix=f".{out.name}.", suffix=".tmp", delete=False)
     try:
         with handle:
-            csv.writer(handle).writerows(rows)
+            csv.writer(handle).writerows([[_cell(v) for v in row] for row in rows])
             handle.flush()
             os.fsync(handle.fileno())
         if out.exists() and not force:
@@ -254,7 +318,7 @@ def write_gradebook(rows, exercise: Exercise, out, force: bool = False, roster: 
     for r in rows:
         marks = ["" if r.tasks.get(t.name) is None else r.tasks[t.name] for t in exercise.graded]
         lines.append([r.submission, *([r.student] if roster else []), r.status, "" if r.score is None else r.score,
-                      r.max_score, *marks, r.outputs, r.flags, r.detail])
+                      r.max_score, *marks, r.outputs, r.flags, r.read_by_hand, r.detail])
     _atomic_csv(out, lines, force)
 
 
@@ -296,6 +360,9 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
         lost = [p.split(": ", 1)[1] for p in row.detail.split("; ") if p.startswith(f"{t.name}: ")]
         if said or lost:
             lines += [f"## {t.name}: {t.title}", "", *(f"- {line}" for line in said or lost), ""]
+    if row.read_by_hand:
+        lines += ["## Read by your instructor", "", "Not scored by the grader; your instructor reads it:", "",
+                  *(f"- {part}" for part in row.read_by_hand.split("; ")), ""]
     others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
     if others:
         lines += ["## About the run", "", *(f"- {p}" for p in others), ""]

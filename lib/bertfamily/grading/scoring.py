@@ -1,22 +1,27 @@
-"""Scoring one run, task by task: marks from the re-run, verified by the grader, reproduction reported.
+"""Scoring one run, task by task: marks from the re-run, checked by the grader, reproduction reported.
 
-A task passes when every cell of it ran without error and every check cell printed ``✓`` on the
-re-run *and* the grader's own check of the exported answers agrees (:mod:`bertfamily.grading.verify`).
-Whether the task's stored outputs reproduced is reported beside the mark; it costs the mark only
-under ``--strict-outputs``, where a task handed in without its outputs counts as not reproduced.
+A task passes when every cell of it ran without error on the re-run and the grader's own check of the
+answers its check cells sent says ``✓`` (:mod:`bertfamily.grading.verify`): the kernel has no answer
+key, so the verdict is the grader's alone. An answer typed as a number gains nothing, and code that
+reaches for the grader or the interpreter's machinery is flagged (:mod:`bertfamily.grading.integrity`).
+Whether the task's stored outputs reproduced (its check cells' against the grader's check) is reported
+beside the mark; it costs the mark only under ``--strict-outputs``, where a task handed in without its
+outputs counts as not reproduced.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import zip_longest
 
 import nbformat
 
+from bertfamily.grading import integrity
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.marks import report
+from bertfamily.grading.marks import _MARK, report
 from bertfamily.grading.sandbox import Limits
 from bertfamily.grading.student import CHECK
-from bertfamily.grading.verify import recheck
+from bertfamily.grading.verify import answers_of, read_names, recheck_output, sent_answers
 
 REPRODUCED, NOT_STORED = "reproduced", "not checked: handed in without outputs"
 
@@ -31,6 +36,7 @@ class Score:
     flags: list = field(default_factory=list)        # the grader's check disagrees with the notebook's
     notes: list = field(default_factory=list)        # what was repaired before the run
     feedback: dict = field(default_factory=dict)     # graded task -> the ✗ lines and hints of its checks
+    read_by_hand: list = field(default_factory=list)  # "taskN: text" answers the instructor reads
 
 
 def _owners(nb, exercise: Exercise) -> dict:
@@ -99,6 +105,23 @@ def _run_status(run, results, code) -> tuple[str, list]:
     return "graded", []
 
 
+_ANSWER_KEY = "is the answer key: it stays with the grader"
+
+
+def _for_the_instructor(source: str) -> list[str]:
+    """The names a check cell hands to ``checks.for_the_instructor`` (read by hand, never scored)."""
+    import ast
+    return [node.args[0].id for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "for_the_instructor" and node.args and isinstance(node.args[0], ast.Name)]
+
+
+def _marks(text: str) -> list[str]:
+    """A check's verdicts, ``✓ Task 3 (the reduction)``: what must reproduce (its message may name
+    what only the student's real model shows, which the grader's stand-in does not)."""
+    return [f"{m.group(1)} {m.group(2)}" for m in map(_MARK.match, text.splitlines()) if m]
+
+
 def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_outputs: bool = False) -> Score:
     """Score the run of ``prepared`` (:func:`~bertfamily.grading.exercise.prepare`'s copy)."""
     nb = prepared.nb
@@ -108,6 +131,19 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     score = Score(status, {}, problems, notes=[f"{t}: {what}" if t else what for t, what in prepared.notes])
     owners = _owners(nb, exercise)
     by_id = {c.get("id"): (i, c) for i, c in enumerate(nb.cells)}
+    checked = {cid for task in exercise.tasks for cid, _ in task.checks}
+    reads = {task.name: {n for _, source in task.checks for n in read_names(source)} - {
+        n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
+    typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()))
+    said = integrity.suspicious(nb, exercise)
+    for index, entry in sorted(results.items()):
+        if nb.cells[index].get("id") not in checked and sent_answers(entry["outputs"]):
+            said.append(f"cell {index} sent a message in the grader's answers format: forged")
+        errors = [o for o in entry["outputs"] if o["output_type"] == "error" and _ANSWER_KEY in str(o.get("evalue"))]
+        if errors:
+            said.append(f"cell {index} asked for the answer key ({str(errors[0]['evalue']).split(' is the')[0]})")
+    if said:
+        score.flags.append("read by hand: " + "; ".join(dict.fromkeys(said)))
     for task in exercise.graded:
         found, reached, differs, stored, feedback = [], True, [], True, []
         for index in (i for i in code if owners.get(i) == task.name):
@@ -116,37 +152,49 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 continue
             found.extend(p for p in [_problem(index, results[index], limits.cell_timeout)] if p)
             differs.extend(d for d in [_difference(index, results[index])] if d)
+        for name in sorted(reads[task.name] & set(typed)):
+            found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
+            score.flags.append(f"{task.name}: `{name}` typed as a number in cell {typed[name]}")
         for cid, source in task.checks:
             index, cell = by_id[cid]
             stored = stored and bool(cell.get("outputs"))
-            if index not in results:
+            if index not in results or _problem(index, results[index], limits.cell_timeout):
+                continue  # did not run, or raised: the cell's problem says so
+            answers, trouble = answers_of(cid, results[index]["outputs"])
+            if trouble:
+                score.flags.append(f"{task.name}: {trouble}")
+            if answers is None:
+                found.append("its check cell sent no answers to the grader")
+                if not trouble:
+                    score.flags.append(f"{task.name}: its check cell ran but its answers never reached the grader "
+                                       "(the grader's exporter was stopped in the kernel)")
                 continue
-            for r in _check_results(source, results[index]["outputs"]):
-                if r.passed or r.message.startswith("error"):
-                    continue
-                found.append("its check printed no result" if r.task.startswith("cell ") else
-                             f"✗ {r.task}: {r.message}"[:200])
-                feedback.append(f"✗ {r.task}: {r.message}" + (f" (hint: {r.hint})" if r.hint else ""))
-        if not reached and status == "graded":
-            found.append("not all of its cells ran")
-        if reached and not found:  # the notebook says ✓: the grader checks the answers itself
-            for cid, source in task.checks:
-                answers = run.get("answers", {}).get(cid)
-                if answers is None:  # the exporter never fails on an honest notebook
-                    found.append("not verified: its check cell saved no answers for the grader")
-                    score.flags.append(f"{task.name}: the notebook's check printed ✓ but its answers never reached "
-                                       "the grader (the grader's exporter was stopped in the kernel)")
-                    continue
-                ok, why = recheck(source, answers)
-                if not ok:
-                    found.append(f"the grader's own check of the answers: {why}")
-                    score.flags.append(f"{task.name}: the notebook's check printed ✓ but the answer is wrong (the "
-                                       f"grader's check: {why}): check code was altered in the kernel")
-                    feedback.append(f"the grader's own check of your answer: {why}")
+            for name in _for_the_instructor(source):
+                text = (answers.get(name) or {}).get("plain")
+                if isinstance(text, str) and text.strip():
+                    score.read_by_hand.append(f"{task.name}: {' '.join(text.split())}")
+            ok, why, printed = recheck_output(source, answers)
+            lines = [r for r in _check_results(source, [{"output_type": "stream", "name": "stdout", "text": printed}])
+                     if not r.task.startswith("cell ")]
+            for r in lines:
+                if not r.passed:
+                    found.append(f"✗ {r.task}: {r.message}"[:200])
+                    feedback.append(f"✗ {r.task}: {r.message}" + (f" (hint: {r.hint})" if r.hint else ""))
+            if not ok and not any(not r.passed for r in lines):
+                found.append(f"the grader's check: {why}")
+                feedback.append(f"the grader's check of your answer: {why}")
+            if cell.get("outputs"):
+                before = _marks(_check_results_text(cell.outputs))
+                if before != _marks(printed):
+                    first = next((b, a) for b, a in zip_longest(before, _marks(printed), fillvalue="(nothing)")
+                                 if b != a)
+                    differs.append(f"cell {index}: stored {first[0][:100]!r}, re-run {first[1][:100]!r}")
         score.outputs[task.name] = ("differs: " + differs[0]) if differs else REPRODUCED if stored else NOT_STORED
         if strict_outputs and reached and score.outputs[task.name] != REPRODUCED:
             found.append(f"its stored outputs do not reproduce ({differs[0]}) and --strict-outputs requires it"
                          if differs else "it was handed in without its outputs, which --strict-outputs requires")
+        if not reached and status == "graded":
+            found.append("not all of its cells ran")
         score.marks[task.name] = 1 if reached and not found else 0
         score.problems.extend(f"{task.name}: {p}" for p in found)
         score.feedback[task.name] = feedback
@@ -156,3 +204,8 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if problem:
                 score.problems.append(f"not in a task: {problem}")
     return score
+
+
+def _check_results_text(outputs) -> str:
+    from bertfamily.grading.marks import _output_text
+    return _output_text({"outputs": outputs})

@@ -1,13 +1,14 @@
-"""Verifying outside the kernel: the grader checks each answer again, in its own process.
+"""Verifying outside the kernel: the grader checks each answer itself, in its own process.
 
-A check cell runs in the student's kernel, where the student's code ran first: it can replace a
-check (``checks.check_reduction = lambda r: print("✓ ...")``) or ``print`` itself. So just before
-each graded check cell, the grader's exporter (:data:`EXPORTER`, a file in the run's folder, not
-part of the notebook) saves the values that the check reads: numbers, text, and for a model a
-summary of what the checks look at (its class, its configuration, which layers are quantised and
-to what). The grader then runs the course's check cell again in its own process, on those values
-and on small stand-in models rebuilt from the summaries, with :mod:`bertfamily.checks` as the
-course ships it. A task counts only when both verdicts are ✓.
+While a submission is graded its kernel has no answer key: the ``bertfamily.checks`` it imports only
+says that the grader checks (:func:`bertfamily.grading.sandbox.kernel_checks_source`). Just before
+each graded check cell, the grader's exporter (:data:`EXPORTER`, a read-only file of the sandbox, not
+part of the notebook) sends the values that the check reads as one display message: numbers, text,
+and for a model a summary of what the checks look at (its class, its configuration, which layers are
+quantised and to what). nbval receives it, outside the sandbox, as that cell's output, so a later
+cell cannot change it. The grader then runs the course's check cell in its own process, on those
+values and on small stand-in models rebuilt from the summaries, with :mod:`bertfamily.checks` as the
+course ships it: its ✓ / ✗ lines and hints are the task's verdict and feedback.
 
 No pickle crosses from the kernel to the grader: the answers are JSON.
 """
@@ -23,20 +24,26 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-# Imported when the grader starts, before any submission runs: a kernel that rewrites the installed
-# file later cannot change the checks this process runs (and :func:`checks_intact` notices it).
+# Imported when the grader starts, before any submission runs: the checks this process runs are the
+# course's as installed then (and :func:`package_intact` notices any change to the package).
 from bertfamily import checks as _checks
+from bertfamily.grading.sandbox import ANSWERS_MIME
 
-_CHECKS_DIGEST = hashlib.sha256(Path(_checks.__file__).read_bytes()).hexdigest()
+
+def _package_files() -> dict:
+    root = Path(_checks.__file__).resolve().parent
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
-def checks_intact() -> None:
-    """Raise when the installed ``bertfamily/checks.py`` changed since the grader started (a submission
-    rewrote it: every later kernel would run the altered checks)."""
-    path = Path(_checks.__file__)
-    if hashlib.sha256(path.read_bytes()).hexdigest() != _CHECKS_DIGEST:
-        raise RuntimeError(f"{path} changed while grading: a submission rewrote the course's checks. "
-                           "Reinstall the course (pip install -e .), and grade in a container (README)")
+_PACKAGE = _package_files()
+
+
+def package_changes() -> list[str]:
+    """The files of the installed course package that changed since the grader started. No kernel can
+    change them (each sees its own read-only copy); the grader says so if something else did."""
+    now = _package_files()
+    return sorted(k for k in set(now) | set(_PACKAGE) if now.get(k) != _PACKAGE.get(k))
 
 #: The grader's exporter, run inside the kernel by one line put before each graded check cell.
 #: It never raises (an honest notebook must not fail because of it) and prints nothing.
@@ -82,20 +89,24 @@ def _value(value):
     return {"other": type(value).__name__, "repr": repr(value)[:80]}
 
 
-def export(namespace, names, path):
+def answers(namespace, names):
     try:
         out = {}
         for name in names:
             out[name] = _value(namespace[name]) if name in namespace else {"missing": True}
-        text = json.dumps(out, allow_nan=True)
+        return json.dumps(out, allow_nan=True)
     except Exception as exc:
-        text = json.dumps({"__error__": f"{type(exc).__name__}: {exc}"[:200]})
+        return json.dumps({"__error__": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+def export(namespace, names, cell):
+    text = answers(namespace, names)
     try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        from IPython.display import publish_display_data
+        publish_display_data({MIME: {"cell": cell, "answers": text}}, metadata={})
     except Exception:
         pass
-'''
+'''.replace("MIME", repr(ANSWERS_MIME))
 
 
 def read_names(source: str) -> list[str]:
@@ -116,28 +127,44 @@ def exports(exercise) -> dict:
     return {cid: read_names(source) for task in exercise.graded for cid, source in task.checks}
 
 
-def with_exports(nb, wanted: dict, exporter: Path, folder: Path):
-    """A copy of ``nb`` whose check cells in ``wanted`` first call the exporter (one line)."""
+def with_exports(nb, wanted: dict, exporter):
+    """A copy of ``nb`` whose check cells in ``wanted`` first call the exporter (one line). The
+    exporter is a read-only file of the sandbox; it sends the answers as one display message."""
     out = copy.deepcopy(nb)
     for cell in out.cells:
         names = wanted.get(cell.get("id")) if cell.cell_type == "code" else None
         if names is not None:
-            target = folder / f"{cell.get('id')}.json"
             cell.source = (f"__import__('runpy').run_path({str(exporter)!r})['export'](globals(), {names!r}, "
-                           f"{str(target)!r})\n" + cell.source)
+                           f"{cell.get('id')!r})\n" + cell.source)
     return out
 
 
-def read_answers(folder: Path, wanted: dict) -> dict:
-    """The exported answers of each check cell that got as far as its check (by cell id)."""
-    found = {}
-    for cid in wanted:
-        path = Path(folder) / f"{cid}.json"
-        try:
-            found[cid] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+def sent_answers(outputs) -> list:
+    """Every answers message in one cell's re-run outputs, as (cell id it names, answers or None)."""
+    found = []
+    for out in outputs:
+        payload = (out.get("data") or {}).get(ANSWERS_MIME)
+        if payload is None:
             continue
+        try:
+            found.append((payload.get("cell"), json.loads(payload["answers"])))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            found.append((None, None))
     return found
+
+
+def answers_of(cid: str, outputs) -> tuple[dict | None, str]:
+    """The answers the exporter sent from check cell ``cid`` (None when there are none, or they cannot be
+    trusted), and what is wrong with them for the instructor ("" when nothing is)."""
+    found = sent_answers(outputs)
+    if not found:
+        return None, ""
+    if len(found) > 1:
+        return None, f"{len(found)} answer messages in one check cell (the grader's exporter sends one): forged"
+    sent_from, answers = found[0]
+    if sent_from != cid or not isinstance(answers, dict):
+        return None, "an answer message that the grader's exporter did not send: forged"
+    return answers, ""
 
 
 def stand_in(value: dict, objects: dict):
@@ -176,27 +203,35 @@ def recheck(source: str, answers: dict) -> tuple[bool, str]:
 
     Returns (passed, the first line it printed that is not ✓, or why it could not run).
     """
+    passed, why, _ = recheck_output(source, answers)
+    return passed, why
+
+
+def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
+    """:func:`recheck`, and what the check printed (its ✓ / ✗ lines and hints, as the student's
+    notebook shows them)."""
     from bertfamily.grading.marks import _MARK
 
     if "__error__" in answers:
-        return False, f"the grader could not read the answers ({answers['__error__']})"
+        return False, f"the grader could not read the answers ({answers['__error__']})", ""
     checks = _checks  # the course's, imported before any submission ran; never the kernel's
     objects = {}
     try:
         namespace = {name: stand_in(value, objects) for name, value in answers.items()}
     except (NameError, ValueError) as exc:
-        return False, f"the grader could not rebuild an answer: {exc}"
+        return False, f"the grader could not rebuild an answer: {exc}", ""
     namespace["checks"] = checks
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
             exec(compile(source, "<check cell>", "exec"), namespace)  # noqa: S102 - the course's code
-    except Exception as exc:  # the kernel's run of the same check raised too, or it would differ
-        return False, f"the check raised {type(exc).__name__}: {exc}"[:200]
-    marks = [m for m in map(_MARK.match, printed.getvalue().splitlines()) if m]
+    except Exception as exc:  # a check never raises on an answer: an answer the kernel could not have had
+        return False, f"the check raised {type(exc).__name__}: {exc}"[:200], printed.getvalue()
+    text = printed.getvalue()
+    marks = [m for m in map(_MARK.match, text.splitlines()) if m]
     failed = [m for m in marks if m.group(1) != "✓"]
     if not marks:
-        return False, "the check printed no result"
+        return False, "the check printed no result", text
     if failed:
-        return False, f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200]
-    return True, ""
+        return False, f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200], text
+    return True, "", text
