@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [NB ...] [--skip-book] [--skip-masking] [--skip-unit] [--make-test]
                              [--cores N] [--strict] [--out lib/bertfamily/results/benchmark.json]
+    python benchmarks/run.py --add-grading N [--scheduler local|ADDRESS]
 
 (``make bench`` runs it over every notebook of ``_toc.yml``, then re-executes the appendix page
 ``book/running.ipynb``, which reads the result.) What it measures, one step after the other:
@@ -315,30 +316,57 @@ def make_test_time() -> dict:
     return result
 
 
-def grading_time(submissions: int = 30, jobs: int = 2) -> dict:
-    """Wall time of ``bertfamily-grade`` on a class of honest submissions (the course's own answers,
-    run: the student version with the solutions and their outputs put back), ``jobs`` at a time."""
+def _honest_class(folder: Path, submissions: int) -> None:
+    """``submissions`` honest submissions in ``folder``: the course's own answers, run (the student
+    version with the solutions and their outputs put back)."""
     import nbformat
 
     from bertfamily import grading
     if submissions < 1:
         raise ValueError(f"--add-grading needs at least 1 submission, got {submissions}")
-    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
-        folder = Path(tmp) / "class"
-        folder.mkdir()
-        answer = grading.model_answer(nbformat.read(grading.REFERENCE, as_version=4))
-        for n in range(submissions):
-            nbformat.write(answer, folder / f"student{n:02d}_exercise.ipynb")
-        result = _timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out",
-                         str(Path(tmp) / "gradebook.csv"), "--jobs", str(jobs)], timeout=7200)
-        import csv
-        book = Path(tmp) / "gradebook.csv"
-        rows = list(csv.DictReader(book.open(newline="", encoding="utf-8"))) if book.is_file() else []
+    folder.mkdir()
+    answer = grading.model_answer(nbformat.read(grading.REFERENCE, as_version=4))
+    for n in range(submissions):
+        nbformat.write(answer, folder / f"student{n:02d}_exercise.ipynb")
+
+
+def _grade_timed(folder: Path, out: Path, submissions: int, jobs: int, scheduler: str | None = None) -> dict:
+    """``bertfamily-grade`` on ``folder`` into ``out``, timed; with ``scheduler``, through that Dask cluster."""
+    import csv
+    where = ["--scheduler", scheduler] if scheduler else []
+    result = _timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out", str(out),
+                     "--jobs", str(jobs), *where], timeout=7200)
+    rows = list(csv.DictReader(out.open(newline="", encoding="utf-8"))) if out.is_file() else []
     full = [r for r in rows if r["score"] == r["max_score"]]
-    result.update(command=f"bertfamily-grade <{submissions} honest submissions> --jobs {jobs}",
+    command = f"bertfamily-grade <{submissions} honest submissions> --jobs {jobs} {' '.join(where)}"
+    result.update(command=command.strip(),
                   submissions=submissions, jobs=jobs, full_marks=len(full),
                   per_submission_s=round(result["wall_s"] / submissions, 1))
     return result
+
+
+def grading_time(submissions: int = 30, jobs: int = 2) -> dict:
+    """Wall time of ``bertfamily-grade`` on a class of honest submissions, ``jobs`` at a time."""
+    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
+        _honest_class(Path(tmp) / "class", submissions)
+        return _grade_timed(Path(tmp) / "class", Path(tmp) / "gradebook.csv", submissions, jobs)
+
+
+def cluster_grading_time(submissions: int = 60, jobs: int = 2, scheduler: str = "local") -> dict:
+    """The same class graded with ``--jobs`` here, then through the Dask cluster at ``scheduler``
+    (``local``: one started on this machine with ``jobs`` worker processes): the cluster's wall time
+    over the local one, the overhead per submission, and whether the two gradebooks are the same bytes."""
+    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
+        folder, books = Path(tmp) / "class", (Path(tmp) / "local.csv", Path(tmp) / "cluster.csv")
+        _honest_class(folder, submissions)
+        local = _grade_timed(folder, books[0], submissions, jobs)
+        cluster = _grade_timed(folder, books[1], submissions, jobs, scheduler)
+        same = all(b.is_file() for b in books) and books[0].read_bytes() == books[1].read_bytes()
+    return {"submissions": submissions, "jobs": jobs, "scheduler": scheduler, "local": local, "cluster": cluster,
+            "ratio": round(cluster["wall_s"] / local["wall_s"], 3),
+            "overhead_per_submission_s": round((cluster["wall_s"] - local["wall_s"]) / submissions, 2),
+            "same_gradebook": same, "status": "ok" if local["status"] == cluster["status"] == "ok" and same
+            else "failed"}
 
 
 def cpu_model() -> str:
@@ -483,6 +511,13 @@ def markdown(result: dict) -> str:
         g = result["grading"]
         out += [f"Regrading a class (`{g['command']}`): {g['wall_s']:.0f} s, {g['per_submission_s']} s a "
                 f"submission, {g['full_marks']} of {g['submissions']} with full marks, {g['status']}.", ""]
+    if result.get("grading_cluster"):
+        g = result["grading_cluster"]
+        out += [f"Regrading a class through a Dask cluster (`--scheduler {g['scheduler']}`) against `--jobs "
+                f"{g['jobs']}` on the same machine, {g['submissions']} submissions: {g['cluster']['wall_s']:.0f} s "
+                f"against {g['local']['wall_s']:.0f} s, a ratio of {g['ratio']:.2f} "
+                f"({g['overhead_per_submission_s']:+.2f} s a submission); the same gradebook: "
+                f"{'yes' if g['same_gradebook'] else 'no'}; {g['status']}.", ""]
     return "\n".join(out)
 
 
@@ -518,7 +553,20 @@ def main(argv=None) -> int:
     parser.add_argument("--add-grading", type=int, metavar="N",
                         help="only time the grader on a class of N honest submissions (2 jobs) and add that to "
                              "the existing --out (about 25 s a submission on 2 cores)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="with --add-grading: grade the class with --jobs 2 here and through this Dask "
+                             "cluster ('local': one started here with 2 workers) and record the overhead")
     args = parser.parse_args(argv)
+    if args.scheduler and args.add_grading is None:
+        parser.error("--scheduler goes with --add-grading N")
+    if args.scheduler:
+        result = load_results(args.out)
+        g = result["grading_cluster"] = cluster_grading_time(args.add_grading, 2, args.scheduler)
+        write_results(result, Path(args.out))
+        print(f"grading {g['submissions']} submissions: --jobs 2 {g['local']['wall_s']:.0f} s, --scheduler "
+              f"{g['scheduler']} {g['cluster']['wall_s']:.0f} s: ratio {g['ratio']:.2f}, "
+              f"{g['overhead_per_submission_s']:+.2f} s a submission, same gradebook: {g['same_gradebook']}")
+        return 0 if g["status"] == "ok" else 1
     if args.add_grading is not None:
         result = load_results(args.out)
         result["grading"] = grading_time(args.add_grading)
