@@ -1,4 +1,6 @@
 """bertfamily.quantization on a tiny 2-layer BERT: sizes as predicted, an independent copy, timings."""
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -216,3 +218,61 @@ def test_size_calculator_reproduces_the_lesson():
 def test_size_calculator_refuses_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
         q.size_calculator(**kwargs)
+
+
+# ------------------------------------------------------------------ torchao, and a torch without torch.ao.quantization
+
+@pytest.mark.parametrize("kw", [{}, {"per_channel": True}, {"embeddings": True}])
+def test_torchao_gives_the_same_int8(bert, inputs, kw):
+    eager, ao = q.quantize_linear(bert, **kw), q.quantize_torchao(bert, **kw)
+    assert eager.quantized_with == q.EAGER and ao.quantized_with == q.TORCHAO
+    assert sum(isinstance(m, nn.Linear) for m in bert.modules()) == 2 * 6 + 1  # the input stays fp32
+    with torch.inference_mode():
+        ref, a, b = (m(**inputs).last_hidden_state for m in (bert, eager, ao))
+    cos = torch.nn.functional.cosine_similarity
+    assert cos(ref.flatten(1), b.flatten(1)).min() > 0.999 and cos(a.flatten(1), b.flatten(1)).min() > 0.999
+    assert q.serialized_bytes(ao) < q.serialized_bytes(bert)  # (scales differ: fp64 in eager, fp32 in torchao)
+    if kw.get("embeddings"):
+        assert type(ao.embeddings.word_embeddings.weight).__name__ == "IntxUnpackedToInt8Tensor"
+
+
+GONE = """
+import sys, warnings
+import torch
+import torch.ao.quantization
+from transformers import BertConfig, BertModel  # transformers imports torchao, which uses torch.ao.quantization
+# as if this torch had no eager-mode quantisation: its quantised modules and quantize_dynamic are gone
+gone = [m for m in sys.modules if m.startswith("torch.ao.nn.quantized")] + ["torch.ao.nn.quantized"]
+for name in gone + sys.argv[1:]:
+    sys.modules[name] = None  # importing it fails
+for module in (torch.ao.quantization, torch.quantization):
+    module.__dict__.pop("quantize_dynamic", None)
+from bertfamily import checks, quantization as q  # the grader imports checks, which imports quantization
+model = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=64)).eval()
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    try:
+        int8 = q.quantize_linear(model, embeddings=True)
+    except ImportError as error:
+        print("ImportError:", error)
+        raise SystemExit(0)
+print(int8.quantized_with, "|", [str(w.message) for w in said])
+ids = torch.randint(0, 50, (2, 8))
+print(torch.nn.functional.cosine_similarity(model(ids).last_hidden_state.flatten(1),
+                                            int8(ids).last_hidden_state.flatten(1)).min().item() > 0.99,
+      q.serialized_bytes(int8) < q.serialized_bytes(model))
+"""
+
+
+@pytest.mark.slow  # two fresh interpreters that import transformers and torchao
+def test_without_torch_ao_quantization_torchao_does_it_and_says_so():
+    done = subprocess.run([sys.executable, "-c", GONE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    path, said, works = done.stdout.strip().splitlines()[-2].partition(" | ")[0], done.stdout, done.stdout.split()[-2:]
+    assert path == q.TORCHAO and "has no torch.ao.quantization: quantised with torchao" in said
+    assert works == ["True", "True"]
+    # and with torchao missing too, the error says what to install
+    done = subprocess.run([sys.executable, "-c", GONE, "torchao", "torchao.quantization"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "needs the package torchao (`pip install torchao`)" in done.stdout, done.stderr

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
 import platform
 import random
@@ -17,6 +18,16 @@ from bertfamily import kernels
 from bertfamily.install import install_requirements, on_colab  # noqa: F401
 
 REPORTED = ("torch", "transformers", "tokenizers", "numpy", "matplotlib", "ipywidgets")
+#: Loggers whose lines at import time tell a reader nothing: torchao (which transformers imports
+#: whenever it is installed) logs each of its CUDA kernels that a CPU build of torch cannot load,
+#: and torch logs a deprecation aimed at torchao's developers. :func:`report` quiets them.
+IMPORT_NOISE = ("torchao", "torch.utils._pytree")
+
+
+def quiet_import_noise() -> None:
+    """Show only errors from the loggers of :data:`IMPORT_NOISE` (for the rest of this process)."""
+    for name in IMPORT_NOISE:
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def seed_everything(seed: int = 0) -> torch.Generator:
@@ -55,6 +66,7 @@ def versions() -> dict:
 def report(seed: int = 0) -> torch.Generator:
     """Seed everything, print the versions this lesson runs with, and return the seeded generator."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    quiet_import_noise()
     generator = seed_everything(seed)
     for key, value in versions().items():
         print(f"{key:>14}: {value}")

@@ -8,6 +8,9 @@ Three questions a reader asks of a compressed model, each answered the way a use
   fp32. Everything else (embedding tables, LayerNorms) is untouched unless ``embeddings=True``, which
   also stores each ``nn.Embedding`` as 8-bit rows with a float scale and offset per row
   (``float_qparams_weight_only_qconfig``).
+* :func:`quantize_torchao`: the same arithmetic with ``torchao``, the package torch's deprecation
+  warnings point to. :func:`quantize_linear` uses it by itself on a torch without
+  ``torch.ao.quantization``, and says so; the copy's ``quantized_with`` names the path that ran.
 * :func:`serialized_bytes` / :func:`serialized_mib`: how big is the file? ``torch.save(state_dict)``,
   measured on disk or in a memory buffer, packing, scales and pickle overhead included.
 * :func:`latency` / :func:`compare_latency`: how fast is it? Warm-up calls, then the median of several
@@ -49,25 +52,41 @@ def quiet_deprecation():
         yield
 
 
-with quiet_deprecation():  # importing torch.ao.quantization itself warns (see quantize_linear)
-    from torch.ao.nn.quantized import Embedding as _QuantizedEmbedding
-    from torch.ao.quantization import (
-        default_dynamic_qconfig,
-        float_qparams_weight_only_qconfig,
-        per_channel_dynamic_qconfig,
-        quantize_dynamic,
-    )
+#: The two paths to int8: torch's own eager-mode API, and the torchao package that replaces it.
+EAGER = "torch.ao.quantization.quantize_dynamic"
+TORCHAO = "torchao.quantization.quantize_"
+
+try:
+    with quiet_deprecation():  # importing torch.ao.quantization itself warns (see quantize_linear)
+        from torch.ao.nn.quantized import Embedding as _QuantizedEmbedding
+        from torch.ao.quantization import (
+            default_dynamic_qconfig,
+            float_qparams_weight_only_qconfig,
+            per_channel_dynamic_qconfig,
+            quantize_dynamic,
+        )
+except ImportError:  # a torch without eager-mode quantisation: quantize_linear goes through torchao
+    quantize_dynamic = None
+else:
+    class ContiguousQuantizedEmbedding(_QuantizedEmbedding):
+        """torch's int8 embedding table, accepting non-contiguous indices.
+
+        torch's int8 embedding kernel refuses strided index tensors, and BERT's default
+        ``token_type_ids`` is a broadcast (``expand``-ed) view of a buffer; this subclass makes the
+        indices contiguous first.
+        """
+
+        def forward(self, indices):
+            return super().forward(indices.contiguous())
 
 
-class ContiguousQuantizedEmbedding(_QuantizedEmbedding):
-    """torch's int8 embedding table, accepting non-contiguous indices.
-
-    torch's int8 embedding kernel refuses strided index tensors, and BERT's default ``token_type_ids``
-    is a broadcast (``expand``-ed) view of a buffer; this subclass makes the indices contiguous first.
-    """
-
-    def forward(self, indices):
-        return super().forward(indices.contiguous())
+def _check_flags(model, **flags) -> None:
+    _check_module(model)
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    if any(p.device.type != "cpu" for p in model.parameters()):
+        raise ValueError("quantize_linear needs a model on the CPU (torch's int8 kernels are CPU-only)")
 
 
 def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: bool = False) -> nn.Module:
@@ -86,14 +105,14 @@ def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: boo
     (``torch.qint8``...) will be removed in a future release. The arithmetic this lesson measures
     (int8 weights, one scale per matrix or per row) is the same in both; we use the built-in API so
     that nothing beyond torch is needed, and silence exactly those two warnings here, once, rather than
-    print them on every call.
+    print them on every call. On a torch where that API is gone, :func:`quantize_torchao` does the
+    work instead, with a warning that says so; ``quantized_with`` on the copy names the path.
     """
-    _check_module(model)
-    for name, flag in (("embeddings", embeddings), ("per_channel", per_channel)):
-        if not isinstance(flag, bool):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
-    if any(p.device.type != "cpu" for p in model.parameters()):
-        raise ValueError("quantize_linear needs a model on the CPU (torch's int8 kernels are CPU-only)")
+    _check_flags(model, embeddings=embeddings, per_channel=per_channel)
+    if quantize_dynamic is None:
+        warnings.warn(f"this torch ({torch.__version__}) has no torch.ao.quantization: quantised with "
+                      f"torchao ({TORCHAO}) instead", stacklevel=2)
+        return quantize_torchao(model, embeddings=embeddings, per_channel=per_channel)
     with quiet_deprecation():
         spec = {nn.Linear: per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig}
         if embeddings:
@@ -104,6 +123,54 @@ def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: boo
             if type(module) is _QuantizedEmbedding:
                 module.__class__ = ContiguousQuantizedEmbedding
     quantized.eval()
+    quantized.quantized_with = EAGER
+    return quantized
+
+
+def _torchao():
+    """``torchao.quantization``, imported without its load-time log lines (it tries CUDA kernels)."""
+    import logging
+
+    from bertfamily.env import IMPORT_NOISE
+    loggers = [logging.getLogger(name) for name in IMPORT_NOISE]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        import torchao.quantization as ao
+    except ImportError as error:
+        raise ImportError(f"quantising with torchao needs the package torchao (`pip install torchao`): "
+                          f"{error}") from None
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+    return ao
+
+
+def quantize_torchao(model: nn.Module, embeddings: bool = False, per_channel: bool = False) -> nn.Module:
+    """:func:`quantize_linear`'s int8 with ``torchao.quantization.quantize_`` (a quantised copy).
+
+    Every ``nn.Linear`` gets ``Int8DynamicActivationInt8WeightConfig``: int8 weights with one scale
+    per matrix (per output row with ``per_channel=True``), activations quantised at each call with
+    one scale and zero point per call, the bias fp32, as ``quantize_dynamic`` does. With
+    ``embeddings=True`` every ``nn.Embedding`` gets ``IntxWeightOnlyConfig``: 8-bit rows with a scale
+    and zero point each. torchao keeps ``nn.Linear`` and swaps its weight for an int8 tensor
+    subclass; ``torch.save`` stores the int8 values and scales. Its int8 matrix product
+    (``torch._int_mm``) has no fast CPU kernel in eager mode: lesson 3 measures it.
+    """
+    _check_flags(model, embeddings=embeddings, per_channel=per_channel)
+    ao = _torchao()
+    quantized = copy.deepcopy(model)
+    weights = ao.PerRow() if per_channel else ao.PerTensor()
+    ao.quantize_(quantized, ao.Int8DynamicActivationInt8WeightConfig(
+        granularity=[ao.PerTensor(), weights], act_mapping_type=ao.MappingType.ASYMMETRIC,
+        set_inductor_config=False), filter_fn=lambda module, _: isinstance(module, nn.Linear))
+    if embeddings:
+        ao.quantize_(quantized, ao.IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=ao.PerAxis(0),
+                                                        mapping_type=ao.MappingType.ASYMMETRIC),
+                     filter_fn=lambda module, _: isinstance(module, nn.Embedding))
+    quantized.eval()
+    quantized.quantized_with = TORCHAO
     return quantized
 
 
