@@ -18,7 +18,7 @@ help:
 	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
 	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
 	@echo "make pretrain   retrain the small checkpoints of lessons 1, 2, 4 and 6 (about an hour)"
-	@echo "make colab-check every notebook alone in an empty folder, installed by its own Colab cell (CI)"
+	@echo "make colab-check every notebook alone on Colab's package set, installed by its own Colab cell (CI)"
 	@echo "make binder-check every notebook in an environment built from environment.yml + postBuild"
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
 	@echo "make benchmark  time and peak memory of every notebook, each in a fresh kernel"
@@ -61,9 +61,10 @@ unit: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest $(if $(NB),$(NB),$(NOTEBOOKS)) $(NBVAL) -p no:cacheprovider
 
-# Every notebook as a reader elsewhere runs it (tools/standalone.py): a fresh venv with only torch
-# and a kernel, the notebook alone in an empty folder, its first cell installing the course as on
-# Colab. .ci/run runs it after make test. binder-check: a venv from environment.yml + postBuild.
+# Every notebook as a reader elsewhere runs it (tools/standalone.py): a fresh venv with Colab's
+# package set (tools/colab-manifest.toml; torch: the local CPU wheel), the notebook alone in an empty
+# folder, its first cell installing the course as on Colab, which must keep every package the
+# manifest lists. .ci/run runs it after make test. binder-check: a venv from environment.yml + postBuild.
 colab-check: $(STAMP)
 	$(BIN)/python tools/standalone.py $(NB)
 

@@ -2,16 +2,19 @@
 
     python tools/standalone.py [NB ...] [--binder] [--keep]      (make colab-check; CI runs it)
 
-**Colab (default).** A fresh virtual environment holds only what a Colab runtime brings that matters
-here: its own torch (``torch==2.13.0``, the local CPU wheel) and a Jupyter kernel. Each notebook is
-copied alone into an empty folder and executed top to bottom by a kernel of that environment, with
-no repository on ``sys.path`` and the working tree out of reach. The kernel believes it is on Colab
+**Colab (default).** A fresh virtual environment holds what a Colab runtime brings that matters
+here, at Colab's versions: the packages of ``tools/colab-manifest.toml`` (one file, with its source
+and date), where torch is the local 2.13.0 CPU wheel standing in for Colab's 2.11.0; a package that
+cannot be installed on this Python is said, not faked. Each notebook is copied alone into an empty
+folder and executed top to bottom by a kernel of that environment, with no repository on
+``sys.path`` and the working tree out of reach. The kernel believes it is on Colab
 (an IPython start-up file puts a ``google.colab`` module in ``sys.modules``), so the notebook's own
 first cell does the installing, verbatim: ``pip install --no-deps git+<repository URL>`` and then
 the package's runtime requirements. The URL is the one of ``_config.yml``; git is told to fetch it
 from a snapshot of this working tree (``url.<snapshot>.insteadOf``), so what is checked is what
 would be pushed, uncommitted edits included. The first notebook installs; the others find the
-package installed, as in one Colab session.
+package installed, as in one Colab session. A notebook fails when it raises, or when its first cell
+replaced or removed a package of the manifest (what Colab has must be kept).
 
 **Binder (``--binder``).** A fresh virtual environment from ``environment.yml``'s pip list (the
 PyTorch CPU index line dropped: this machine is offline and has the wheel locally), then
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import nb as nbtools  # noqa: E402
 
-#: What a Colab runtime already has, as far as this course is concerned.
-HOST = ["torch==2.13.0", "ipykernel", "nbclient", "nbformat"]
+#: What a Colab runtime already has, as far as this course is concerned: its versions, their source and date.
+MANIFEST = ROOT / "tools" / "colab-manifest.toml"
 #: Makes the kernel look like Colab's (``"google.colab" in sys.modules``), before any cell runs.
 FAKE_COLAB = "import sys, types\nsys.modules.setdefault('google.colab', types.ModuleType('google.colab'))\n"
 #: Environment variables passed to the reader's machine: pip's configuration (indexes, certificates)
@@ -118,6 +122,76 @@ def first_cell_problems(result: dict, colab: bool) -> str | None:
     return None
 
 
+def normalise(name: str) -> str:
+    """A project name as pip compares them (PEP 503): ``jupyter_client`` is ``jupyter-client``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def manifest(path: Path = MANIFEST) -> dict:
+    """The manifest: ``source`` (name, url, snapshot date, Python), ``packages`` (Colab's versions by
+    normalised name) and ``stand_ins`` (name -> (version installed instead, why))."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    stand_ins = {normalise(k): (v["version"], v["why"]) for k, v in data.get("stand-ins", {}).items()}
+    return {"source": data["source"], "packages": {normalise(k): v for k, v in data["packages"].items()},
+            "stand_ins": stand_ins}
+
+
+def host_requirements(spec: dict) -> list[str]:
+    """``name==version`` for every package of the manifest, a stand-in's version where it has one."""
+    return [f"{name}=={spec['stand_ins'].get(name, (version,))[0]}" for name, version in spec["packages"].items()]
+
+
+def installed(python: Path, env: dict) -> dict[str, str]:
+    """Every distribution in ``python``'s environment: normalised name -> version."""
+    code = ("import importlib.metadata as m, json; "
+            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))")
+    out = subprocess.run([str(python), "-c", code], env=env, check=True, capture_output=True, text=True).stdout
+    return {normalise(k): v for k, v in json.loads(out).items()}
+
+
+def replaced(names, before: dict, after: dict) -> list[str]:
+    """Which of ``names`` a notebook's first cell replaced or removed, as ``"ipywidgets 7.7.1 -> 8.1.9"``."""
+    return [f"{n} {before[n]} -> {after.get(n, 'removed')}" for n in names if n in before and after.get(n) != before[n]]
+
+
+def colab_verdict(result: dict, changed: list[str]) -> str | None:
+    """Why a notebook failed on Colab, or None: it raised, its first cell's report is wrong, or that
+    cell replaced what Colab has (``changed``, from :func:`replaced`)."""
+    if result["error"] or first_cell_problems(result, colab=True):
+        return result["error"] or first_cell_problems(result, colab=True)
+    return "replaced what Colab has: " + ", ".join(changed) if changed else None
+
+
+def make_host(venv: Path, spec: dict, env: dict) -> tuple[float, list[str]]:
+    """A venv with the manifest's packages; returns the seconds and what could not be installed (said)."""
+    start = time.perf_counter()
+    run([sys.executable, "-m", "venv", str(venv)])
+    python, wanted, missing = str(venv / "bin" / "python"), host_requirements(spec), []
+    if subprocess.run([python, "-m", "pip", "install", "-q", *wanted], env=env).returncode:
+        for requirement in wanted:  # all at once failed: one at a time, to say which cannot be had here
+            done = subprocess.run([python, "-m", "pip", "install", "-q", requirement], env=env,
+                                  capture_output=True, text=True)
+            if done.returncode:
+                why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "pip failed"
+                missing.append(f"{requirement} ({why})")
+    return time.perf_counter() - start, missing
+
+
+def describe_host(spec: dict, missing: list[str]) -> list[str]:
+    """What the environment stands for, and where it differs from Colab's (printed before the run)."""
+    src = spec["source"]
+    lines = [f"Colab's package set: {src['name']}, snapshot of {src['snapshot']} ({len(spec['packages'])} packages)",
+             f"  Python {src['python']} on Colab, {sys.version.split()[0]} here: the interpreter is not checked"]
+    lines += [f"  stand-in: {n} {v} for Colab's {spec['packages'][n]} ({why})"
+              for n, (v, why) in spec["stand_ins"].items()]
+    lines += [f"  not installed here, so not checked: {m}" for m in missing]
+    return lines
+
+
 def colab(notebooks: list[Path], work: Path) -> list[tuple[str, dict]]:
     url = nbtools.repository_url()
     repo = snapshot(work / "repository")
@@ -129,15 +203,26 @@ def colab(notebooks: list[Path], work: Path) -> list[tuple[str, dict]]:
     gitconfig.write_text(f'[url "file://{repo}"]\n\tinsteadOf = {url}\n', encoding="utf-8")
     venv = work / "venv"
     env = clean_env(home, venv, IPYTHONDIR=str(ipython), GIT_CONFIG_GLOBAL=str(gitconfig), GIT_CONFIG_NOSYSTEM="1")
-    print(f"Colab-like environment (its torch and a kernel) built in {make_venv(venv, HOST, env):.0f} s; "
-          f"{url} is fetched from a snapshot of this working tree", flush=True)
+    spec = manifest()
+    seconds, missing = make_host(venv, spec, env)
+    print("\n".join(describe_host(spec, missing)), flush=True)
+    python = venv / "bin" / "python"
+    state = installed(python, env)
+    print(f"Colab-like environment built in {seconds:.0f} s; {url} is fetched from a snapshot of this working tree",
+          flush=True)
     results = []
     for path in notebooks:
         folder = work / "readers" / path.stem
         folder.mkdir(parents=True)
         shutil.copy2(path, folder / path.name)
-        result = execute(venv / "bin" / "python", folder / path.name, folder, env)
-        result["error"] = result["error"] or first_cell_problems(result, colab=True)
+        result = execute(python, folder / path.name, folder, env)
+        after = installed(python, env)
+        changed = replaced(spec["packages"], state, after)
+        added = sorted(set(after) - set(state))
+        if added:
+            print(f"  {path.stem}: its first cell added {len(added)} packages: {', '.join(added)}", flush=True)
+        state = after
+        result["error"] = colab_verdict(result, changed)
         results.append((path.stem, result))
         print(f"  {path.stem:<24} {'ok' if not result['error'] else 'FAILED':<7} {result['seconds']:6.1f} s  "
               f"{result['error'] or ''}", flush=True)
