@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import threading
@@ -234,9 +235,16 @@ class Journal:
         if head.get("journal") != _JOURNAL_FORMAT:
             raise ValueError(f"{path} is not a journal of bertfamily-grade: move it away, or grade without --resume")
         if head["settings"] != settings:
-            differ = [k for k in settings if head["settings"].get(k) != settings[k]]
-            raise ValueError(f"{path} was written with other settings ({', '.join(differ)} differ): "
-                             "grade with the same options to resume, or pass --force without --resume to start over")
+            differ = [k for k in settings if k != "course" and head["settings"].get(k) != settings[k]]
+            parts = [f"{', '.join(differ)} differ"] if differ else []
+            then = head["settings"].get("course")
+            then = then if isinstance(then, dict) else {}
+            changed = [f"{key} {_short(str(then.get(key)))} then, {_short(str(now))} now"
+                       for key, now in settings["course"].items() if then.get(key) != now]
+            if changed:
+                parts.append("the course changed since: " + ", ".join(changed))
+            raise ValueError(f"{path} was written with other settings ({'; '.join(parts)}): grade with the same "
+                             "options and course to resume, or pass --force without --resume to start over")
         rows = {}
         for line in lines[1:]:
             try:
@@ -264,7 +272,7 @@ def run_settings(exercise: Exercise, limits: Limits, sanitize: str, strict_outpu
     reference = json.dumps(exercise.reference, sort_keys=True, ensure_ascii=False).encode()
     return {"exercise": f"{exercise.name} {_digest(reference)}", "limits": dataclasses.asdict(limits),
             "sanitize": _digest(sanitize.encode()), "strict_outputs": strict_outputs,
-            "course": _digest(json.dumps(course, sort_keys=True).encode())}
+            "course": course}
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -278,8 +286,14 @@ def connect(scheduler: str, jobs: int = 1):
     from distributed import Client, LocalCluster
 
     if scheduler == "local":
-        cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
+        # the workers ignore Ctrl-C (they inherit that): it stops this process, which then closes them
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+        try:
+            cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
+        finally:
+            if interrupt is not None:
+                signal.signal(signal.SIGINT, interrupt)
         try:
             with Client(cluster, set_as_default=False) as client:
                 yield client
@@ -294,6 +308,10 @@ def connect(scheduler: str, jobs: int = 1):
         yield client
     finally:
         client.close()
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _probe(keys):
