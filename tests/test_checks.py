@@ -342,6 +342,15 @@ def test_int8_prediction_wrong(capsys, case, hint):
     assert not ok and hint in out, out
 
 
+def test_a_predicted_size_is_not_a_measured_file(capsys):
+    """A file holds torch.save's framing on top of its weights: the prediction to the byte is not it."""
+    want = checks.predicted_file_bytes()
+    ok, out = run(capsys, checks.check_file_sizes, want["fp32"], want["int8"])
+    assert not ok and "predicted from the counts, to the byte" in out
+    ok, out = run(capsys, checks.check_embedding_quantization, want["int8 + embeddings"])
+    assert not ok and "to the byte" in out
+
+
 def test_the_sentence_is_for_the_instructor_and_never_scored(capsys):
     for text in ("The embeddings stay in fp32.", "The file is 16-bit embeddings.", None):
         assert checks.for_the_instructor(text) is None

@@ -287,3 +287,19 @@ def test_every_file_of_the_package_is_watched(monkeypatch):
     assert "quantization.py" in verify._PACKAGE and "configs/bert-base-uncased.json" in verify._PACKAGE
     monkeypatch.setattr(verify, "_PACKAGE", {**verify._PACKAGE, "quantization.py": "0" * 64})
     assert verify.package_changes() == ["quantization.py"]
+
+
+def test_a_stand_in_model_with_a_copied_configuration_is_refused():
+    """A fake DistilBertModel carrying the published configuration and a few tiny layers is not the
+    model that configuration describes: the grader counts the values the kernel's model holds."""
+    from bertfamily import budget
+    from bertfamily.models import published_config
+
+    config = published_config("distilbert-base-uncased")
+    settings = {k: v for k, v in config.to_dict().items() if v is None or isinstance(v, (bool, int, float, str))}
+    fake = {"module": "DistilBertModel", "object": 1, "config": settings, "values": 36 * 2, "linear": 0,
+            "dynamic": ["qint8"] * 36}
+    ok, why = verify.recheck("ok = checks.check_models(distilbert, distilbert)", {"distilbert": fake})
+    assert not ok and "not a real model of that configuration" in why
+    real = {**fake, "values": budget.count(config)}
+    assert verify._not_its_configuration(real) is None

@@ -177,6 +177,37 @@ def hostile(tmp_path_factory, exercise):
                     os._exit(0)
             time.sleep(60)
             """, where=2),
+        "mallory_markdown": _checks_as_markdown(student),
+        "mallory_globals": added(student, """
+            import torch
+            from bertfamily.models import published_config
+            class DistilBertModel(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.config = published_config("distilbert-base-uncased")
+                    self.layers = torch.nn.ModuleList(torch.nn.Linear(1, 1) for _ in range(36))
+            def globals():
+                return {"distilbert": DistilBertModel(), "bert": DistilBertModel(), "reduction": 0.3948}
+            """, where=2),
+        "mallory_deep": added(student, "x = " + "+".join(["1"] * 3000), where=2),
+        "mallory_deepjson": added(student, """
+            from IPython.display import display
+            display({"application/vnd.bertfamily.answers+json": {"cell": "x", "answers": "[" * 100000}}, raw=True)
+            """, where=2),
+        "mallory_memfd": added(student, """
+            import os
+            fd = os.memfd_create("hidden")
+            for _ in range(48):
+                os.write(fd, b"x" * 2**26)  # 3 GiB that no process maps
+            """, where=2),
+        "mallory_disk": added(student, """
+            import os, sys
+            runtime = os.path.dirname(sys.argv[sys.argv.index("-f") + 1])
+            with open(os.path.join(runtime, "filler"), "wb") as handle:
+                for _ in range(40):
+                    handle.write(b"x" * 2**26)  # 2.5 GiB where the kernel's sockets are
+            """, where=2),
+        "mallory_nbval": _nbval_markers(student, exercise),
         # --- honest students with accidents the grader must forgive
         "olivia_helper": _helper_reuse(reference, exercise),
         "olivia_import": _import_added(reference, exercise),
@@ -193,7 +224,8 @@ def hostile(tmp_path_factory, exercise):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BERTFAMILY_GRADE_TMP", str(base))
         code = grading.main([str(klass), "--out", str(out), "--feedback", str(feedback), "--roster", str(roster),
-                             "--jobs", "2", "--memory-mib", str(MEMORY_MIB), "--cell-timeout", "120",
+                             "--jobs", "2", "--memory-mib", str(MEMORY_MIB), "--disk-mib", "1536",
+                             "--cell-timeout", "120",
                              "--timeout", "300"])
     assert code == 0
     after = {"class": digest(klass), "package": digest(sandbox.package_dir()), "shm": sorted(os.listdir("/dev/shm"))}
@@ -201,6 +233,24 @@ def hostile(tmp_path_factory, exercise):
         rows = {Path(r["submission"]).stem if r["submission"] else r["student"]: r for r in csv.DictReader(handle)}
     return {"rows": rows, "before": before, "after": after, "base": base, "out": out, "feedback": feedback,
             "max": len(exercise.graded)}
+
+
+def _checks_as_markdown(student):
+    """Every check cell turned into a Markdown cell (Jupyter's M key), the answers left as placeholders."""
+    nb = copy.deepcopy(student)
+    for index, cell in enumerate(nb.cells):
+        if "check" in cell.metadata.get("tags", []):
+            nb.cells[index] = nbformat.v4.new_markdown_cell(cell.source, id=cell.id, metadata=cell.metadata)
+    return nb
+
+
+def _nbval_markers(student, exercise):
+    """Cells that raise, hidden from nbval with markers the grader must take out."""
+    nb = copy.deepcopy(student)
+    for task, marker in ((2, "## NBVAL_SKIP"), (3, "#  NBVAL_SKIP\f"), (4, "# NBVAL_RAISES_EXCEPTION")):
+        cell = solution(nb, exercise, task)
+        cell.source = f"{marker}\nraise SystemExit('not graded?')\n" + cell.source
+    return nb
 
 
 def _typed(reference, exercise):
@@ -243,6 +293,11 @@ def test_honest_students_keep_every_mark(hostile):
 
 
 @pytest.mark.parametrize("name, said", [
+    ("mallory_markdown", ""),
+    ("mallory_globals", "defines globals"),
+    ("mallory_deep", "cannot be read by the grader"),
+    ("mallory_deepjson", "forged"),
+    ("mallory_nbval", ""),
     ("mallory_copy", "names '/proc"),
     ("mallory_key", "asks bertfamily.checks for expected_counts (the answer key)"),
     ("mallory_forge", "forged"),
@@ -253,8 +308,12 @@ def test_cheats_gain_nothing_and_are_flagged(hostile, name, said):
     row = hostile["rows"][name]
     assert row["status"] == "graded" and row["score"] == "0", row
     assert said in row["flags"], row["flags"]
-    if name != "mallory_vandal":
+    if name not in ("mallory_vandal", "mallory_markdown", "mallory_nbval"):
         assert row["flags"], row
+    if name == "mallory_markdown":
+        assert "had become a markdown cell; the course's code cell was put back" in row["detail"]
+    if name == "mallory_nbval":
+        assert row["detail"].count("raised SystemExit: not graded?") == 3, row["detail"]
 
 
 def test_typed_answers_earn_nothing(hostile):
@@ -268,6 +327,8 @@ def test_typed_answers_earn_nothing(hostile):
     ("mallory_killer", "graded", ""),  # it sees no process of the grader's: only its own namespace
     ("mallory_hog", "error", f"out of memory: the run used more than {MEMORY_MIB} MiB"),
     ("mallory_forkbomb", "error", "too many processes"),
+    ("mallory_memfd", "error", f"out of memory: the run used more than {MEMORY_MIB} MiB"),
+    ("mallory_disk", "error", "out of disk: the run wrote more than 1536 MiB"),
     ("mallory_link", "invalid", "symbolic link"),
 ])
 def test_a_crash_is_contained_in_its_own_row(hostile, name, status, words):
@@ -276,7 +337,13 @@ def test_a_crash_is_contained_in_its_own_row(hostile, name, status, words):
 
 
 def test_nothing_is_left_behind_or_changed(hostile):
-    assert hostile["after"] == hostile["before"]  # the class, the course package, /dev/shm
+    for part in ("class", "package", "shm"):
+        before, after = hostile["before"][part], hostile["after"][part]
+        if isinstance(before, dict):
+            assert sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k)) == [], part
+        assert after == before, part
+    package = sandbox.package_dir()
+    assert not any("vandalised" in p.read_text(errors="replace") for p in package.rglob("*.py"))
     assert list(hostile["base"].iterdir()) == []  # every run's folder is gone
     daemons = [p for p in psutil.process_iter(["cmdline"]) if DAEMON in (p.info["cmdline"] or [])]
     assert daemons == []
@@ -298,3 +365,23 @@ def test_no_sandbox_refuses_unless_asked(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "apt-get install bubblewrap" in err and sandbox.UNSAFE_FLAG in err
     assert not (tmp_path / "g.csv").exists()
+
+
+def test_processes_left_spinning_cannot_take_a_classmates_cpu(tmp_path, exercise, monkeypatch):
+    """Spinning daemons use more than the run's share of cores: the run is stopped, saying so. (The
+    share is set low here so that the test does not depend on the machine's load.)"""
+    nb = added(nbformat.read(EXERCISE, as_version=4), """
+        import os
+        for _ in range(4):
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    pass
+        """, where=2)
+    path = tmp_path / "spinner.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB, threads=1, cpu_factor=0.25)
+    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    assert row.status == "error" and "more than its share of the CPU" in row.detail, row
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spinner.ipynb"]

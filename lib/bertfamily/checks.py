@@ -441,8 +441,8 @@ def check_file_sizes(fp32_bytes, int8_bytes) -> bool:
     int8 = _number(int8_bytes, "int8_bytes")
     want = predicted_file_bytes()
 
-    def holds(value, target):  # a file holds at least its weights, and little more
-        return target <= value <= target * (1 + FILE_TOLERANCE)
+    def holds(value, target):  # a file holds its weights and a little framing: never exactly the weights
+        return target < value <= target * (1 + FILE_TOLERANCE)
 
     if holds(fp32, want["fp32"]) and holds(int8, want["int8"]):
         return _report(True, T6, f"fp32 {fp32 / budget.MIB:.1f} MiB, int8 {int8 / budget.MIB:.1f} MiB "
@@ -463,6 +463,9 @@ def check_file_sizes(fp32_bytes, int8_bytes) -> bool:
         if hint is None and name == "int8_bytes" and holds(value, want["int8 + embeddings"]):
             hint = ("that file has int8 embeddings too (the stretch task): here quantise only the "
                     "linear layers")
+        if hint is None and value == target:
+            hint = (f"`{name}` is the size predicted from the counts, to the byte: a file also holds "
+                    "torch.save's framing, so measure it (os.path.getsize)")
         if hint is None and 0 < value < target:
             hint = (f"`{name}` is smaller than the weights the file must hold: save the whole "
                     "state_dict() with torch.save, then measure the file")
@@ -516,7 +519,7 @@ def check_int8_prediction(kept_fp32, int8_predicted_bytes, int8_bytes) -> bool:
         else:
             hint = "the linear weights at 1 byte each plus the parameters that stay fp32 at 4 bytes each"
         return _report(False, T7, "not the size those counts predict", [hint])
-    if not want <= measured <= want * (1 + FILE_TOLERANCE):
+    if not want < measured <= want * (1 + FILE_TOLERANCE):
         return _report(False, T7, "the prediction is right, but `int8_bytes` is not the int8 file of task 6", [
             "measure the file of `distilbert_int8` in task 6 and run its cells again"])
     share, extra = kept * 4 / want, (measured - want) / 1024
@@ -545,13 +548,15 @@ def check_embedding_quantization(int8_all_bytes) -> bool:
     value = _number(int8_all_bytes, "int8_all_bytes")
     want = predicted_file_bytes()
     target = want["int8 + embeddings"]
-    if target <= value <= target * (1 + FILE_TOLERANCE):
+    if target < value <= target * (1 + FILE_TOLERANCE):
         return _report(True, T8, f"{value / budget.MIB:.1f} MiB with 8-bit embeddings "
                                  f"({want['fp32'] / value:.2f}x under fp32)")
     hint = _size_hint(value, target, "int8_all_bytes")
     if hint is None and want["int8"] <= value <= want["int8"] * (1 + FILE_TOLERANCE):
         hint = ("that is the file with int8 linear layers only: give quantize_dynamic a qconfig for "
                 "nn.Embedding too (float_qparams_weight_only_qconfig)")
+    if hint is None and value == target:
+        hint = "that is the size predicted from the counts, to the byte: save the model and measure its file"
     if hint is None and value < target:
         hint = "smaller than the 8-bit tables must be: save the whole state_dict() and measure the file"
     return _report(False, T8, "not the size with int8 embeddings yet",

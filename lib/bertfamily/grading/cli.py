@@ -63,6 +63,8 @@ def _main_gradebook(argv) -> int:
                         help="seconds per notebook (default %(default)s)")
     parser.add_argument("--memory-mib", type=int, default=Limits.memory_mib,
                         help="memory of one run, kernel and its children (MiB, default %(default)s)")
+    parser.add_argument("--disk-mib", type=int, default=Limits.disk_mib,
+                        help="files one run may write, in its home, /tmp and /dev/shm (MiB, default %(default)s)")
     parser.add_argument("--strict-outputs", action="store_true",
                         help="a task also needs its stored outputs to reproduce on the re-run (handed in with outputs)")
     parser.add_argument("--feedback", metavar="DIR", help="write one Markdown feedback file per submission into DIR")
@@ -89,9 +91,10 @@ def _main_gradebook(argv) -> int:
                              "--out) and grade only the rest")
     args = parser.parse_args(argv)
     try:
-        limits = Limits(args.cell_timeout, args.timeout, args.memory_mib, sandbox=not args.unsafe)
-        if min(limits.cell_timeout, limits.timeout, limits.memory_mib) <= 0:
-            raise ValueError("--cell-timeout, --timeout and --memory-mib must be positive")
+        limits = Limits(args.cell_timeout, args.timeout, args.memory_mib, disk_mib=args.disk_mib,
+                        sandbox=not args.unsafe)
+        if min(limits.cell_timeout, limits.timeout, limits.memory_mib, limits.disk_mib) <= 0:
+            raise ValueError("--cell-timeout, --timeout, --memory-mib and --disk-mib must be positive")
         if args.unsafe:
             print(f"WARNING: {UNSAFE_FLAG}: students' code runs as you, with your files and your network. "
                   "Grade untrusted submissions only in the sandbox (README: apt-get install bubblewrap).",

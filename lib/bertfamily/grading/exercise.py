@@ -26,7 +26,14 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20
 #: nbval's cell tags and comment markers: the grader, not the submission, decides which outputs count.
 NBVAL_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-raises-exception", "raises-exception",
               "nbval-skip", "pytest-validate-ignore-output"}
-_NBVAL_COMMENT = re.compile(r"^[ \t]*#[ \t]*(NBVAL_[A-Z_]+|PYTEST_VALIDATE_IGNORE_OUTPUT)[ \t]*$", re.M)
+def _without_nbval_markers(source: str) -> str:
+    """``source`` without the comment lines nbval reads as markers, found as nbval finds them (a line
+    that, stripped, starts with ``#`` and whose comment, ``#``s and spaces stripped, is a marker)."""
+    from nbval.plugin import comment_markers
+
+    return "\n".join(line for line in source.split("\n") if not (
+        line.strip().startswith("#") and (line.strip().lstrip("#").strip() in comment_markers
+                                          or line.strip().lstrip("#").strip().startswith("NBVAL_"))))
 _EXERCISE = re.compile(r"^[`:]{3,}\s*\{exercise\}\s*(.*?)\s*$", re.M)
 
 
@@ -199,10 +206,17 @@ def prepare(nb, exercise) -> Prepared:
         notes.append((None, f"the notebook has no cell ids (saved by an older editor): {matched} of the course's "
                             "cells were recognised by their code"))
     seen = set()
-    for cell in out.cells:
+    for index, cell in enumerate(out.cells):
         if not cell.get("id") or cell.get("id") in seen:  # a duplicated id would confuse the owners
             cell["id"] = uuid.uuid4().hex[:8]
         seen.add(cell["id"])
+        ref = course.get(cell["id"])
+        if ref is not None and cell.cell_type != "code":  # Jupyter's M or R key on a course cell
+            out.cells[index] = copy.deepcopy(ref)
+            out.cells[index].outputs, out.cells[index].execution_count = [], None
+            what = "its check cell" if ref.id in checks else "a cell of the course"
+            notes.append((task_of.get(ref.id), f"{what} (cell {index}) had become a {cell.cell_type} cell; "
+                                               "the course's code cell was put back and run"))
     # put back the course's cells that were deleted, after the reference cell before them
     present = {c.get("id"): i for i, c in enumerate(out.cells)}
     where = 0
@@ -244,7 +258,7 @@ def prepare(nb, exercise) -> Prepared:
             tags.append("nbval-ignore-output")  # the grader compares a check's output itself
         elif cell.get("id") in tolerated:
             tags += ["nbval-ignore-output", "raises-exception"]
-        cell.source = _NBVAL_COMMENT.sub("", cell.source)
+        cell.source = _without_nbval_markers(cell.source)
         if tags:
             cell.metadata["tags"] = list(dict.fromkeys(tags))
         else:

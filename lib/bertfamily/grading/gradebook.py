@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertfamily.grading.exercise import ROOT, Exercise, Invalid, prepare, read_submission
-from bertfamily.grading.sandbox import Limits, run_sandboxed
+from bertfamily.grading.sandbox import Limits, SandboxMissing, run_sandboxed
 from bertfamily.grading.scoring import REPRODUCED, score_run
 from bertfamily.grading.verify import exports
 
@@ -79,12 +79,16 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
     except (Invalid, OSError) as exc:
         reason = str(exc) if isinstance(exc, Invalid) else f"cannot read the file ({exc.strerror})"
         return Row(display, "invalid", None, max_score, empty, reason)
-    prepared = prepare(nb, exercise)
     try:
+        prepared = prepare(nb, exercise)
         run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, Path(path).name)
-    except OSError as exc:  # the grader could not make the run's folder or start its worker
-        return Row(display, "error", None, max_score, empty, f"error: the grader could not run it ({exc})")
-    s = score_run(prepared, exercise, run, limits, strict_outputs)
+        s = score_run(prepared, exercise, run, limits, strict_outputs)
+    except SandboxMissing:
+        raise
+    except Exception as exc:  # one submission never stops the class: its row says what went wrong
+        why = f"{type(exc).__name__}: {exc}".strip()[:200]
+        return Row(display, "error", None, max_score, empty, f"error: the grader failed on this submission ({why})",
+                   flags=f"read by hand: the grader failed on it ({type(exc).__name__})")
     return Row(display, s.status, sum(s.marks.values()), max_score, s.marks, "; ".join(s.problems + s.notes),
                _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback,
                read_by_hand="; ".join(s.read_by_hand))

@@ -25,6 +25,14 @@ NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name
          "get_ipython": "reaches the kernel's machinery", "setattr": "sets attributes by name",
          "delattr": "deletes attributes by name", "globals": "edits the namespace by name",
          "publish_display_data": "publishes raw display messages"}
+#: Built-ins the grader's exporter line and the checks rely on: a student's own binding of one of these
+#: names (``def globals(): ...``) changes what the exporter reads.
+SHADOWED = {"globals", "locals", "vars", "__import__", "exec", "eval", "compile", "open", "print", "isinstance",
+            "type", "getattr", "setattr", "hasattr", "repr", "id", "str", "int", "float", "dict", "list", "len",
+            "runpy", "json", "checks", "__builtins__"}
+#: The course's calculators: they predict what tasks 2, 6 and 9 ask to count or measure.
+CALCULATORS = ("bertfamily.budget", "bertfamily.quantization", "bertfamily.models.published_config",
+               "bertfamily.checks")
 ATTRIBUTES = {("sys", "modules"), ("sys", "settrace"), ("sys", "setprofile"), ("sys", "displayhook"),
               ("sys", "excepthook"), ("sys", "addaudithook"), ("os", "fork"), ("os", "forkpty"), ("os", "kill"),
               ("os", "killpg"), ("os", "system"), ("os", "popen"), ("os", "setsid"), ("os", "execv"),
@@ -42,9 +50,30 @@ def _python(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
-def authored(nb, exercise) -> list[tuple[int, str]]:
-    """The code the student wrote, as (cell index, source): solution cells, added cells and course cells
-    the student changed; never the course's own cells, restored checks or their copies."""
+class Unreadable(Exception):
+    """Code the grader cannot read: too long or too deeply nested to parse."""
+
+
+MAX_SOURCE = 200_000  # characters of one cell the grader parses (a long solution is a few thousand)
+
+
+def _tree(source: str):
+    """The AST of a cell, or None when it is not Python (the run reports that); :class:`Unreadable`
+    when it is too large or deep to parse, which is read by hand."""
+    if len(source) > MAX_SOURCE:
+        raise Unreadable(f"{len(source):,} characters")
+    try:
+        return ast.parse(_python(source))
+    except (SyntaxError, ValueError):
+        return None
+    except (RecursionError, MemoryError) as exc:
+        raise Unreadable("nested too deeply") from exc
+
+
+def authored(nb, exercise) -> list[tuple[int, str, str]]:
+    """The code the student wrote, as (cell index, source, the course's source of that cell or ""):
+    solution cells, added cells and course cells the student changed; never the course's own cells,
+    restored checks or their copies."""
     course = {c.id: c.source for c in exercise.reference.cells
               if c.cell_type == "code" and SOLUTION not in _tags(c)}
     found = []
@@ -52,7 +81,7 @@ def authored(nb, exercise) -> list[tuple[int, str]]:
         cid = cell.get("id") or ""
         if cell.cell_type != "code" or course.get(cid) == cell.source or cid.endswith("-course"):
             continue
-        found.append((index, cell.source))
+        found.append((index, cell.source, course.get(cid, "")))
     return found
 
 
@@ -76,49 +105,109 @@ def suspicious(nb, exercise) -> list[str]:
     for cell in nb.cells:  # the names modules have anywhere in the notebook (checks: the course's cell)
         if cell.cell_type == "code":
             try:
-                imported.update(_imported(ast.parse(_python(cell.source))))
-            except (SyntaxError, ValueError):
+                imported.update(_imported(_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
+            except (Unreadable, RecursionError):
                 pass
-    for index, source in authored(nb, exercise):
+    expected = _expected_values()
+    for index, source, course in authored(nb, exercise):
         try:
-            tree = ast.parse(_python(source))
-        except (SyntaxError, ValueError):
-            continue  # the run reports the error
-        found = []
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                for module in modules:
-                    why = MODULES.get(module.split(".")[0])
-                    if why:
-                        found.append(f"imports {module} ({why})")
-            elif isinstance(node, ast.Name) and node.id in NAMES:
-                found.append(f"uses {node.id} ({NAMES[node.id]})")
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                base = imported.get(node.value.id, node.value.id)
-                if (base.split(".")[0], node.attr) in ATTRIBUTES:
-                    found.append(f"uses {base}.{node.attr}")
-                elif base.endswith("checks") and not node.attr.startswith(CHECKS_ALLOWED) and not node.attr.isupper():
-                    found.append(f"asks bertfamily.checks for {node.attr} (the answer key)")
-                elif node.attr in ("run_line_magic", "run_cell_magic", "system", "getoutput"):
-                    pass  # said below with the magic's name
-                if isinstance(node.ctx, (ast.Store, ast.Del)) and node.value.id in imported:
-                    found.append(f"replaces {imported[node.value.id]}.{node.attr}")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and any(s in node.value for s in STRINGS):
-                found.append(f"names {node.value[:40]!r}")
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in ("system", "getoutput") and _on_ipython(node.func):
-                found.append("runs a shell command (!)")
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in ("run_line_magic", "run_cell_magic") and _on_ipython(node.func) \
-                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value not in MAGICS:
-                found.append(f"runs the magic %{node.args[0].value}")
+            tree = _tree(source)
+        except Unreadable as why:
+            said.append(f"cell {index} cannot be read by the grader ({why})")
+            continue
+        if tree is None:
+            continue  # not Python: the run reports the error
+        try:
+            found = _findings(tree, imported, expected)
+            if course:  # a course cell the student changed: only what the student's version adds
+                known = set(_findings(_tree(course) or ast.Module(body=[], type_ignores=[]), imported, expected))
+                found = [f for f in found if f not in known]
+        except RecursionError:
+            found = ["is nested too deeply to read"]
         found = [f for f in dict.fromkeys(found) if not (f.startswith("uses get_ipython") and _only_magics(tree))]
         if found:
             more = f" and {len(found) - 4} more" if len(found) > 4 else ""
             said.append(f"cell {index} " + ", ".join(found[:4]) + more)
     return said
+
+
+def _expected_values() -> set:
+    """The numbers the checks expect (counts and sizes): a student's code that holds one typed it."""
+    from bertfamily import checks
+    values = set(checks.expected_counts()) | set(checks.predicted_file_bytes().values())
+    split = checks.distilbert_split()
+    return values | {checks.kept_in_fp32(), split["linear weights"], split["embedding tables"]}
+
+
+def _chain(node) -> list[str]:
+    """``a.b.c`` as ['a', 'b', 'c'] (the names of an attribute chain; empty when it does not start
+    with a name)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else list(reversed(parts))
+
+
+def _findings(tree, imported, expected) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                why = MODULES.get(module.split(".")[0])
+                if why:
+                    found.append(f"imports {module} ({why})")
+                names = [f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [module]
+                if any(n.startswith(CALCULATORS) or n in CALCULATORS for n in names + [module]):
+                    found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
+        elif isinstance(node, ast.Name) and node.id in NAMES:
+            found.append(f"uses {node.id} ({NAMES[node.id]})")
+        elif isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            if chain and chain[0] in imported:
+                chain = imported[chain[0]].split(".") + chain[1:]
+            if len(chain) >= 2 and (chain[-2], chain[-1]) in ATTRIBUTES:
+                found.append(f"uses {chain[-2]}.{chain[-1]}")
+            elif len(chain) >= 2 and chain[-2] == "checks" and not chain[-1].startswith(CHECKS_ALLOWED) \
+                    and not chain[-1].isupper():
+                found.append(f"asks bertfamily.checks for {chain[-1]} (the answer key)")
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, (ast.Name, ast.Attribute)) \
+                    and _chain(node.value) and _chain(node.value)[0] in imported:
+                found.append(f"replaces {'.'.join(chain[:-1])}.{node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(s in node.value for s in STRINGS):
+            found.append(f"names {node.value[:40]!r}")
+        elif isinstance(node, ast.Constant) and _number_of(node.value) in expected:
+            found.append(f"holds the number {node.value!r}, an answer the checks expect")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in SHADOWED:
+            found.append(f"defines {node.name} (shadows what the grader's exporter uses)")
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in SHADOWED:
+            found.append(f"assigns {node.id} (shadows what the grader's exporter uses)")
+        elif isinstance(node, ast.alias) and (node.asname or node.name) in SHADOWED and node.name != node.asname \
+                and (node.asname or "") in SHADOWED:
+            found.append(f"imports something as {node.asname} (shadows what the grader's exporter uses)")
+        if isinstance(node, ast.ClassDef) and (node.name.endswith(("Model", "Linear", "Module"))
+                                               or any("Module" in ".".join(_chain(b)) for b in node.bases)):
+            found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("system", "getoutput") and _on_ipython(node.func):
+            found.append("runs a shell command (!)")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("run_line_magic", "run_cell_magic") and _on_ipython(node.func) \
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value not in MAGICS:
+            found.append(f"runs the magic %{node.args[0].value}")
+    return found
+
+
+def _number_of(value):
+    """An int for an int, or for a string of digits (``"66362880"``); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.replace("_", "").strip().isdigit() and len(value) < 30:
+        return int(value.replace("_", ""))
+    return None
 
 
 def _on_ipython(func) -> bool:
@@ -139,14 +228,26 @@ def _only_magics(tree) -> bool:
     return True
 
 
-def _constant(node) -> bool:
-    """True for an expression made of number literals and arithmetic only (``66_362_880 * 4 / 2**20``)."""
+_CONVERSIONS = {"int", "float", "round", "abs", "str", "Decimal", "Fraction", "tensor", "array", "int64", "float64"}
+
+
+def _constant(node, text: bool = False) -> bool:
+    """True for an expression made of literals only: numbers and arithmetic (``66_362_880 * 4 / 2**20``),
+    a number written as text and converted (``int("66362880")``), or picked from a literal list
+    (``[66795472][0]``)."""
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+        if isinstance(node.value, bool) or node.value is None:
+            return False
+        return isinstance(node.value, (int, float)) or (text and isinstance(node.value, str))
     if isinstance(node, ast.UnaryOp):
-        return _constant(node.operand)
+        return _constant(node.operand, text)
     if isinstance(node, ast.BinOp):
-        return _constant(node.left) and _constant(node.right)
+        return _constant(node.left, text) and _constant(node.right, text)
+    if isinstance(node, ast.Call) and node.args and not node.keywords:
+        name = _chain(node.func)[-1:] if isinstance(node.func, (ast.Name, ast.Attribute)) else []
+        return bool(name) and name[0] in _CONVERSIONS and all(_constant(a, True) for a in node.args)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.List, ast.Tuple)):
+        return all(_constant(e, text) for e in node.value.elts)
     return False
 
 
@@ -154,19 +255,26 @@ def typed_answers(nb, exercise, answers: dict) -> dict:
     """The answers the student typed as numbers: {name: cell index} for each name in ``answers`` (the
     names the checks read) whose every assignment in the student's code is a number literal."""
     typed, computed = {}, set()
-    for index, source in authored(nb, exercise):
+    for index, source, _ in authored(nb, exercise):
         try:
-            tree = ast.parse(_python(source))
-        except (SyntaxError, ValueError):
+            tree = _tree(source)
+        except Unreadable:
+            continue  # said by suspicious()
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    if isinstance(target, ast.Name) and target.id in answers and _constant(node.value):
-                        typed.setdefault(target.id, index)
-                    else:  # computed, unpacked, or an attribute or item of something
-                        computed.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                    pairs = [(target, node.value)]
+                    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                            and len(target.elts) == len(node.value.elts):  # a, b = 1, 2
+                        pairs = list(zip(target.elts, node.value.elts))
+                    for name, value in pairs:
+                        if isinstance(name, ast.Name) and name.id in answers and _constant(value):
+                            typed.setdefault(name.id, index)
+                        else:  # computed, unpacked, or an attribute or item of something
+                            computed.update(n.id for n in ast.walk(name) if isinstance(n, ast.Name))
             elif isinstance(node, (ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr, ast.withitem)):
                 target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
                 if target is not None:

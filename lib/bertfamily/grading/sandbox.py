@@ -46,6 +46,9 @@ from bertfamily.grading.marks import _output_text
 OUTPUT_TIMEOUT_S = 60  # nbval's wait for a finished cell's output messages (as the root conftest.py)
 POLL_S = 0.1
 DISK_POLL_S = 1.0
+#: CPU seconds a run may use beyond ``Limits.cpu_factor`` times its share of cores (its torch threads)
+#: before it is stopped for taking a classmate's CPU (spinning processes left behind, say).
+CPU_GRACE_S = 10.0
 _KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
 #: The MIME type of the grader's exporter's one message per check cell (never shown by a front end).
 ANSWERS_MIME = "application/vnd.bertfamily.answers+json"
@@ -71,6 +74,7 @@ class Limits:
     disk_mib: int = 4096
     processes: int = 256
     sandbox: bool = True
+    cpu_factor: float = 1.5  # CPU a run may use: this times its share of cores (its threads), after a grace
 
 
 def sandbox_env(folder, threads: int | None = None) -> dict:
@@ -221,7 +225,8 @@ def _bwrap_args(folder: Path, runtime: Path, threads: int | None) -> list[str]:
         args += ["--bind", str(folder / sub), str(INSIDE / sub)]
     args += ["--bind", str(folder / "tmp"), "/tmp", "--bind", str(folder / "shm"), "/dev/shm",
              "--ro-bind", str(folder / "grader" / "export.py"), EXPORTER_INSIDE,
-             "--bind", str(runtime), str(runtime), "--chdir", str(INSIDE / "work")]
+             "--bind", str(runtime), str(runtime), "--chdir", str(INSIDE / "work"),
+             "--remount-ro", "/"]  # the sandbox's own root (a tmpfs) is read-only too: no file in memory
     for key, value in sandbox_env(INSIDE, threads).items():
         args += ["--setenv", key, value]
     return args
@@ -241,21 +246,30 @@ def kernel_argv(folder: Path, runtime: Path, limits: Limits) -> list[str]:
 _WORKER = "import sys; from bertfamily.grading.sandbox import _nbval_worker; sys.exit(_nbval_worker(sys.argv[1:]))"
 
 
+MAX_TEXT = 100_000  # characters of one output the grader keeps (what scoring reads is a few lines)
+
+
+def _cut(text) -> str:
+    text = text if isinstance(text, str) else "".join(text) if isinstance(text, list) else str(text)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n[... {len(text) - MAX_TEXT:,} characters cut]\n"
+
+
 def _plain(outputs) -> list:
-    """Outputs reduced to what scoring needs (streams, text/plain, errors, the grader's answers)."""
+    """Outputs reduced to what scoring needs (streams, text/plain, errors, the grader's answers), each
+    text cut to :data:`MAX_TEXT` characters."""
     plain = []
-    for out in outputs or []:
+    for out in (outputs or [])[:1000]:
         kind = out.get("output_type")
         if kind == "stream":
-            plain.append({"output_type": kind, "name": out.get("name"), "text": out.get("text", "")})
+            plain.append({"output_type": kind, "name": out.get("name"), "text": _cut(out.get("text", ""))})
         elif kind in ("execute_result", "display_data"):
             data = out.get("data", {})
-            entry = {"output_type": kind, "data": {"text/plain": data.get("text/plain", "")}}
+            entry = {"output_type": kind, "data": {"text/plain": _cut(data.get("text/plain", ""))}}
             if ANSWERS_MIME in data:
                 entry["data"][ANSWERS_MIME] = data[ANSWERS_MIME]
             plain.append(entry)
         elif kind == "error":
-            plain.append({"output_type": kind, "ename": out.get("ename"), "evalue": out.get("evalue")})
+            plain.append({"output_type": kind, "ename": _cut(out.get("ename")), "evalue": _cut(out.get("evalue"))})
     return plain
 
 
@@ -417,7 +431,7 @@ def _records(path) -> tuple[list[int], dict]:
     for line in lines:
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue  # a line cut short by a kill
         if "start" in entry:
             started.append(entry["start"])
@@ -443,35 +457,72 @@ def disk_bytes(folder) -> int:
     return total
 
 
-def _memory(proc) -> int:
-    """A process's share of memory (PSS: pages shared with its forks count once in all), or its resident
-    memory where the system does not say."""
+def _memory(proc, seen: set) -> int:
+    """A process's share of memory (PSS: pages shared with its forks count once in all; its resident
+    memory where the system does not say), plus the anonymous files it holds open (``memfd``), which
+    live in memory without being mapped (each counted once, by inode, in ``seen``)."""
     import psutil
     try:
-        return proc.memory_full_info().pss
+        used = proc.memory_full_info().pss
     except (psutil.Error, AttributeError):
         try:
-            return proc.memory_info().rss
+            used = proc.memory_info().rss
         except psutil.Error:
             return 0
+    fds = f"/proc/{proc.pid}/fd"
+    try:
+        for fd in os.listdir(fds):
+            try:
+                if os.readlink(f"{fds}/{fd}").startswith("/memfd:"):
+                    info = os.stat(f"{fds}/{fd}")
+                    if info.st_ino not in seen:
+                        seen.add(info.st_ino)
+                        used += info.st_blocks * 512
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return used
 
 
-def _watch(proc, record, limits: Limits, peak: list, writable=()) -> tuple[str, str, int | None]:
+def _cpu(tree) -> float:
+    """CPU seconds the processes of a tree have used (their finished children's included)."""
+    import psutil
+    total = 0.0
+    for p in tree:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
+
+
+def _watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tuple[str, str, int | None]:
     """Wait for the worker; kill its tree past the time, memory, process or disk limit, or when the
     kernel dies mid-cell. Returns (status, reason, cell) where status is "" when the run ended by
     itself; ``peak[0]`` is the largest resident memory of the tree seen (bytes)."""
     import psutil
+    cpu = cpu if cpu is not None else [0.0]
+    share = limits.threads or int(kernels.pinned_environ({}, None, shared_cores=True).get("OMP_NUM_THREADS", 2))
     start, limit, kernel, died, disk_at = time.monotonic(), limits.memory_mib * 2**20, None, None, 0.0
     while proc.poll() is None:
         tree = _tree(proc.pid)
         if len(tree) > limits.processes:
             _kill(proc.pid)
             return "error", f"too many processes: the run started more than {limits.processes}", _pending(record)
-        used = sum(_memory(p) for p in tree)
+        seen = set()
+        used = sum(_memory(p, seen) for p in tree)
         peak[0] = max(peak[0], used)
         if used > limit:
             _kill(proc.pid)
             return "error", f"out of memory: the run used more than {limits.memory_mib} MiB", _pending(record)
+        elapsed = time.monotonic() - start
+        cpu[0] = max(cpu[0], _cpu(tree))
+        if cpu[0] > CPU_GRACE_S + limits.cpu_factor * share * elapsed:
+            _kill(proc.pid)
+            return "error", (f"more than its share of the CPU: the run kept more than {share} cores busy "
+                             "(processes left running?)"), _pending(record)
         if time.monotonic() - start > limits.timeout:
             _kill(proc.pid)
             return "timeout", f"the notebook ran past its {limits.timeout:g} s limit", _pending(record)
@@ -528,6 +579,19 @@ def run_base() -> str:
     return base if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK) else tempfile.gettempdir()
 
 
+#: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
+MAX_RUNTIME_PATH = 80
+
+
+def _runtime(folder: Path) -> Path:
+    """The folder of the kernel's sockets and connection file, seen at the same path on both sides: the
+    run's ``runtime/`` when its path is short enough for a socket, otherwise a private folder in /tmp."""
+    inside = folder / "runtime"
+    if len(str(inside)) <= MAX_RUNTIME_PATH:
+        return inside
+    return Path(tempfile.mkdtemp(prefix="bfg-", dir="/tmp" if os.path.isdir("/tmp") else None))
+
+
 def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None,
                   submitted: bytes | None = None, name: str = "submission.ipynb") -> dict:
     """Run ``nb`` under nbval, its kernel in the sandbox; return what happened, cell by cell.
@@ -545,7 +609,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
     if limits.sandbox:
         require_sandbox()
     folder = Path(tempfile.mkdtemp(prefix="bertfamily-grade-", dir=run_base()))
-    proc = None
+    proc = runtime = None
     try:
         for sub in ("nb", "home", "tmp", "work", "shm", "grader", "runtime", "worker/home", "worker/tmp"):
             (folder / sub).mkdir(parents=True)
@@ -559,7 +623,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         nbformat.write(nb, notebook)
         (folder / "sanitize.cfg").write_text(sanitize, encoding="utf-8")
         (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-        runtime = folder / "runtime"
+        runtime = _runtime(folder)
         argv = kernel_argv(folder, runtime, limits)
         (folder / "kernel.json").write_text(json.dumps(argv), encoding="utf-8")
         env = sandbox_env(folder if not limits.sandbox else folder / "worker", limits.threads)
@@ -571,10 +635,10 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         with open(folder / "log.txt", "wb") as log:
             proc = subprocess.Popen(cmd, cwd=folder / "nb", env=env, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_child_limits)
-            peak = [0]
+            peak, cpu, began = [0], [0.0], time.monotonic()
             try:
                 status, reason, cell = _watch(proc, record, limits, peak,
-                                              [folder / s for s in ("home", "tmp", "work", "shm")])
+                                              [*(folder / s for s in ("home", "tmp", "work", "shm")), runtime], cpu)
             finally:
                 _kill(proc.pid)
                 proc.wait()
@@ -583,6 +647,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
     finally:
         if proc is not None and proc.poll() is None:
             _kill(proc.pid)
+        if runtime is not None and not runtime.is_relative_to(folder):
+            remove_tree(runtime)
         remove_tree(folder)
-    return {"status": status, "reason": reason, "cell": cell, "results": results,
-            "exit_code": proc.returncode, "log": log, "peak_mib": peak[0] / 2**20}
+    return {"status": status, "reason": reason, "cell": cell, "results": results, "exit_code": proc.returncode,
+            "log": log, "peak_mib": peak[0] / 2**20, "cpu_s": cpu[0], "wall_s": time.monotonic() - began}

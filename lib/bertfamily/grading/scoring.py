@@ -156,10 +156,16 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
             score.flags.append(f"{task.name}: `{name}` typed as a number in cell {typed[name]}")
         for cid, source in task.checks:
+            if cid not in by_id:  # prepare() puts every check back: never an honest notebook
+                found.append("its check cell is missing")
+                continue
             index, cell = by_id[cid]
             stored = stored and bool(cell.get("outputs"))
-            if index not in results or _problem(index, results[index], limits.cell_timeout):
-                continue  # did not run, or raised: the cell's problem says so
+            if index not in results:
+                found.append("its check cell did not run")
+                continue
+            if _problem(index, results[index], limits.cell_timeout):
+                continue  # it raised: the cell's problem says so
             answers, trouble = answers_of(cid, results[index]["outputs"])
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")

@@ -61,7 +61,12 @@ def _summary(value, torch):
             settings = {k: v for k, v in items.items()
                         if v is None or isinstance(v, (bool, int, float, str))}
         modules = list(value.modules())
-        return {"module": type(value).__name__, "object": id(value), "config": settings,
+        values = sum(p.numel() for p in value.parameters())
+        for m in modules:
+            if isinstance(m, DynamicLinear):
+                weight, bias = m._packed_params._weight_bias()
+                values += weight.numel() + (bias.numel() if bias is not None else 0)
+        return {"module": type(value).__name__, "object": id(value), "config": settings, "values": values,
                 "linear": sum(type(m) is torch.nn.Linear for m in modules),
                 "dynamic": [str(m._packed_params.dtype).replace("torch.", "")
                             for m in modules if isinstance(m, DynamicLinear)]}
@@ -134,9 +139,12 @@ def with_exports(nb, wanted: dict, exporter):
     for cell in out.cells:
         names = wanted.get(cell.get("id")) if cell.cell_type == "code" else None
         if names is not None:
-            cell.source = (f"__import__('runpy').run_path({str(exporter)!r})['export'](globals(), {names!r}, "
-                           f"{cell.get('id')!r})\n" + cell.source)
+            cell.source = (f"(lambda f: f.__builtins__['__import__']('runpy').run_path({str(exporter)!r})['export']"
+                           f"(f.__globals__, {names!r}, {cell.get('id')!r}))(lambda: 0)\n" + cell.source)
     return out
+
+
+MAX_ANSWERS = 100_000  # characters of one answers message (the exercise's are under 2,000)
 
 
 def sent_answers(outputs) -> list:
@@ -147,8 +155,11 @@ def sent_answers(outputs) -> list:
         if payload is None:
             continue
         try:
-            found.append((payload.get("cell"), json.loads(payload["answers"])))
-        except (AttributeError, KeyError, TypeError, ValueError):
+            text = payload["answers"]
+            if len(text) > MAX_ANSWERS:
+                raise ValueError("too long")
+            found.append((payload.get("cell"), json.loads(text)))
+        except Exception:  # anything a forger sends (nested too deep, not text): no answers
             found.append((None, None))
     return found
 
@@ -165,6 +176,27 @@ def answers_of(cid: str, outputs) -> tuple[dict | None, str]:
     if sent_from != cid or not isinstance(answers, dict):
         return None, "an answer message that the grader's exporter did not send: forged"
     return answers, ""
+
+
+def _not_its_configuration(value: dict) -> str | None:
+    """Why an exported model cannot be the model its configuration describes (it holds another number of
+    values than the budget of that configuration), or None. A stand-in with a copied configuration and
+    a few tiny layers is caught here; a real model, pretrained or built from its configuration, is not."""
+    if "module" not in value or not value.get("config") or value.get("values") is None:
+        return None
+    try:
+        from transformers import AutoConfig
+
+        from bertfamily import budget
+        settings = {k: v for k, v in value["config"].items()
+                    if k not in ("model_type", "transformers_version", "_name_or_path", "architectures")}
+        want = budget.count(AutoConfig.for_model(value["config"]["model_type"], **settings))
+    except Exception:  # a configuration the budget cannot read: the checks will say what is wrong
+        return None
+    if value["values"] != want:
+        return (f"holds {value['values']:,} values, not the {want:,} of the configuration it carries: "
+                "not a real model of that configuration")
+    return None
 
 
 def stand_in(value: dict, objects: dict):
@@ -216,6 +248,10 @@ def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
         return False, f"the grader could not read the answers ({answers['__error__']})", ""
     checks = _checks  # the course's, imported before any submission ran; never the kernel's
     objects = {}
+    for name, value in answers.items():
+        problem = _not_its_configuration(value) if isinstance(value, dict) else None
+        if problem:
+            return False, f"`{name}` {problem}", ""
     try:
         namespace = {name: stand_in(value, objects) for name, value in answers.items()}
     except (NameError, ValueError) as exc:
