@@ -11,9 +11,10 @@ The checks are plain functions that return a list of problems. `test_checks_dete
 them on copies of a built page with a figure, a glued number or a launch button removed, and
 asserts that each removal is reported: a check that cannot fail is not a check.
 
-Requests that leave localhost (MathJax, the widget manager and Thebe from their CDNs) are blocked,
-as they would fail anyway on an offline machine; so mathematics shows as TeX source in the
-screenshots and widgets as their saved-state placeholders.
+Requests that leave localhost (the widget manager and Thebe from their CDNs) are blocked, as they
+would fail anyway on an offline machine; so widgets show as their saved-state placeholders. MathJax
+is served with the site (`_static/mathjax/`, from the pinned `sphinx-mathjax-offline`), so every
+formula must be typeset: none left as TeX source, none a TeX error.
 """
 from __future__ import annotations
 
@@ -140,6 +141,50 @@ def glue_problems(page, expected: list[str]) -> list[str]:
         problems.append(f"glued values the source does not have: {dict(extra)}")
     if "{glue" in page.inner_text("main"):
         problems.append("an unrendered {glue...} role is on the page")
+    return problems
+
+
+#: Text nodes of the page outside code, the typeset formulas and scripts, holding a TeX delimiter.
+_RAW_TEX = r"""() => {
+    const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+    const found = [];
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest('pre, code, script, style, mjx-container')) continue;
+        if (/\\\(|\\\[|\$\$/.test(node.textContent)) found.push(node.textContent.trim().slice(0, 60));
+    }
+    return found;
+}"""
+
+
+def formula_problems(page, base: str, timeout_ms: int = 10000) -> list[str]:
+    """Every formula on the page was typeset by MathJax, and MathJax came from the site itself.
+
+    Sphinx writes each formula as TeX inside an element of class ``math``; MathJax replaces that
+    TeX by an ``mjx-container``. A page without formulas has nothing to check."""
+    count = page.eval_on_selector_all("main .math", "els => els.length")
+    raw = page.evaluate(_RAW_TEX)
+    if not count and not raw:
+        return []
+    problems = []
+    sources = page.eval_on_selector_all("script[src*='mathjax']", "els => els.map(e => e.src)")
+    if not any(src.startswith(base) for src in sources):
+        problems.append(f"MathJax is not served with the site (scripts: {sources})")
+    try:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                               timeout=timeout_ms)
+        page.evaluate("() => MathJax.startup.promise.then(() => true)")
+    except Exception:  # playwright's TimeoutError
+        return problems + [f"MathJax did not start: {count} formulas left as TeX"]
+    untypeset = page.eval_on_selector_all(
+        "main .math", "els => els.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent)")
+    if untypeset:
+        problems.append(f"{len(untypeset)} of {count} formulas not typeset, e.g. {untypeset[0][:60]!r}")
+    errors = page.eval_on_selector_all("main mjx-merror", "els => els.map(e => e.getAttribute('data-mjx-error'))")
+    if errors:
+        problems.append(f"TeX errors in formulas: {errors[:3]}")
+    raw = page.evaluate(_RAW_TEX)
+    if raw:
+        problems.append(f"TeX left as text on the page: {raw[:3]}")
     return problems
 
 
@@ -273,6 +318,7 @@ def test_page_as_a_reader_sees_it(doc, site, browser_context, screenshots):
         problems += glue_problems(page, expected_glue_texts(doc))
         problems += link_problems(page, html)
         problems += widget_problems(page)
+        problems += formula_problems(page, base)
         if _notebook(doc).is_file():
             problems += launch_problems(page, launch_targets(doc))
         assert not problems, f"{doc}:\n" + "\n".join(problems)
@@ -305,6 +351,10 @@ BROKEN = {  # what is removed from a copy of a built lesson page, and which chec
     "binder_button_removed": (r'<li><a href="https://mybinder\.org[^"]*".*?</li>', "", "launch"),
     "colab_points_elsewhere": (r'(colab\.research\.google\.com/[^"]*/)03_compression\.ipynb',
                                r"\g<1>00_setup.ipynb", "launch"),
+    "mathjax_removed": (r'<script defer="defer" src="\.\./_static/mathjax/tex-chtml\.js"></script>', "", "formulas"),
+    "formula_not_marked": (r'<span class="math notranslate nohighlight">', '<span class="notranslate nohighlight">',
+                           "formulas"),
+    "formula_unbalanced": (r'(<span class="math notranslate nohighlight">\\\()', r"\g<1>{", "formulas"),
 }
 
 
@@ -321,6 +371,7 @@ def test_checks_detect_removals(site, browser_context):
         "figures": lambda page: figure_problems(page, expected_figures(doc)),
         "glue": lambda page: glue_problems(page, expected_glue_texts(doc)),
         "launch": lambda page: launch_problems(page, launch_targets(doc)),
+        "formulas": lambda page: formula_problems(page, base, timeout_ms=3000),
     }
     for name, (pattern, replacement, check) in BROKEN.items():
         text, n = re.subn(pattern, replacement, original, count=1, flags=re.DOTALL)
