@@ -9,6 +9,7 @@ subset must give the same rows, and no submitted file may change.
 import copy
 import csv
 import json
+import os
 import re
 from pathlib import Path
 
@@ -517,3 +518,16 @@ def test_readme_states_the_command_and_defaults():
                   f"`--memory-mib`, default {limits.memory_mib} MiB", "--network none",
                   *(f"| `{s}` |" for s in grading.STATUSES)]:
         assert words in section, words
+
+
+def test_unsafe_mode_runs_bare_and_still_without_the_answer_key(tmp_path, monkeypatch):
+    """--unsafe-no-sandbox: the kernel runs as the grader (no bubblewrap), but still imports the run's copy
+    of the package, whose checks hold no expected values."""
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    nb = new_notebook(cells=[new_code_cell(
+        "import os\nfrom bertfamily import checks\ntry:\n    checks.expected_counts()\nexcept AttributeError as e:\n"
+        "    print('no key:', 'answer key' in str(e))\nprint(os.getuid() == %d)" % os.getuid())])
+    run = grading.run_sandboxed(nb, grading.Limits(cell_timeout=60, timeout=120, sandbox=False), "")
+    assert run["status"] == "" and run["exit_code"] == 0, run["log"]
+    assert run["results"][0]["outputs"][0]["text"] == "no key: True\nTrue\n"
+    assert list(tmp_path.iterdir()) == []

@@ -310,7 +310,7 @@ def _place_independent_compare(original):
     return compare_outputs
 
 
-def _use_kernel(argv: list) -> None:
+def _use_kernel(spec: dict) -> None:
     """nbval starts its kernels from ``argv`` and talks to them over Unix sockets (ZeroMQ ``ipc``):
     a kernel in its own network namespace has no TCP path to the grader."""
     import nbval.kernel
@@ -325,8 +325,8 @@ def _use_kernel(argv: list) -> None:
                              connection_file=str(runtime / "kernel.json"), **kwargs)
 
     def get_kernel_spec(self, kernel_name):
-        return KernelSpec(argv=argv, display_name="Python 3 (grading sandbox)", language="python",
-                          interrupt_mode="message")
+        return KernelSpec(argv=spec["argv"], env=spec["env"], display_name="Python 3 (grading sandbox)",
+                          language="python", interrupt_mode="message")
     nbval.kernel.KernelManager = SandboxKernelManager
     nbval.kernel.NbvalKernelspecManager.get_kernel_spec = get_kernel_spec
 
@@ -625,11 +625,11 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         runtime = _runtime(folder)
         argv = kernel_argv(folder, runtime, limits)
-        (folder / "kernel.json").write_text(json.dumps(argv), encoding="utf-8")
+        # without the sandbox the kernel still imports the run's copy of the package (no answer key there)
+        kernel_env = {} if limits.sandbox else {"PYTHONPATH": str(folder / "course")}
+        (folder / "kernel.json").write_text(json.dumps({"argv": argv, "env": kernel_env}), encoding="utf-8")
         env = sandbox_env(folder if not limits.sandbox else folder / "worker", limits.threads)
         env["JUPYTER_RUNTIME_DIR"] = str(runtime)
-        if not limits.sandbox:  # the kernel imports the run's copy of the package (no answer key there either)
-            env["PYTHONPATH"] = str(folder / "course")
         cmd = [sys.executable, "-c", _WORKER, str(record), str(notebook), str(limits.cell_timeout),
                str(folder / "sanitize.cfg"), str(folder / "pytest.ini"), str(folder / "kernel.json")]
         with open(folder / "log.txt", "wb") as log:
