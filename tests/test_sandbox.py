@@ -211,7 +211,7 @@ def hostile(tmp_path_factory, exercise):
         # --- honest students with accidents the grader must forgive
         "olivia_helper": _helper_reuse(reference, exercise),
         "olivia_import": _import_added(reference, exercise),
-        "=1+2 ñandú": reference,
+        "=1+2 ñandú": student,  # a name with a formula, a space and Unicode: graded like any other
     }
     for name, nb in notebooks.items():
         nbformat.write(nb, klass / f"{name}.ipynb")
@@ -287,7 +287,7 @@ def _import_added(reference, exercise):
 
 
 def test_honest_students_keep_every_mark(hostile):
-    for name in ("=1+2 ñandú", "carol", "olivia_helper", "olivia_import"):
+    for name in ("carol", "olivia_helper", "olivia_import"):
         row = hostile["rows"][name]
         assert (row["status"], row["score"], row["flags"]) == ("graded", str(hostile["max"]), ""), row
 
@@ -350,6 +350,11 @@ def test_nothing_is_left_behind_or_changed(hostile):
     assert verify.package_changes() == []
 
 
+def test_a_name_with_a_formula_spaces_and_unicode_is_graded(hostile):
+    row = hostile["rows"]["=1+2 ñandú"]
+    assert row["status"] == "graded" and row["student"] == "'=1+2", row
+
+
 def test_csv_cells_are_never_formulas(hostile):
     rows = list(csv.reader(open(hostile["out"], encoding="utf-8")))
     header = rows[0]
@@ -370,7 +375,9 @@ def test_no_sandbox_refuses_unless_asked(monkeypatch, tmp_path, capsys):
 def test_processes_left_spinning_cannot_take_a_classmates_cpu(tmp_path, exercise, monkeypatch):
     """Spinning daemons use more than the run's share of cores: the run is stopped, saying so. (The
     share is set low here so that the test does not depend on the machine's load.)"""
-    nb = added(nbformat.read(EXERCISE, as_version=4), """
+    student = tmp_path / "student.ipynb"
+    grading.write_student(EXERCISE, student)
+    nb = added(nbformat.read(student, as_version=4), """
         import os
         for _ in range(4):
             if os.fork() == 0:
@@ -384,4 +391,4 @@ def test_processes_left_spinning_cannot_take_a_classmates_cpu(tmp_path, exercise
     limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB, threads=1, cpu_factor=0.25)
     (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
     assert row.status == "error" and "more than its share of the CPU" in row.detail, row
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["spinner.ipynb"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spinner.ipynb", "student.ipynb"]
