@@ -149,15 +149,19 @@ def package_dir() -> Path:
 
 
 def _python_roots() -> list[Path]:
-    """Folders the kernel's Python needs, read-only: the interpreter's prefixes and the
-    site-packages folders on sys.path, never a folder that holds the course's repository."""
-    course = package_dir().parent
+    """Folders the kernel's Python needs, read-only: the interpreter's prefixes and the site-packages
+    folders on sys.path, but never a folder that holds the course's repository (its ``book/`` has the
+    reference solution); the package itself is replaced by the run's copy (:func:`kernel_package`)."""
+    from bertfamily.grading.exercise import ROOT
+
+    secret = ROOT / "book"
     roots = []
     candidates = [sys.base_prefix, sys.prefix, sys.exec_prefix]
     candidates += [p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages")]
     for entry in candidates:
         path = Path(entry).resolve()
-        if not path.is_dir() or course.is_relative_to(path) or any(path.is_relative_to(r) for r in roots):
+        if not path.is_dir() or (secret.is_dir() and secret.resolve().is_relative_to(path)) \
+                or any(path.is_relative_to(r) for r in roots):
             continue
         roots = [r for r in roots if not r.is_relative_to(path)] + [path]
     return roots
