@@ -168,6 +168,28 @@ def test_transfer_evaluation_separates_leakage():
     assert set(r["zero_shot"].tolist()) <= {0.0, 1.0}
 
 
+def test_transfer_evaluation_matches_sizes(monkeypatch):
+    """With match_sizes every probe trains on as many rows of each topic as the in-language one."""
+    from collections import Counter
+
+    from bertfamily import transfer
+    english, target = _leaky_target()
+    x, y, h = english
+    triple = (torch.cat([x, x, x]), y * 3, h * 3)   # English with three times the target's rows
+    seen, real = [], transfer.train_probe
+    monkeypatch.setattr(transfer, "train_probe", lambda f, labels, *a, **k: seen.append(Counter(labels))
+                        or real(f, labels, *a, **k))
+    r = ml.transfer_evaluation(triple, target, match_sizes=True, draws=3, epochs=50)
+    assert len(seen) == 2 * 3 + 2 + 2 * 3   # zero-shot and leaky: 2 halves x 3 draws; in-language: 2
+    assert all(c == Counter({"a": 20, "b": 20}) for c in seen), seen
+    assert set((3 * r["zero_shot"]).round().tolist()) <= {0.0, 1.0, 2.0, 3.0}
+    # where English has no more rows than the target, matching changes nothing
+    assert torch.equal(ml.transfer_evaluation(english, target, match_sizes=True, epochs=50)["zero_shot"],
+                       ml.transfer_evaluation(english, target, epochs=50)["zero_shot"])
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        ml.transfer_evaluation(english, target, match_sizes=True, draws=0)
+
+
 def test_transfer_evaluation_bad_input():
     english, (x, y, h) = _leaky_target()
     with pytest.raises(ValueError, match="halves must be 0 or 1"):

@@ -1,5 +1,6 @@
 """Cross-lingual transfer on frozen sentence embeddings (lesson 5): linear probes, the majority
-baseline, and zero-shot transfer measured without leakage next to its in-language ceiling.
+baseline, and zero-shot transfer measured without leakage next to a probe trained in the target
+language (on as many prompts, where asked).
 
 Everything takes feature tensors and label lists; :mod:`bertfamily.multilingual` re-exports every
 name, as the lesson reads them.
@@ -118,26 +119,43 @@ def _predict(model, classes, x) -> list[str]:
         return [classes[i] for i in model(x.float()).argmax(-1).tolist()]
 
 
-def _cross_fit(train, test, classes, same: bool = False, **probe_kwargs) -> torch.Tensor:
-    """Per test row, 1.0 if a probe trained on ``train``'s *other* half (``same``: the same half)
-    labels it right."""
+def _subsample(rows, labels, quota: Counter, generator: torch.Generator) -> list[int]:
+    """A random subset of ``rows`` with at most ``quota[topic]`` rows of each topic (all, where fewer)."""
+    chosen = []
+    for topic in sorted(quota):
+        of_topic = [i for i in rows if labels[i] == topic]
+        order = torch.randperm(len(of_topic), generator=generator)[:quota[topic]].tolist()
+        chosen += [of_topic[k] for k in sorted(order)]
+    return sorted(chosen)
+
+
+def _cross_fit(train, test, classes, same: bool = False, quotas: dict | None = None, draws: int = 1,
+               seed: int = 0, **probe_kwargs) -> torch.Tensor:
+    """Per test row, the share of probes trained on ``train``'s *other* half (``same``: the same half)
+    that label it right: 1.0 or 0.0 with one probe; with ``quotas`` (test half -> rows per topic),
+    ``draws`` probes, each trained on a random subset of at most that many rows of each topic."""
     (tx, ty, th), (x, y, h) = train, test
     correct = torch.zeros(len(y))
+    generator = torch.Generator().manual_seed(seed)
     for half in (0, 1):
         rows = [i for i, v in enumerate(th) if (v == half) == same and ty[i] in classes]
         tests = [i for i, v in enumerate(h) if v == half]
         if not tests:
             continue
-        if len({ty[i] for i in rows}) < 2:
-            raise ValueError("a training half has fewer than two topics; the split is too small")
-        model, cls = train_probe(tx[rows], [ty[i] for i in rows], classes, **probe_kwargs)
-        pred = _predict(model, cls, x[tests])
-        correct[tests] = torch.tensor([float(p == y[i]) for p, i in zip(pred, tests)])
+        subsets = [rows] if quotas is None else [_subsample(rows, ty, quotas[half], generator)
+                                                 for _ in range(draws)]
+        for chosen in subsets:
+            if len({ty[i] for i in chosen}) < 2:
+                raise ValueError("a training half has fewer than two topics; the split is too small")
+            model, cls = train_probe(tx[chosen], [ty[i] for i in chosen], classes, **probe_kwargs)
+            pred = _predict(model, cls, x[tests])
+            correct[tests] += torch.tensor([float(p == y[i]) for p, i in zip(pred, tests)]) / len(subsets)
     return correct
 
 
-def transfer_evaluation(english: tuple, target: tuple, **probe_kwargs) -> dict:
-    """Zero-shot transfer measured without leakage, next to the in-language ceiling.
+def transfer_evaluation(english: tuple, target: tuple, match_sizes: bool = False, draws: int = 5,
+                        seed: int = 0, **probe_kwargs) -> dict:
+    """Zero-shot transfer measured without leakage, next to the in-language probe.
 
     ``english`` and ``target`` are ``(features, topics, halves)`` (halves from :func:`labelled_halves`).
     Both arms are cross-fitted over the two halves of every topic file: the English-trained probe
@@ -145,10 +163,16 @@ def transfer_evaluation(english: tuple, target: tuple, **probe_kwargs) -> dict:
     on the target's other half. Both therefore score the *same* target rows, so their difference is a
     paired comparison. Only topics the target language has are used.
 
+    English usually has more prompts than the target, so with ``match_sizes`` every English-trained
+    probe trains on as many prompts of each topic as the in-language probe does (a random subset,
+    or all where English has fewer), and its score is the mean over ``draws`` such subsets (seeded by
+    ``seed``): the gap then compares languages, not amounts of training data.
+
     Returns ``{"n", "topics", "majority", "zero_shot", "in_language", "leaky"}``: the last three are
-    0/1 tensors, one value per target row. ``leaky`` is the control: the English probe trained on the
-    *same* half as its test rows (as many training rows, but now holding the test prompts'
-    translations), so ``leaky - zero_shot`` is what leakage adds.
+    tensors of one value per target row, 1.0 where the probe labels it right (with ``match_sizes``, the
+    share of the draws that do). ``leaky`` is the control: the English probe trained on the *same*
+    half as its test rows (as many training rows, but now holding the test prompts' translations), so
+    ``leaky - zero_shot`` is what leakage adds.
     """
     (ex, ey, eh), (x, y, h) = english, target
     for name, (f, t, hv) in (("english", english), ("target", target)):
@@ -157,13 +181,18 @@ def transfer_evaluation(english: tuple, target: tuple, **probe_kwargs) -> dict:
                              f"{f.shape[0]}, {len(t)}, {len(hv)}")
         if set(hv) - {0, 1}:
             raise ValueError(f"{name}: halves must be 0 or 1 (see labelled_halves)")
+    if not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
     classes = sorted(set(y) & set(ey))
     if len(classes) < 2:
         raise ValueError("fewer than two topics shared by the English and the target rows")
     rows = [i for i, t in enumerate(y) if t in classes]
     x, y, h = x[rows], [y[i] for i in rows], [h[i] for i in rows]
-    zero_shot = _cross_fit((ex, ey, eh), (x, y, h), classes, **probe_kwargs)
+    # the in-language probe that labels test half k trains on the target's half 1 - k
+    quotas = {k: Counter(t for t, v in zip(y, h) if v != k) for k in (0, 1)} if match_sizes else None
+    sizes = {"quotas": quotas, "draws": draws, "seed": seed}
+    zero_shot = _cross_fit((ex, ey, eh), (x, y, h), classes, **sizes, **probe_kwargs)
     in_language = _cross_fit((x, y, h), (x, y, h), classes, **probe_kwargs)
-    leaky = _cross_fit((ex, ey, eh), (x, y, h), classes, same=True, **probe_kwargs)
+    leaky = _cross_fit((ex, ey, eh), (x, y, h), classes, same=True, **sizes, **probe_kwargs)
     return {"n": len(y), "topics": len(classes), "majority": majority_baseline(y),
             "zero_shot": zero_shot, "in_language": in_language, "leaky": leaky}
