@@ -61,17 +61,27 @@ def test_stored_tlm_models_give_the_logged_accuracy(lexicon):
         assert accuracy == pytest.approx(log["runs"][f"tlm-{seed}"]["content_accuracy"]["with"], abs=1e-6)
 
 
+def test_stored_alternating_models_give_the_logged_accuracy(lexicon):
+    """XLM's MLM+TLM models, in every condition (lesson 6 reads all three)."""
+    data, log = lexicon
+    blanks, content = ck.tlm_blanks(data)
+    for seed in ck.TLM["stored_seeds"]:
+        measured = ck.content_accuracy(ck.load_tlm(data, tlm.ALTERNATING, seed), blanks, content)
+        assert measured == pytest.approx(log["runs"][f"{tlm.ALTERNATING}-{seed}"]["content_accuracy"], abs=1e-6)
+
+
 @pytest.mark.slow
-def test_a_tlm_run_reproduces_its_first_losses(lexicon):
+@pytest.mark.parametrize("objective, seed", [("tlm", 0), (tlm.ALTERNATING, 1)])
+def test_a_tlm_run_reproduces_its_first_losses(lexicon, objective, seed):
     data, log = lexicon
     s = ck.TLM
-    model = tlm.tiny_model(data.tokenizer.get_vocab_size(), seed=0, hidden=s["hidden"], layers=s["layers"],
+    model = tlm.tiny_model(data.tokenizer.get_vocab_size(), seed=seed, hidden=s["hidden"], layers=s["layers"],
                            heads=s["heads"])
     with threads(1):  # train_models trains each model on one thread
-        losses = tlm.train_pairs(model, *data.train, "tlm", steps=s["steps"], batch_size=s["batch"],
-                                 probability=s["probability"], generator=torch.Generator().manual_seed(0),
+        losses = tlm.train_pairs(model, *data.train, objective, steps=s["steps"], batch_size=s["batch"],
+                                 probability=s["probability"], generator=torch.Generator().manual_seed(seed),
                                  progress=False, until=101)
-    assert losses[::100] == pytest.approx(log["runs"]["tlm-0"]["loss_curve"][:2], abs=TOLERANCE)
+    assert losses[::100] == pytest.approx(log["runs"][f"{objective}-{seed}"]["loss_curve"][:2], abs=TOLERANCE)
 
 
 @pytest.fixture(scope="module")

@@ -148,6 +148,17 @@ def test_train_pairs_is_deterministic_and_checks_input():
         tlm.train_pairs(tiny_model(12), first, second, "nsp", steps=1, batch_size=4)
 
 
+def test_alternating_objective_takes_mlm_and_tlm_steps_in_turn(monkeypatch):
+    """XLM's recipe: step 1 packs each sentence alone, step 2 the pair together, and so on."""
+    first, second = [[5, 6, 7]] * 8, [[8, 9]] * 8
+    layouts, real = [], tlm.training_batch
+    monkeypatch.setattr(tlm, "training_batch", lambda *a: layouts.append(a[-1]) or real(*a))
+    losses = tlm.train_pairs(tiny_model(12), first, second, tlm.ALTERNATING, steps=5, batch_size=4,
+                             generator=torch.Generator().manual_seed(0), progress=False)
+    assert layouts == ["mlm", "tlm", "mlm", "tlm", "mlm"] and len(losses) == 5
+    assert tlm.ALTERNATING in tlm.TRAINING_OBJECTIVES and tlm.ALTERNATING not in tlm.OBJECTIVES
+
+
 def test_tlm_learns_to_read_the_other_side_and_mlm_cannot():
     """A toy 'translation': the second sentence is a random-token copy of the first, one vocabulary
     shifted by a fixed offset. Its blanks are unguessable alone; TLM must learn to consult the

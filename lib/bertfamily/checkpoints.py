@@ -1,10 +1,10 @@
 """The course's small pretrained checkpoints: how they are made, and loading them back.
 
 Two lessons need models trained longer than a lesson may run (90 s on 2 cores): lesson 1 compares
-masking schedules on a tiny BERT trained for many epochs on BBC articles, and lesson 6 compares MLM
-and TLM on parallel sentences. ``make pretrain`` (``tools/pretrain.py``) trains them with the
-settings below, one seed after the other, and writes into ``checkpoints/`` (package data, so Colab
-has them too):
+masking schedules on a tiny BERT trained for many epochs on BBC articles, and lesson 6 compares MLM,
+TLM and the two in turn (XLM's recipe) on parallel sentences. ``make pretrain``
+(``tools/pretrain.py``) trains them with the settings below, one seed after the other, and writes
+into ``checkpoints/`` (package data, so Colab has them too):
 
 * ``<name>.json``: the settings, the machine, and per run its evaluation curve and final metrics;
 * the weights, stored as float16 (half the bytes; the metrics in the log are those of the stored
@@ -31,10 +31,11 @@ MASKING = {"articles": 800, "blocks_per_article": 2, "test_articles": 200, "leng
            "hidden": 64, "layers": 2, "heads": 2, "dropout": 0.1, "steps": 1000, "batch": 32, "lr": 3e-3,
            "warmup": 50, "eval_every": 125, "seeds": [0, 1, 2], "schemes": ["static", "static x10", "dynamic"],
            "held_out_seed": 2024, "new_mask_seed": 2025, "stored_seeds": [0]}
-#: Lesson 6: MLM and TLM models on the lexicon's parallel sentences (bertfamily.lexicon).
+#: Lesson 6: MLM, TLM and XLM's alternating MLM+TLM models on the lexicon's parallel sentences
+#: (bertfamily.lexicon).
 TLM = {"pairs": 3000, "pairs_seed": 0, "test_fraction": 0.2, "split_seed": 0, "vocab": 1000, "hidden": 64,
        "layers": 2, "heads": 4, "steps": 3000, "batch": 32, "probability": 0.3, "seeds": [0, 1, 2],
-       "objectives": ["mlm", "tlm"], "stored_seeds": [0, 1, 2], "mismatched_shift": 300}
+       "objectives": ["mlm", "tlm", "mlm+tlm"], "stored_seeds": [0, 1, 2], "mismatched_shift": 300}
 
 
 def _path(name: str) -> Path:

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 COLORS = {
     "teacher": "#1f4e79", "bert": "#1f4e79", "static": "#c0504d", "student": "#e07b39",
     "distilbert": "#e07b39", "dynamic": "#2e8b57", "albert": "#7b5ea7", "int8": "#8c8c8c",
-    "neutral": "#4d4d4d", "highlight": "#d62728",
+    "neutral": "#4d4d4d", "highlight": "#d62728", "alternating": "#17becf",  # XLM's MLM+TLM (lesson 6)
 }
 CYCLE = ["#1f4e79", "#e07b39", "#2e8b57", "#c0504d", "#7b5ea7", "#8c8c8c", "#17becf"]
 

@@ -14,10 +14,11 @@ around them (the data helpers are in :mod:`bertfamily.pairs`; every name is impo
 * :func:`monolingual_inputs`: the MLM baseline's input, each sentence alone with its language id.
 * :func:`training_batch` and :func:`train_pairs`: the two objectives on the same pairs, same steps,
   same text per step; only the packing differs (MLM: each sentence alone; TLM: the pair together).
-* :func:`italian_blanks` and :func:`blank_accuracy`: every token of the second side of held-out pairs
-  masked in turn, scored in three conditions: the translation visible (``"with"``), no translation
-  (``"without"``), and the translation of *another* pair (``"mismatched"``), which keeps the TLM
-  layout but removes the information.
+  ``"mlm+tlm"`` (:data:`ALTERNATING`) is XLM's recipe: MLM and TLM batches in turn.
+* :func:`italian_blanks`, :func:`blank_predictions` and :func:`blank_accuracy`: every token of the
+  second side of held-out pairs masked in turn, scored in three conditions: the translation visible
+  (``"with"``), no translation (``"without"``), and the translation of *another* pair
+  (``"mismatched"``), which keeps the TLM layout but removes the information.
 * :func:`attention_to_first` and :func:`blank_attention`: where the blanks look in the first sentence.
 """
 from __future__ import annotations
@@ -46,12 +47,17 @@ from .pretraining import _check_steps, mlm_steps, tiny_bert, tiny_bert_config
 from .timing import threads
 
 OBJECTIVES = ("mlm", "tlm")
+#: XLM's recipe: one step MLM (each sentence alone), the next TLM (the pair together), and so on.
+ALTERNATING = "mlm+tlm"
+#: What :func:`train_pairs` and :func:`train_models` accept.
+TRAINING_OBJECTIVES = (*OBJECTIVES, ALTERNATING)
 CONDITIONS = ("with", "without", "mismatched")
 
-__all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "CONDITIONS",
+__all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "ALTERNATING",
+           "TRAINING_OBJECTIVES", "CONDITIONS",
            "train_tokenizer", "split_pairs", "encode_pairs", "keep_short", "monolingual_inputs", "training_batch",
-           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_accuracy",
-           "attention_to_first",
+           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_predictions",
+           "blank_accuracy", "attention_to_first",
            "blank_attention"]
 
 
@@ -91,7 +97,8 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
                 lr: float = 5e-3, warmup: int = 20, probability: float = 0.15,
                 generator: torch.Generator | None = None, progress: bool = True,
                 until: int | None = None) -> list[float]:
-    """Train ``model`` (a ``BertForMaskedLM`` with ``type_vocab_size=2``) with MLM or TLM.
+    """Train ``model`` (a ``BertForMaskedLM`` with ``type_vocab_size=2``) with MLM, TLM, or both in
+    turn (``"mlm+tlm"``, XLM's recipe: MLM on steps 1, 3, 5, ..., TLM on steps 2, 4, ...).
 
     Each step takes ``batch_size`` pairs (every pair once per epoch, in an order drawn from
     ``generator``), builds :func:`training_batch` and masks it with
@@ -103,15 +110,18 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
         raise ValueError(f"first and second must hold the same, non-zero number of sentences, "
                          f"got {len(first)} and {len(second)}")
     _check_steps(steps, batch_size, len(first), "pairs")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if objective not in TRAINING_OBJECTIVES:
+        raise ValueError(f"objective must be one of {TRAINING_OBJECTIVES}, got {objective!r}")
     vocab = model.config.vocab_size
+    layouts = OBJECTIVES if objective == ALTERNATING else (objective,)
+    step = iter(range(steps))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / max(warmup, 1), max(0.0, (steps - s) / max(steps - warmup, 1))))
 
     def batch(rows, epoch):
-        pairs = training_batch(first, second, rows.tolist(), objective)
+        layout = layouts[next(step) % len(layouts)]
+        pairs = training_batch(first, second, rows.tolist(), layout)
         corrupted, labels = mask_tokens(pairs["input_ids"], vocab_size=vocab, mask_token_id=MASK,
                                         special_ids=range(len(SPECIAL_TOKENS)), probability=probability,
                                         special_mask=pairs["special_mask"], generator=generator)
@@ -173,8 +183,8 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
     if not jobs or len(set(jobs)) != len(jobs):
         raise ValueError(f"jobs must be distinct (objective, seed) pairs, got {jobs!r}")
     for objective, _ in jobs:
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        if objective not in TRAINING_OBJECTIVES:
+            raise ValueError(f"objective must be one of {TRAINING_OBJECTIVES}, got {objective!r}")
     model_kw = dict(model_kw or {})
     args = [(vocab_size, first, second, o, s, steps, batch_size, model_kw, train_kw) for o, s in jobs]
     if processes is None:
@@ -188,7 +198,10 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
     if processes > 1 and context is not None:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        from .env import quiet_import_noise  # imports no transformers: it runs before the worker imports it
+
+        # each worker quiets the import-time log lines (torchao's) before it imports this module
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=quiet_import_noise) as pool:
             for job, result in zip(jobs, pool.map(_train_job, args)):
                 results[job] = result
                 bar.update()
@@ -266,18 +279,22 @@ def italian_blanks(first, second, condition: str, *, shift: int = 1) -> Blanks:
 
 
 @torch.no_grad()
-def blank_accuracy(model, blanks: Blanks, batch_size: int = 512) -> torch.Tensor:
-    """Whether ``model``'s top guess at each blank is the hidden token (a bool tensor, one per row)."""
+def blank_predictions(model, blanks: Blanks, batch_size: int = 512) -> torch.Tensor:
+    """``model``'s top guess at each blank: one token id per row of ``blanks``."""
     model.eval()
-    right = []
+    guesses = []
     for start in range(0, len(blanks), batch_size):
         part = slice(start, start + batch_size)
         batch = {k: v[part] for k, v in blanks.inputs.items()}
         labels = blanks.labels[part]
         hidden = model.bert(input_ids=batch["input_ids"], **_model_inputs(batch)).last_hidden_state
-        logits = model.cls(hidden[labels != IGNORE_INDEX])
-        right.append(logits.argmax(-1) == labels[labels != IGNORE_INDEX])
-    return torch.cat(right)
+        guesses.append(model.cls(hidden[labels != IGNORE_INDEX]).argmax(-1))
+    return torch.cat(guesses)
+
+
+def blank_accuracy(model, blanks: Blanks, batch_size: int = 512) -> torch.Tensor:
+    """Whether ``model``'s top guess at each blank is the hidden token (a bool tensor, one per row)."""
+    return blank_predictions(model, blanks, batch_size) == blanks.target
 
 
 @torch.no_grad()
