@@ -303,3 +303,31 @@ def test_a_stand_in_model_with_a_copied_configuration_is_refused():
     assert not ok and "not a real model of that configuration" in why
     real = {**fake, "values": budget.count(config)}
     assert verify._not_its_configuration(real) is None
+
+
+def test_answers_typed_as_numbers_earn_nothing(exercise):
+    """Right values, typed rather than computed: the tasks whose checks read them get no mark, and the
+    row says why; the same values computed keep their marks."""
+    from bertfamily import checks
+
+    distil, bert = checks.expected_counts()
+    want = checks.predicted_file_bytes()
+    fp32, int8 = want["fp32"] + 30_000, want["int8"] + 30_000
+    nb = copy.deepcopy(exercise.reference)
+    ids = {t.name: next(c for c in t.cells if "solution" in {x.id: x for x in exercise.reference.cells}[c]
+                        .metadata.get("tags", [])) for t in exercise.tasks}
+    by_id = {c.get("id"): c for c in nb.cells}
+    by_id[ids["task2"]].source = f'distilbert_count = int("{distil}")\nbert_count = {bert:_}'
+    by_id[ids["task6"]].source = f"fp32_bytes, int8_bytes = {fp32}, [{int8}][0]"
+    prepared = grading.prepare(nb, exercise)
+    answers = {cid: exported(distilbert_count=distil, bert_count=bert) for cid, _ in exercise.tasks[1].checks}
+    answers |= {cid: exported(fp32_bytes=fp32, int8_bytes=int8) for cid, _ in exercise.tasks[5].checks}
+    answers |= {cid: exported(kept_fp32=checks.kept_in_fp32(), int8_predicted_bytes=want["int8"], int8_bytes=int8,
+                              explanation="the tables stay fp32") for cid, _ in exercise.tasks[6].checks}
+    score = grading.score_run(prepared, exercise, passed_run(prepared, exercise, answers), grading.Limits())
+    assert score.marks["task2"] == score.marks["task6"] == score.marks["task7"] == 0
+    assert "task2: `distilbert_count` typed as a number" in "; ".join(score.flags)
+    assert any("`int8_bytes` is typed as a number" in p for p in score.problems if p.startswith("task7"))
+    honest = grading.prepare(copy.deepcopy(exercise.reference), exercise)
+    kept = grading.score_run(honest, exercise, passed_run(honest, exercise, answers), grading.Limits())
+    assert kept.marks["task2"] == kept.marks["task6"] == kept.marks["task7"] == 1

@@ -65,14 +65,15 @@ def hostile(tmp_path_factory, exercise):
     student = nbformat.read(student_path, as_version=4)
     student_path.unlink()
     reference = copy.deepcopy(exercise.reference)
-    secret = klass / "carol.ipynb"  # an honest classmate, graded in the same run
+    secret = klass / "carol.ipynb"  # a classmate, graded in the same run
     notebooks = {
         # --- copying: the reference solution, a classmate, the answer key
         "mallory_copy": added(student, f"""
             import json, os
             found = [{str(EXERCISE)!r}, {str(secret)!r}]
             for top, dirs, files in os.walk("/"):
-                dirs[:] = [d for d in dirs if os.path.join(top, d) not in ("/proc", "/sys", "/usr", "/dev")]
+                dirs[:] = [d for d in dirs if os.path.join(top, d) not in ("/proc", "/sys", "/usr", "/dev")
+                           and d not in ("site-packages", "python3.11", "include", "share")]
                 found += [os.path.join(top, f) for f in files if f.endswith(".ipynb") and "mallory" not in f]
             for pid in os.listdir("/proc"):
                 try:
@@ -120,7 +121,6 @@ def hostile(tmp_path_factory, exercise):
             _run = runpy.run_path
             runpy.run_path = lambda *a, **k: {"export": lambda *a, **k: None}
             """, where=2),
-        "mallory_typed": _typed(reference, exercise),
         # --- reaching the course, a classmate, the gradebook, the grader
         "mallory_vandal": added(student, f"""
             import glob, os, bertfamily
@@ -213,9 +213,14 @@ def hostile(tmp_path_factory, exercise):
         "olivia_import": _import_added(reference, exercise),
         "=1+2 ñandú": student,  # a name with a formula, a space and Unicode: graded like any other
     }
+    # attacks that end no run share a notebook: fewer kernels to start
+    notebooks["mallory_tricks"] = _merge(student, *(notebooks.pop(n) for n in ("mallory_key", "mallory_globals",
+                                                                             "mallory_deep")))
+    notebooks["mallory_forge"] = _merge(student, notebooks.pop("mallory_forge"), notebooks.pop("mallory_deepjson"))
+    notebooks["mallory_vandal"] = _merge(student, notebooks.pop("mallory_vandal"), notebooks.pop("mallory_daemon"))
     for name, nb in notebooks.items():
         nbformat.write(nb, klass / f"{name}.ipynb")
-    nbformat.write(reference, secret)
+    nbformat.write(student, secret)
     (klass / "mallory_link.ipynb").symlink_to(EXERCISE)
     roster = root / "roster.csv"
     names = sorted({p.stem.split("_")[0].split(" ")[0].split(".")[0] for p in klass.iterdir()})
@@ -235,6 +240,17 @@ def hostile(tmp_path_factory, exercise):
             "max": len(exercise.graded)}
 
 
+def _merge(student, *attacks):
+    """The student version with the cells every attack added (each a notebook made by :func:`added`)."""
+    known = {c.get("id") for c in student.cells}
+    nb = copy.deepcopy(student)
+    for attack in attacks:
+        for index, cell in enumerate(attack.cells):
+            if cell.get("id") not in known:
+                nb.cells.insert(min(index, len(nb.cells)), copy.deepcopy(cell))
+    return nb
+
+
 def _checks_as_markdown(student):
     """Every check cell turned into a Markdown cell (Jupyter's M key), the answers left as placeholders."""
     nb = copy.deepcopy(student)
@@ -250,14 +266,6 @@ def _nbval_markers(student, exercise):
     for task, marker in ((2, "## NBVAL_SKIP"), (3, "#  NBVAL_SKIP\f"), (4, "# NBVAL_RAISES_EXCEPTION")):
         cell = solution(nb, exercise, task)
         cell.source = f"{marker}\nraise SystemExit('not graded?')\n" + cell.source
-    return nb
-
-
-def _typed(reference, exercise):
-    nb = copy.deepcopy(reference)
-    solution(nb, exercise, 2).source = "distilbert_count = 66_362_880\nbert_count = 109_482_240"
-    solution(nb, exercise, 6).source = ("fp32_bytes = int8_bytes = 1\nfp32_bytes = 265_486_123 + 0\n"
-                                        "int8_bytes = 138_108_587")
     return nb
 
 
@@ -287,20 +295,20 @@ def _import_added(reference, exercise):
 
 
 def test_honest_students_keep_every_mark(hostile):
-    for name in ("carol", "olivia_helper", "olivia_import"):
+    for name in ("olivia_helper", "olivia_import"):
         row = hostile["rows"][name]
         assert (row["status"], row["score"], row["flags"]) == ("graded", str(hostile["max"]), ""), row
 
 
 @pytest.mark.parametrize("name, said", [
     ("mallory_markdown", ""),
-    ("mallory_globals", "defines globals"),
-    ("mallory_deep", "cannot be read by the grader"),
-    ("mallory_deepjson", "forged"),
+    ("mallory_tricks", "defines globals"),
+    ("mallory_tricks", "cannot be read by the grader"),
+    ("mallory_tricks", "asks bertfamily.checks for expected_counts (the answer key)"),
+    ("mallory_forge", "sent a message in the grader's answers format: forged"),
+    ("mallory_forge", "task3: 2 answer messages in one check cell"),
     ("mallory_nbval", ""),
     ("mallory_copy", "names '/proc"),
-    ("mallory_key", "asks bertfamily.checks for expected_counts (the answer key)"),
-    ("mallory_forge", "forged"),
     ("mallory_exporter", "imports runpy"),
     ("mallory_vandal", ""),
 ])
@@ -314,13 +322,6 @@ def test_cheats_gain_nothing_and_are_flagged(hostile, name, said):
         assert "had become a markdown cell; the course's code cell was put back" in row["detail"]
     if name == "mallory_nbval":
         assert row["detail"].count("raised SystemExit: not graded?") == 3, row["detail"]
-
-
-def test_typed_answers_earn_nothing(hostile):
-    row = hostile["rows"]["mallory_typed"]
-    lost = {t for t in ("task2", "task6", "task7") if row[t] == "0"}
-    assert lost == {"task2", "task6", "task7"} and row["score"] == str(hostile["max"] - 3), row
-    assert "`distilbert_count` typed as a number" in row["flags"] and "`int8_bytes` typed" in row["flags"]
 
 
 @pytest.mark.parametrize("name, status, words", [
