@@ -53,7 +53,10 @@ import json, numbers
 
 def _summary(value, torch):
     if isinstance(value, torch.nn.Module):
-        from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+        try:
+            from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+        except ImportError:  # a torch without eager-mode quantisation: no such layers to count
+            DynamicLinear = ()
         config = getattr(value, "config", None)
         settings = None
         if config is not None:
