@@ -331,3 +331,17 @@ def test_answers_typed_as_numbers_earn_nothing(exercise):
     honest = grading.prepare(copy.deepcopy(exercise.reference), exercise)
     kept = grading.score_run(honest, exercise, passed_run(honest, exercise, answers), grading.Limits())
     assert kept.marks["task2"] == kept.marks["task6"] == kept.marks["task7"] == 1
+
+
+def test_code_too_deep_to_parse_is_said_not_a_crash(exercise):
+    """A cell of 3,000 additions makes Python's parser recurse too deep: the grader says it could not
+    read it (for the instructor) and scores the run as usual. (No kernel: IPython itself takes minutes
+    over such a cell, which would cost the student a timeout, not the class its gradebook.)"""
+    from bertfamily.grading import integrity
+
+    nb = copy.deepcopy(exercise.reference)
+    nb.cells.insert(3, nbformat.v4.new_code_cell("x = " + "+".join(["1"] * 3000)))
+    prepared = grading.prepare(nb, exercise)
+    said = integrity.suspicious(prepared.nb, exercise)
+    assert any("cannot be read by the grader (nested too deeply)" in s for s in said), said
+    assert integrity.typed_answers(prepared.nb, exercise, {"reduction"}) == {}

@@ -189,7 +189,6 @@ def hostile(tmp_path_factory, exercise):
             def globals():
                 return {"distilbert": DistilBertModel(), "bert": DistilBertModel(), "reduction": 0.3948}
             """, where=2),
-        "mallory_deep": added(student, "x = " + "+".join(["1"] * 3000), where=2),
         "mallory_deepjson": added(student, """
             from IPython.display import display
             display({"application/vnd.bertfamily.answers+json": {"cell": "x", "answers": "[" * 100000}}, raw=True)
@@ -214,8 +213,7 @@ def hostile(tmp_path_factory, exercise):
         "=1+2 ñandú": student,  # a name with a formula, a space and Unicode: graded like any other
     }
     # attacks that end no run share a notebook: fewer kernels to start
-    notebooks["mallory_tricks"] = _merge(student, *(notebooks.pop(n) for n in ("mallory_key", "mallory_globals",
-                                                                             "mallory_deep")))
+    notebooks["mallory_tricks"] = _merge(student, *(notebooks.pop(n) for n in ("mallory_key", "mallory_globals")))
     notebooks["mallory_forge"] = _merge(student, notebooks.pop("mallory_forge"), notebooks.pop("mallory_deepjson"))
     notebooks["mallory_vandal"] = _merge(student, notebooks.pop("mallory_vandal"), notebooks.pop("mallory_daemon"))
     for name, nb in notebooks.items():
@@ -303,7 +301,6 @@ def test_honest_students_keep_every_mark(hostile):
 @pytest.mark.parametrize("name, said", [
     ("mallory_markdown", ""),
     ("mallory_tricks", "defines globals"),
-    ("mallory_tricks", "cannot be read by the grader"),
     ("mallory_tricks", "asks bertfamily.checks for expected_counts (the answer key)"),
     ("mallory_forge", "sent a message in the grader's answers format: forged"),
     ("mallory_forge", "task3: 2 answer messages in one check cell"),
