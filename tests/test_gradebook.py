@@ -531,3 +531,15 @@ def test_unsafe_mode_runs_bare_and_still_without_the_answer_key(tmp_path, monkey
     assert run["status"] == "" and run["exit_code"] == 0, run["log"]
     assert run["results"][0]["outputs"][0]["text"] == "no key: True\nTrue\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_folders_of_graders_that_are_gone_are_swept(tmp_path):
+    """A grading worker killed mid-run leaves its run's folder; the next run removes it, never a live one."""
+    from bertfamily.grading import sandbox
+
+    dead = 2**22 + 12345  # above any pid this machine hands out (pid_max is at most 2**22)
+    (tmp_path / f"bertfamily-grade-{dead}-abc" / "home").mkdir(parents=True)
+    (tmp_path / f"bertfamily-grade-{os.getpid()}-abc").mkdir()
+    (tmp_path / "unrelated").mkdir()
+    sandbox._sweep(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"bertfamily-grade-{os.getpid()}-abc", "unrelated"]

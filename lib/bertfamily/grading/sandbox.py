@@ -583,6 +583,23 @@ def run_base() -> str:
     return base if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK) else tempfile.gettempdir()
 
 
+def _sweep(base) -> None:
+    """Remove the run folders of graders that are gone (a grading worker killed mid-run cannot clean up
+    after itself): each folder's name holds the process id of the grader that made it."""
+    import re
+
+    for entry in Path(base).glob("bertfamily-grade-*-*"):
+        found = re.match(r"bertfamily-grade-(\d+)-", entry.name)
+        if not found or not entry.is_dir():
+            continue
+        try:
+            os.kill(int(found.group(1)), 0)
+        except ProcessLookupError:
+            remove_tree(entry)
+        except (PermissionError, OverflowError):
+            pass
+
+
 #: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
 MAX_RUNTIME_PATH = 80
 
@@ -612,7 +629,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
 
     if limits.sandbox:
         require_sandbox()
-    folder = Path(tempfile.mkdtemp(prefix="bertfamily-grade-", dir=run_base()))
+    _sweep(run_base())
+    folder = Path(tempfile.mkdtemp(prefix=f"bertfamily-grade-{os.getpid()}-", dir=run_base()))
     proc = runtime = None
     try:
         for sub in ("nb", "home", "tmp", "work", "shm", "grader", "runtime", "worker/home", "worker/tmp"):
