@@ -150,18 +150,18 @@ def _pool(work, jobs, rows, bar) -> list:
     from concurrent.futures.process import BrokenProcessPool
 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_grade_one, args): args for args in work}
+        futures, taken = {pool.submit(_grade_one, args): args for args in work}, set()
         try:
             for future in as_completed(futures):
                 rows.append(future.result())
+                taken.add(future)
                 bar.update()
             return []
         except BrokenProcessPool:
             done = {f for f in futures if f.done() and not f.cancelled() and f.exception() is None}
-            for future in done:
-                if future.result() not in rows:
-                    rows.append(future.result())
-                    bar.update()
+            for future in done - taken:
+                rows.append(future.result())
+                bar.update()
             return [args for f, args in futures.items() if f not in done]
 
 

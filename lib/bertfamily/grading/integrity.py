@@ -19,7 +19,7 @@ MODULES = {"gc": "reach any object of the interpreter", "ctypes": "write the int
            "runpy": "run the grader's exporter", "importlib": "swap modules", "builtins": "replace built-ins",
            "subprocess": "run programs", "signal": "signal processes", "socket": "open sockets",
            "pty": "open terminals", "multiprocessing": "start processes", "_thread": "start threads",
-           "threading": "start threads", "sys": None, "os": None, "IPython": "reach the kernel's machinery"}
+           "threading": "start threads", "IPython": "reach the kernel's machinery"}
 NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name", "exec": "runs code from a string",
          "eval": "runs code from a string", "compile": "compiles code from a string",
          "get_ipython": "reaches the kernel's machinery", "setattr": "sets attributes by name",
@@ -159,7 +159,7 @@ def _findings(tree, imported, expected) -> list[str]:
                 if why:
                     found.append(f"imports {module} ({why})")
                 names = [f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [module]
-                if any(n.startswith(CALCULATORS) or n in CALCULATORS for n in names + [module]):
+                if any(n.startswith(CALCULATORS) for n in names + [module]):
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
         elif isinstance(node, ast.Name) and node.id in NAMES:
             found.append(f"uses {node.id} ({NAMES[node.id]})")
@@ -183,8 +183,7 @@ def _findings(tree, imported, expected) -> list[str]:
             found.append(f"defines {node.name} (shadows what the grader's exporter uses)")
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in SHADOWED:
             found.append(f"assigns {node.id} (shadows what the grader's exporter uses)")
-        elif isinstance(node, ast.alias) and (node.asname or node.name) in SHADOWED and node.name != node.asname \
-                and (node.asname or "") in SHADOWED:
+        elif isinstance(node, ast.alias) and node.asname in SHADOWED and node.asname != node.name:
             found.append(f"imports something as {node.asname} (shadows what the grader's exporter uses)")
         if isinstance(node, ast.ClassDef) and (node.name.endswith(("Model", "Linear", "Module"))
                                                or any("Module" in ".".join(_chain(b)) for b in node.bases)):

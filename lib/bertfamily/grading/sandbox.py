@@ -209,9 +209,9 @@ def kernel_package(dest: Path) -> Path:
     """The course package as the kernel sees it, copied into ``dest``: as installed now, without the
     grader, and with the kernel's ``checks`` (no answer key). Read-only in the sandbox; one per run,
     so nothing an instructor changes mid-class, and nothing a run does, reaches another run."""
-    target = Path(dest) / "bertfamily"
-    shutil.copytree(package_dir(), target, ignore=lambda top, names: [
-        n for n in names if n in HIDDEN and Path(top) == package_dir() or n == "__pycache__"])
+    source, target = package_dir(), Path(dest) / "bertfamily"
+    shutil.copytree(source, target, ignore=lambda top, names: [
+        n for n in names if n in HIDDEN and Path(top) == source or n == "__pycache__"])
     (target / "checks.py").write_text(kernel_checks_source(), encoding="utf-8")
     return target
 

@@ -18,7 +18,7 @@ import nbformat
 
 from bertfamily.grading import integrity
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.marks import _MARK, report
+from bertfamily.grading.marks import _MARK, _output_text, report
 from bertfamily.grading.sandbox import Limits
 from bertfamily.grading.student import CHECK
 from bertfamily.grading.verify import answers_of, read_names, recheck_output, sent_answers
@@ -191,7 +191,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 found.append(f"the grader's check: {why}")
                 feedback.append(f"the grader's check of your answer: {why}")
             if cell.get("outputs"):
-                before = _marks(_check_results_text(cell.outputs))
+                before = _marks(_output_text(cell))
                 if before != _marks(printed):
                     first = next((b, a) for b, a in zip_longest(before, _marks(printed), fillvalue="(nothing)")
                                  if b != a)
@@ -212,7 +212,3 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 score.problems.append(f"not in a task: {problem}")
     return score
 
-
-def _check_results_text(outputs) -> str:
-    from bertfamily.grading.marks import _output_text
-    return _output_text({"outputs": outputs})
