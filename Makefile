@@ -17,7 +17,7 @@ help:
 	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
 	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
 	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
-	@echo "make pretrain   retrain the small checkpoints of lessons 1, 2, 4 and 6 (about an hour)"
+	@echo "make pretrain   retrain the checkpoints of lessons 1-4 and 6, the course model among them (about three hours)"
 	@echo "make colab-check every notebook alone on Colab's package set, installed by its own Colab cell (CI)"
 	@echo "make binder-check every notebook in an environment built from environment.yml + postBuild"
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
@@ -53,6 +53,7 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python tools/nb.py colab-cell --check
 	$(BIN)/python tools/nb.py environment --check
+	$(BIN)/python tools/nb.py format --check
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile
 
 unit: $(STAMP)
@@ -71,7 +72,7 @@ colab-check: $(STAMP)
 binder-check: $(STAMP)
 	$(BIN)/python tools/standalone.py --binder $(NB)
 
-# lessons 1, 2, 4 and 6 evaluate models trained longer than a lesson may run: tools/pretrain.py writes
+# lessons 1-4 and 6 evaluate models trained longer than a lesson may run: tools/pretrain.py writes
 # their weights and logs into lib/bertfamily/checkpoints/ (then re-execute those notebooks)
 pretrain: $(STAMP)
 	$(BIN)/python tools/pretrain.py
@@ -97,6 +98,7 @@ student: $(STAMP)
 check: lint
 	$(BIN)/python tools/nb.py colab-cell --check
 	$(BIN)/python tools/nb.py environment --check
+	$(BIN)/python tools/nb.py format --check
 	@if [ -f ../shared/tools/course_check.py ]; then $(BIN)/python ../shared/tools/course_check.py --strict; fi
 
 clean:

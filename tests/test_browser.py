@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import threading
@@ -188,6 +189,40 @@ def formula_problems(page, base: str, timeout_ms: int = 10000) -> list[str]:
     return problems
 
 
+def folded_cells(doc: str) -> int:
+    """How many code cells of the page's notebook are tagged ``hide-input`` (machinery: plots, glue)."""
+    path = _notebook(doc)
+    if not path.is_file():
+        return 0
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return sum("hide-input" in c.get("metadata", {}).get("tags", []) for c in cells if c["cell_type"] == "code")
+
+
+def code_width_problems(page) -> list[str]:
+    """No visible code cell scrolls sideways in the book's column: its longest line fits."""
+    wide = page.eval_on_selector_all(
+        "main .cell_input pre",
+        "els => els.filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)"
+        ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))")
+    if wide:
+        return [f"{len(wide)} code cells scroll sideways; the longest line of the first: {wide[0].strip()[:70]!r}"]
+    return []
+
+
+def folded_problems(page, expected: int) -> list[str]:
+    """Each ``hide-input`` cell shows its output with its source folded behind a closed toggle."""
+    states = page.eval_on_selector_all(
+        "main .cell.tag_hide-input",
+        "els => els.map(e => { const d = e.querySelector('details.above-input');"
+        " return d ? (d.open ? 'open' : 'folded') : 'not folded'; })")
+    problems = []
+    if len(states) != expected:
+        problems.append(f"{len(states)} cells tagged hide-input on the page, the notebook has {expected}")
+    if any(state != "folded" for state in states):
+        problems.append(f"hide-input cells not folded: {states}")
+    return problems
+
+
 def launch_problems(page, targets: dict[str, str]) -> list[str]:
     """The launch menu opens on click and lists Binder and Colab for this notebook, and Thebe."""
     menu = page.locator(".dropdown-launch-buttons")
@@ -319,6 +354,9 @@ def test_page_as_a_reader_sees_it(doc, site, browser_context, screenshots):
         problems += link_problems(page, html)
         problems += widget_problems(page)
         problems += formula_problems(page, base)
+        problems += folded_problems(page, folded_cells(doc))
+        if doc != "book/exercise_distilbert":  # its cells keep the layout students hand in (tools/nb.py)
+            problems += code_width_problems(page)
         if _notebook(doc).is_file():
             problems += launch_problems(page, launch_targets(doc))
         assert not problems, f"{doc}:\n" + "\n".join(problems)
@@ -355,6 +393,11 @@ BROKEN = {  # what is removed from a copy of a built lesson page, and which chec
     "formula_not_marked": (r'<span class="math notranslate nohighlight">', '<span class="notranslate nohighlight">',
                            "formulas"),
     "formula_unbalanced": (r'(<span class="math notranslate nohighlight">\\\()', r"\g<1>{", "formulas"),
+    "code_too_wide": (r'(<div class="cell_input docutils container">\s*<div class="highlight-ipython3 notranslate">'
+                      r'<div class="highlight"><pre>(?:<span></span>)?)', r"\g<1>x = 1  # " + "w" * 150 + "\n",
+                      "width"),
+    "fold_opened": (r'<details class="admonition hide above-input([^"]*)">', r'<details class="admonition hide '
+                    r'above-input\g<1>" open>', "folded"),
 }
 
 
@@ -372,6 +415,8 @@ def test_checks_detect_removals(site, browser_context):
         "glue": lambda page: glue_problems(page, expected_glue_texts(doc)),
         "launch": lambda page: launch_problems(page, launch_targets(doc)),
         "formulas": lambda page: formula_problems(page, base, timeout_ms=3000),
+        "width": code_width_problems,
+        "folded": lambda page: folded_problems(page, folded_cells(doc)),
     }
     for name, (pattern, replacement, check) in BROKEN.items():
         text, n = re.subn(pattern, replacement, original, count=1, flags=re.DOTALL)

@@ -177,3 +177,65 @@ def test_a_distil_run_reproduces_its_first_evaluation(distilled):
         _, history = ck.train_distil_run(data, ck.load_distil(data, "teacher"), "triple loss", 0,
                                          ck.DISTIL["eval_every"])
     assert history.eval_loss[0] == pytest.approx(log["runs"]["triple loss"][0]["curve_loss"][0], abs=TOLERANCE)
+
+
+# ------------------------------------------------------------------ the course model (lessons 1-4)
+
+@pytest.fixture(scope="module")
+def course():
+    return ck.course_data(), ck.read_log("course")
+
+
+def test_the_course_log_describes_its_data_and_a_finished_run(course):
+    data, log = course
+    assert log["settings"] == ck.COURSE
+    assert log["steps_done"] == ck.COURSE["steps"] == len(log["train_loss"])
+    assert log["blanks"] == data.held_out.targets and log["vocab_size"] == data.small["vocab_size"]
+    assert log["train_blocks"] == data.train.shape[0] and log["test_blocks"] == data.test.shape[0]
+    final = log["final"]
+    assert final["hidden"]["blanks"] + final["kept"]["blanks"] == data.held_out.targets
+
+
+def test_the_stored_course_model_gives_the_logged_scores(course):
+    data, log = course
+    model = ck.load_course_model(data)
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+        scores = ck.blank_scores(model, data.held_out)
+    for group in ("hidden", "kept"):
+        for key in ("top1", "top5", "loss"):
+            assert scores[group][key] == pytest.approx(log["final"][group][key], abs=1e-3 if key == "loss" else 2e-3)
+
+
+@pytest.mark.slow
+def test_a_course_model_run_reproduces_its_first_steps(course):
+    data, log = course
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
+        _, short = ck.train_course_model(data, steps=2, progress=False)
+    assert short["train_loss"] == pytest.approx(log["first_losses"][:2], abs=TOLERANCE)
+
+
+def test_the_learning_rate_warms_up_holds_and_decays():
+    s = {**ck.COURSE, "steps": 100, "warmup": 10, "decay": 0.2, "final_lr_fraction": 0.1}
+    rates = [ck.learning_rate(step, s) for step in range(100)]
+    assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
+    assert rates[9:80] == [1.0] * 71
+    assert rates[99] == pytest.approx(0.1 + 0.9 / 20) and all(a >= b for a, b in zip(rates[80:], rates[81:]))
+
+
+def test_blank_scores_split_hidden_from_kept_blanks(course):
+    """A model that copies its input gets every kept blank and no hidden one."""
+    from bertfamily.pretraining import HeldOut
+    data, _ = course
+    vocab = data.small["vocab_size"]
+
+    class Copier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = lambda input_ids: type("Out", (), {"last_hidden_state": torch.nn.functional.one_hot(
+                input_ids, vocab).float()})()
+            self.cls = torch.nn.Identity()
+
+    held = HeldOut(data.held_out.input_ids[:40], data.held_out.labels[:40])
+    scores = ck.blank_scores(Copier(), held)
+    assert scores["kept"]["top1"] == 1.0 and scores["hidden"]["top1"] < 0.01
+    assert scores["hidden"]["blanks"] + scores["kept"]["blanks"] == held.targets

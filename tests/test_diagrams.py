@@ -51,7 +51,7 @@ def test_albert_layout_counts_the_factorised_table():
 def test_triple_loss_names_each_term_and_weight():
     fig, alt = diagrams.triple_loss(temperature=2.0, weights=(5, 2, 1))
     title = fig.axes[0].get_title()
-    assert "5 L_ce + 2 L_task + 1 L_cos" in title and "T = 2" in alt
+    assert "5 L_ce + 2 L_mlm + 1 L_cos" in title and "T = 2" in alt
     plt.close(fig)
     with pytest.raises(ValueError, match="weights"):
         diagrams.triple_loss(weights=(1, 2))
@@ -128,3 +128,33 @@ def test_every_diagram_in_the_book_carries_its_alt_text():
                 alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
                 assert len(alt) > 40, f"{path.name}: a diagram cell without alt text: {source[:80]!r}"
     assert found >= 6, f"expected a diagram in lessons 1 to 6, found {found}"
+
+
+DRAWINGS = {
+    "masking_schedules": lambda: diagrams.masking_schedules(),
+    "tlm_input": lambda: diagrams.tlm_input(["the", "cat"], ["il", "gatto"], masked=[1]),
+    "albert_layout": lambda: diagrams.albert_layout(),
+    "triple_loss": lambda: diagrams.triple_loss(),
+    "quantization": lambda: diagrams.quantization(),
+    "shared_vocabulary": lambda: diagrams.shared_vocabulary({"en": [("nation", ["▁nation"])],
+                                                             "it": [("nazione", ["▁nazione"])]}),
+}
+
+
+@pytest.mark.parametrize("name", DRAWINGS)
+def test_no_diagram_draws_outside_its_axes(name):
+    """Nothing a diagram draws is cut off: a box or arrow (clipped to its panel) stays inside the panel,
+    a label (never clipped) inside the figure."""
+    fig, _ = DRAWINGS[name]()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    for ax in fig.axes:
+        panel = ax.get_window_extent(renderer)
+        for artist in [*ax.patches, *ax.texts]:
+            box = panel if artist.get_clip_on() and not hasattr(artist, "get_text") else page
+            extent = artist.get_window_extent(renderer)
+            inside = (box.x0 - 1 <= extent.x0 and extent.x1 <= box.x1 + 1
+                      and box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1)
+            assert inside, f"{name}: {type(artist).__name__} {extent} is cut off at {box}"
+    plt.close(fig)

@@ -5,6 +5,7 @@
     python tools/nb.py benchmark [NB ...]   wall time and peak memory of each in a fresh kernel (benchmarks/run.py)
     python tools/nb.py colab-cell [--check] write (or check) every notebook's first cell from _config.yml
     python tools/nb.py environment [--check] write (or check) environment.yml from pyproject.toml
+    python tools/nb.py format [--check] [NB ...]  ruff-format the lessons' code cells to 88 columns (or check)
 """
 from __future__ import annotations
 
@@ -147,9 +148,62 @@ def environment(check: bool) -> int:
     return 0
 
 
+#: The width of code a reader reads: the book's column shows about 88 characters of code.
+CODE_WIDTH = 88
+#: Notebooks whose code cells keep their layout: the exercise's cells are what students hand in and
+#: the grader compares cell by cell.
+UNFORMATTED = ("book/exercise_distilbert.ipynb",)
+
+
+def _formattable(cell) -> bool:
+    tags = cell.metadata.get("tags", [])
+    return (cell.cell_type == "code" and "colab-setup" not in tags
+            and not any(line.lstrip().startswith(("%", "!")) for line in cell.source.splitlines()))
+
+
+def format_cell(source: str) -> str:
+    """``source`` as ``ruff format --line-length 88`` writes it (no final newline, as notebooks keep it)."""
+    import subprocess
+    done = subprocess.run([sys.executable, "-m", "ruff", "format", "--line-length", str(CODE_WIDTH), "--no-cache",
+                           "--stdin-filename", "cell.py", "-"], input=source, capture_output=True, text=True)
+    if done.returncode:
+        raise ValueError(f"ruff could not format a cell:\n{source[:400]}\n{done.stderr}")
+    return done.stdout.rstrip("\n")
+
+
+def format_notebooks(paths, check: bool) -> int:
+    """Format the code cells of the lessons (not the exercise, not the Colab cell) to 88 columns; with
+    ``check``, list the cells that would change and the lines still wider than 88 (strings, comments)."""
+    import nbformat
+    problems = []
+    for path in _targets(paths):
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        if name in UNFORMATTED:
+            continue
+        nb, changed = nbformat.read(path, as_version=4), False
+        for index, cell in enumerate(nb.cells):
+            if not _formattable(cell):
+                continue
+            formatted = format_cell(cell.source)
+            if formatted != cell.source:
+                changed = True
+                if check:
+                    problems.append(f"{name} cell {index}: not formatted")
+                else:
+                    cell.source = formatted
+            for line in formatted.splitlines():
+                if len(line) > CODE_WIDTH:
+                    problems.append(f"{name} cell {index}: {len(line)} columns: {line.strip()[:60]}")
+        if changed and not check:
+            nbformat.write(nb, path)
+    print("\n".join(problems))
+    return 1 if problems else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["list", "execute", "benchmark", "colab-cell", "environment"])
+    parser.add_argument("command", choices=["list", "execute", "benchmark", "colab-cell", "environment",
+                                                       "format"])
     parser.add_argument("notebooks", nargs="*")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
@@ -163,6 +217,8 @@ def main(argv=None) -> int:
         return colab_cell(args.check)
     elif args.command == "environment":
         return environment(args.check)
+    elif args.command == "format":
+        return format_notebooks(args.notebooks, args.check)
     return 0
 
 

@@ -1,13 +1,17 @@
-"""Train the course's small checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
-unshared layers, lesson 6's MLM and TLM models, lesson 2's teacher and distilled students.
+"""Train the course's checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
+unshared layers, lesson 6's MLM and TLM models, lesson 2's teacher and distilled students (with the
+compute-matched control), and the course model that lessons 1 and 3 evaluate.
 
-    python tools/pretrain.py [masking] [tlm] [sharing] [distil]   (all by default; about an hour on 2 cores)
+    python tools/pretrain.py [masking] [tlm] [sharing] [distil] [distil-matched] [course]
 
-The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING``, ``TLM`` and ``DISTIL``; the weights and a
-log (settings, machine, per run the evaluation curve and the final metrics of the stored float16 weights) go to
-``lib/bertfamily/checkpoints/``. The kernels are pinned, so on an AVX2 machine a re-run writes the
-same numbers; ``tests/test_checkpoints.py`` re-runs the first evaluation step of each experiment
-and compares it with the log.
+All but ``distil-matched`` by default (that one adds only lesson 2's control to a stored log): about
+three hours on 2 cores, 1 h 45 min of it the course model.
+
+The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING``, ``TLM``, ``DISTIL`` and ``COURSE``; the
+weights and a log (settings, machine, per run the evaluation curve and the final metrics of the stored
+float16 weights) go to ``lib/bertfamily/checkpoints/``. The kernels are pinned, so on an AVX2 machine a
+re-run writes the same numbers; ``tests/test_checkpoints.py`` re-runs the start of each experiment and
+compares it with the log.
 """
 from __future__ import annotations
 
@@ -136,27 +140,88 @@ def distil(progress) -> dict:
                 ck.save(student, ck.file_name("distil", arm, seed))
             progress(f"distil {arm} seed {seed}: held-out {result['runs'][arm][-1]['held']['loss']:.3f} nats "
                      f"({result['runs'][arm][-1]['seconds']:.0f} s)")
+    return matched(progress, result, teacher)
+
+
+def matched(progress, result=None, teacher=None) -> dict:
+    """Lesson 2's compute-matched control: a random-init student trained with the triple loss for the
+    teacher's steps plus its own. Alone (``distil-matched``) it adds the control to the stored log and teacher."""
+    import torch
+
+    from bertfamily import checkpoints as ck
+    from bertfamily.pretraining import evaluate_mlm
+
+    s = ck.DISTIL
+    data = ck.masking_data()
+    if result is None:
+        result = ck.read_log("distil")
+        teacher = ck.load_distil(data, "teacher")
+    result["settings"], arm, runs = s, s["matched"], []
+    for seed in s["seeds"]:
+        start = time.perf_counter()
+        student, history = ck.train_distil_run(data, teacher, arm, seed, ck.matched_steps(s))
+        ck.halve(student)
+        runs.append({"seed": seed, "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
+                     "held": evaluate_mlm(student, data.held_out),
+                     "seconds": round(time.perf_counter() - start, 1), "threads": torch.get_num_threads()})
+        progress(f"distil {arm} seed {seed}: held-out {runs[-1]['held']['loss']:.3f} nats "
+                 f"({runs[-1]['seconds']:.0f} s)")
+    result["runs"][arm] = runs
+    return result
+
+
+def course(progress) -> dict:
+    """The course model; its weights and log are rewritten at every evaluation (a run cut short leaves
+    its last model, and the log says how far it got)."""
+    from bertfamily import checkpoints as ck
+
+    s = ck.COURSE
+    data = ck.course_data()
+    start = time.perf_counter()
+    result = {"settings": s, "blanks": data.held_out.targets, "train_blocks": int(data.train.shape[0]),
+              "test_blocks": int(data.test.shape[0]), "vocab_size": data.small["vocab_size"]}
+
+    def write(model, log):
+        ck.save(model, "course-model")
+        last = log["evaluations"][-1]
+        result.update(steps_done=last["step"], evaluations=log["evaluations"], machine=machine(),
+                      seconds=round(time.perf_counter() - start, 1))
+        (ck.FOLDER / "course.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        progress(f"course model step {last['step']}: hidden blanks top-1 {100 * last['hidden']['top1']:.1f}%, "
+                 f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
+
+    model, log = ck.train_course_model(data, on_evaluation=write)
+    ck.halve(model)  # the metrics of the weights as stored
+    ck.save(model, "course-model")
+    result.update(final=ck.blank_scores(model, data.held_out), epochs=log["epochs"],
+                  first_losses=log["train_loss"][:10], train_loss=[round(x, 4) for x in log["train_loss"]])
     return result
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*", choices=["masking", "tlm", "sharing", "distil"],
-                        default=["masking", "tlm", "sharing", "distil"])
+    parser.add_argument("experiments", nargs="*", default=["masking", "tlm", "sharing", "distil", "course"],
+                        choices=["masking", "tlm", "sharing", "distil", "distil-matched", "course"])
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: the pinned 2; the log records what was used)")
     args = parser.parse_args(argv)
     from bertfamily import kernels
     kernels.pin()
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
-    torch.set_num_threads(int(kernels.PINNED["OMP_NUM_THREADS"]))
+    torch.set_num_threads(args.threads or int(kernels.PINNED["OMP_NUM_THREADS"]))
     from tqdm.auto import tqdm
 
     from bertfamily import checkpoints as ck
     for name in args.experiments:
         start = time.perf_counter()
-        result = {"masking": masking, "tlm": tlm, "sharing": sharing, "distil": distil}[name](tqdm.write)
-        result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
-        path = ck.FOLDER / f"{name}.json"
+        result = {"masking": masking, "tlm": tlm, "sharing": sharing, "distil": distil,
+                  "distil-matched": matched, "course": course}[name](tqdm.write)
+        elapsed = round(time.perf_counter() - start, 1)
+        if name == "distil-matched":  # the control joins a log whose other runs took their own time
+            elapsed = round(result["seconds"] + elapsed, 1)
+        result.update(machine=machine(), seconds=elapsed)
+        path = ck.FOLDER / f"{name.removesuffix('-matched')}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)} ({result['seconds']:.0f} s)")
     return 0

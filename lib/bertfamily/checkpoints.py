@@ -104,12 +104,26 @@ class MaskingData:
     config: object          # the BertConfig of every model
     unigram: float          # the unigram baseline on the held-out blanks (nats)
     majority: float         # the most frequent training word's share of the held-out blanks
+    words: object = None    # pretraining.CompactVocabulary: WordPiece id <-> compact id
+
+
+def _compact(tokenizer, train_ids, test_ids, min_count: int):
+    """The compact vocabulary of ``train_ids`` (special pieces first), both sets in it, and the
+    masking arguments in compact ids: ``(words, train, test, small)``."""
+    from bertfamily.pretraining import CompactVocabulary
+
+    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
+            tokenizer.mask_token_id]
+    words = CompactVocabulary(train_ids, keep=keep, unk_id=tokenizer.unk_token_id, min_count=min_count)
+    small = dict(vocab_size=words.size, mask_token_id=words(tokenizer.mask_token_id),
+                 special_ids=[words(i) for i in keep])
+    return words, words.encode(train_ids), words.encode(test_ids), small
 
 
 def masking_data(settings: dict = MASKING) -> MaskingData:
     from bertfamily.data import bbc_split
     from bertfamily.models import minilm_tokenizer
-    from bertfamily.pretraining import CompactVocabulary, HeldOut, tiny_bert_config, token_blocks, unigram_baseline
+    from bertfamily.pretraining import HeldOut, tiny_bert_config, token_blocks, unigram_baseline
 
     s = settings
     tokenizer, split = minilm_tokenizer(), bbc_split()
@@ -117,18 +131,13 @@ def masking_data(settings: dict = MASKING) -> MaskingData:
                              max_blocks_per_text=s["blocks_per_article"])
     test_ids = token_blocks(tokenizer, split.test_texts[:s["test_articles"]], length=s["length"],
                             max_blocks_per_text=1)
-    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
-            tokenizer.mask_token_id]
-    words = CompactVocabulary(train_ids, keep=keep, unk_id=tokenizer.unk_token_id, min_count=s["min_count"])
-    train, test = words.encode(train_ids), words.encode(test_ids)
-    small = dict(vocab_size=words.size, mask_token_id=words(tokenizer.mask_token_id),
-                 special_ids=[words(i) for i in keep])
+    words, train, test, small = _compact(tokenizer, train_ids, test_ids, s["min_count"])
     held_out = HeldOut.fixed_mask(test, seed=s["held_out_seed"], **small)
     new_mask = HeldOut.fixed_mask(train, seed=s["new_mask_seed"], **small)
     unigram, majority = unigram_baseline(train, held_out, vocab_size=words.size, special_ids=small["special_ids"])
     config = tiny_bert_config(words.size, hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
                               max_positions=s["length"], dropout=s["dropout"])
-    return MaskingData(train, held_out, new_mask, small, config, unigram, majority)
+    return MaskingData(train, held_out, new_mask, small, config, unigram, majority, words)
 
 
 def masking_scheme(data: MaskingData, name: str, generator):
@@ -275,7 +284,15 @@ DISTIL = {**{k: MASKING[k] for k in ("hidden", "heads", "dropout", "batch", "war
           "arms": {"triple loss": ["teacher", 5.0, 2.0, 1.0], "without L_ce": ["teacher", 0.0, 2.0, 1.0],
                    "without L_cos": ["teacher", 5.0, 2.0, 0.0], "without L_mlm": ["teacher", 5.0, 0.0, 1.0],
                    "random init": ["random", 5.0, 2.0, 1.0], "no teacher": ["random", 0.0, 2.0, 0.0]},
-          "stored": ["triple loss", "random init"], "stored_seeds": [0]}
+          "stored": ["triple loss", "random init"], "stored_seeds": [0],
+          # the control for "initialisation matters": random weights, the triple loss, and as many steps as
+          # the initialised student's weights carry (the teacher's steps, then its own)
+          "matched": "random init, matched steps"}
+
+
+def matched_steps(settings: dict = DISTIL) -> int:
+    """The steps of the compute-matched control: the teacher's, then the student's."""
+    return settings["teacher_steps"] + settings["steps"]
 
 
 def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: dict = DISTIL):
@@ -299,6 +316,8 @@ def distil_student(data: MaskingData, teacher, arm: str, seed: int = 0, settings
     from bertfamily.distillation import student_from_teacher
     from bertfamily.pretraining import tiny_bert
 
+    if arm == settings["matched"]:
+        arm = "random init"
     if arm not in settings["arms"]:
         raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
     if settings["arms"][arm][0] == "teacher":
@@ -313,7 +332,7 @@ def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int
 
     s = settings
     student = distil_student(data, teacher, arm, seed, s)
-    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"][arm]
+    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"]["random init" if arm == s["matched"] else arm]
     loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
                            alpha_cos=alpha_cos)
     generator = torch.Generator().manual_seed(seed)
@@ -332,3 +351,147 @@ def load_distil(data: MaskingData, name: str, seed: int = 0, settings: dict = DI
     layers = settings["teacher_layers"] if name == "teacher" else len(settings["layers"])
     model = tiny_bert(_config(data, layers, settings))
     return load_into(model, "distil-teacher" if name == "teacher" else file_name("distil", name, seed))
+
+
+# --------------------------------------------------------------------------- the course model
+
+#: The course's own BERT, trained the RoBERTa way (dynamic masking, no next-sentence prediction, large
+#: batches, long blocks) on all of the BBC training articles: 4 layers of width 256 (about 6.5M
+#: parameters), 128-piece blocks, the WordPiece pieces seen at least ``min_count`` times. AdamW with a
+#: linear warm-up, a constant rate, and a linear decay to ``final_lr_fraction`` over the last ``decay``
+#: share of the steps; dropout on the hidden states only. Lesson 1 shows it filling blanks, lesson 3
+#: quantises it.
+COURSE = {"length": 128, "test_blocks_per_article": 2, "min_count": 3, "hidden": 256, "layers": 4, "heads": 4,
+          "dropout": 0.1, "attention_dropout": 0.0, "batch": 128, "lr": 1e-3, "warmup": 500, "decay": 0.25,
+          "final_lr_fraction": 0.1, "steps": 1600, "eval_every": 100, "seed": 0, "held_out_seed": 2026}
+
+
+@dataclass
+class CourseData:
+    """What the course model trains and is measured on."""
+    tokenizer: object       # bert-base-uncased's WordPiece tokenizer (all-MiniLM-L6-v2's copy)
+    words: object           # pretraining.CompactVocabulary: WordPiece id <-> compact id
+    train: torch.Tensor     # compact ids, (blocks, length): every training article cut into blocks
+    test: torch.Tensor      # compact ids of the held-out articles' blocks
+    held_out: object        # pretraining.HeldOut: the test blocks masked once
+    small: dict             # vocab_size, mask_token_id, special_ids (compact ids)
+    config: object          # the model's BertConfig
+    counts: torch.Tensor    # how often each compact id occurs in the training blocks
+    articles: int           # training articles
+
+
+def course_data(settings: dict = COURSE) -> CourseData:
+    from bertfamily.data import bbc_split
+    from bertfamily.models import minilm_tokenizer
+    from bertfamily.pretraining import HeldOut, tiny_bert_config, token_blocks
+
+    s = settings
+    tokenizer, split = minilm_tokenizer(), bbc_split()
+    train_ids = token_blocks(tokenizer, split.train_texts, length=s["length"])
+    test_ids = token_blocks(tokenizer, split.test_texts, length=s["length"],
+                            max_blocks_per_text=s["test_blocks_per_article"])
+    words, train, test, small = _compact(tokenizer, train_ids, test_ids, s["min_count"])
+    held_out = HeldOut.fixed_mask(test, seed=s["held_out_seed"], **small)
+    config = tiny_bert_config(words.size, hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
+                              max_positions=s["length"], dropout=s["dropout"])
+    # dropout on the attention weights costs 40% of a forward pass on CPU (a random draw per weight)
+    config.attention_probs_dropout_prob = s["attention_dropout"]
+    counts = torch.bincount(train.flatten(), minlength=words.size)
+    return CourseData(tokenizer, words, train, test, held_out, small, config, counts, len(split.train_texts))
+
+
+def learning_rate(step: int, settings: dict = COURSE) -> float:
+    """The course model's learning-rate factor at optimiser step ``step`` (0-based)."""
+    s = settings
+    warm = min(1.0, (step + 1) / s["warmup"])
+    start = s["steps"] * (1 - s["decay"])
+    if step < start:
+        return warm
+    return 1.0 - (1.0 - s["final_lr_fraction"]) * (step - start) / (s["steps"] - start)
+
+
+@torch.no_grad()
+def blank_predictions(model, held_out, batch_size: int = 128) -> dict:
+    """Per blank of ``held_out``: the model's five best guesses (``top5``, best first), the true piece
+    (``target``), the loss (nats) and whether the word was ``hidden`` (the input holds ``[MASK]`` or a
+    random piece there) or kept as it is (a model can copy it from its input)."""
+    from bertfamily.masking import IGNORE_INDEX
+
+    was_training = model.training
+    model.eval()
+    parts = {"top5": [], "target": [], "loss": [], "hidden": []}
+    for start in range(0, held_out.input_ids.shape[0], batch_size):
+        ids, labels = held_out.input_ids[start:start + batch_size], held_out.labels[start:start + batch_size]
+        chosen = labels != IGNORE_INDEX
+        logits = model.cls(model.bert(input_ids=ids).last_hidden_state[chosen])
+        parts["top5"].append(logits.topk(5, dim=-1).indices)
+        parts["target"].append(labels[chosen])
+        parts["loss"].append(torch.nn.functional.cross_entropy(logits, labels[chosen], reduction="none"))
+        parts["hidden"].append(ids[chosen] != labels[chosen])
+    model.train(was_training)
+    return {key: torch.cat(value) for key, value in parts.items()}
+
+
+def blank_scores(model, held_out, batch_size: int = 128) -> dict:
+    """Top-1 and top-5 accuracy and loss of ``model`` on ``held_out``'s blanks, in two groups:
+    ``hidden`` (the word must be guessed) and ``kept`` (the 10% of blanks left as they are, which a
+    model can copy from its input); see :func:`blank_predictions`."""
+    return scores_of(blank_predictions(model, held_out, batch_size))
+
+
+def scores_of(p: dict) -> dict:
+    """:func:`blank_scores` from the output of :func:`blank_predictions`."""
+    top1 = p["top5"][:, 0] == p["target"]
+    top5 = (p["top5"] == p["target"][:, None]).any(-1)
+    return {group: {"top1": float(top1[rows].double().mean()), "top5": float(top5[rows].double().mean()),
+                    "loss": float(p["loss"][rows].double().mean()), "blanks": int(rows.sum())}
+            for group, rows in (("hidden", p["hidden"]), ("kept", ~p["hidden"]))}
+
+
+def course_model(data: CourseData, seed: int | None = None, settings: dict = COURSE):
+    """A fresh (untrained) course model."""
+    from bertfamily.pretraining import tiny_bert
+    return tiny_bert(data.config, seed=settings["seed"] if seed is None else seed)
+
+
+def train_course_model(data: CourseData, steps: int | None = None, settings: dict = COURSE, progress=True,
+                       on_evaluation=None):
+    """Train the course model (or its first ``steps``): ``(model, log)``.
+
+    ``log`` holds the training loss of every step and, every ``eval_every`` steps, the scores of
+    :func:`blank_scores`; ``on_evaluation(model, log)`` is called after each evaluation (make pretrain
+    stores the weights there, so a run cut short still leaves its last model).
+    """
+    from bertfamily.masking import DynamicMasking
+    from bertfamily.pretraining import mlm_steps
+
+    s = settings
+    steps = steps or s["steps"]
+    generator = torch.Generator().manual_seed(s["seed"])
+    model = course_model(data, settings=s)
+    masking = DynamicMasking(data.train, generator=generator, **data.small)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=0.01, foreach=True)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(step, s))
+    log = {"train_loss": [], "evaluations": []}
+
+    def batch(rows, epoch):
+        return (*masking(rows, epoch), {})
+
+    def after(step):
+        if step % s["eval_every"] == 0 or step == steps:
+            log["evaluations"].append({"step": step, **blank_scores(model, data.held_out)})
+            model.train()
+            if on_evaluation is not None:
+                on_evaluation(model, log)
+
+    torch.manual_seed(s["seed"])  # dropout
+    log["train_loss"], log["epochs"] = mlm_steps(model, optimizer, schedule, batch, sequences=len(masking),
+                                                 batch_size=s["batch"], steps=steps, generator=generator,
+                                                 progress=progress, desc="course model", after_step=after)
+    model.eval()
+    return model, log
+
+
+def load_course_model(data: CourseData, settings: dict = COURSE):
+    """The stored course model (float16 on disk), in eval mode."""
+    return load_into(course_model(data, settings=settings), "course-model")

@@ -132,11 +132,12 @@ def albert_layout(layers: int = 12, vocab: int = 30000, embedding: int = 128, hi
     _box(b, 0.5, 0.5, 4, 1.4, f"word table\n{vocab:,} x {embedding}", COLORS["albert"])
     _box(b, 0.5, 2.5, 4, 1.2, f"projection {embedding} x {hidden}\n(both: {factor / 1e6:.1f}M)", COLORS["albert"])
     _arrow(b, (2.5, 1.9), (2.5, 2.5))
-    _box(b, 5.5, 3.5, 4, 1.6, "one shared layer", COLORS["albert"], fontsize=9)
-    _arrow(b, (4.5, 3.1), (5.5, 4.0))
-    b.add_patch(FancyArrowPatch((9.5, 4.8), (9.5, 3.8), connectionstyle="arc3,rad=-1.6", arrowstyle="-|>",
+    _box(b, 5.0, 3.5, 3.5, 1.6, "one shared layer", COLORS["albert"], fontsize=9)
+    _arrow(b, (4.5, 3.1), (5.0, 4.0))
+    # the loop back into the layer bulges to its right: the box leaves it room inside the axes
+    b.add_patch(FancyArrowPatch((8.5, 4.8), (8.5, 3.8), connectionstyle="arc3,rad=-1.6", arrowstyle="-|>",
                                 mutation_scale=10, color=COLORS["albert"]))
-    b.text(7.5, 6.2, f"applied {layers} times", ha="center", fontsize=8, color=COLORS["albert"])
+    b.text(6.75, 6.2, f"applied {layers} times", ha="center", fontsize=8, color=COLORS["albert"])
     fig.suptitle("ALBERT: a factorised table and one layer reused (fewer weights, same work)")
     alt = (f"Left, BERT: a {vocab:,} by {hidden} word table feeding a stack of {layers} distinct layers. Right, "
            f"ALBERT: a {vocab:,} by {embedding} table and an {embedding} by {hidden} projection, together "
@@ -159,17 +160,17 @@ def triple_loss(temperature: float = 2.0, weights=(5.0, 2.0, 1.0)):
     _box(ax, 0.3, 5.2, 3, 1.6, "teacher\n(frozen, 2L layers)", COLORS["teacher"], fontsize=9)
     _box(ax, 0.3, 1.2, 3, 1.6, "student\n(L layers, one in two\nof the teacher's)", COLORS["student"], fontsize=9)
     _box(ax, 8.3, 6.0, 3.4, 1.3, f"L_ce x {ce:g}\nKL of softened outputs, T = {temperature:g}", COLORS["dynamic"])
-    _box(ax, 8.3, 3.4, 3.4, 1.3, f"L_task x {task:g}\ncross-entropy with the labels", COLORS["static"])
+    _box(ax, 8.3, 3.4, 3.4, 1.3, f"L_mlm x {task:g}\ncross-entropy, masked words", COLORS["static"])
     _box(ax, 8.3, 0.8, 3.4, 1.3, f"L_cos x {cos:g}\ncosine of hidden states", COLORS["albert"])
     _box(ax, 4.5, 3.4, 2.4, 1.3, "labels\n(masked words)", COLORS["neutral"])
     for start, end in (((3.3, 6.3), (8.3, 6.8)), ((3.3, 2.3), (8.3, 6.3)),   # L_ce: both outputs
-                       ((3.3, 2.0), (8.3, 3.9)), ((6.9, 4.05), (8.3, 4.05)),  # L_task: student + labels
+                       ((3.3, 2.0), (8.3, 3.9)), ((6.9, 4.05), (8.3, 4.05)),  # L_mlm: student + the masked words
                        ((3.3, 5.6), (8.3, 1.7)), ((3.3, 1.6), (8.3, 1.3))):   # L_cos: both hidden states
         _arrow(ax, start, end)
-    ax.set_title(f"DistilBERT's triple loss: {ce:g} L_ce + {task:g} L_task + {cos:g} L_cos")
+    ax.set_title(f"DistilBERT's triple loss: {ce:g} L_ce + {task:g} L_mlm + {cos:g} L_cos")
     alt = (f"The teacher and the student read the same text. The teacher's and the student's outputs, "
            f"softened at T = {temperature:g}, feed L_ce (weight {ce:g}); the student's output and the true "
-           f"labels feed L_task (weight {task:g}); the two models' hidden states feed L_cos (weight {cos:g}).")
+           f"labels feed L_mlm (weight {task:g}); the two models' hidden states feed L_cos (weight {cos:g}).")
     return fig, alt
 
 

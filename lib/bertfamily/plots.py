@@ -9,6 +9,8 @@ COLORS = {
     "teacher": "#1f4e79", "bert": "#1f4e79", "static": "#c0504d", "student": "#e07b39",
     "distilbert": "#e07b39", "dynamic": "#2e8b57", "albert": "#7b5ea7", "int8": "#8c8c8c",
     "neutral": "#4d4d4d", "highlight": "#d62728", "alternating": "#17becf",  # XLM's MLM+TLM (lesson 6)
+    # the parts of a parameter budget (lessons 3 and 4)
+    "embeddings": "#b8860b", "layers": "#e07b39", "pooler": "#4d4d4d",
 }
 CYCLE = ["#1f4e79", "#e07b39", "#2e8b57", "#c0504d", "#7b5ea7", "#8c8c8c", "#17becf"]
 

@@ -1,0 +1,92 @@
+"""A masked-language model filling in blanks, shown word by word.
+
+* :func:`pick_blanks` chooses the blanks to show by a rule fixed in code (not by looking at the
+  guesses): in every ``every``-th held-out block, the first position the held-out mask turned into
+  ``[MASK]`` whose hidden piece is a whole word of at least ``min_letters`` letters.
+* :func:`top_guesses` is a model's ``k`` most probable pieces for one blank, with probabilities.
+* :func:`context` is the text around a blank, the blank drawn as ``____``.
+* :func:`window` re-cuts a blank's block to a shorter model's length (the blank kept inside).
+"""
+from __future__ import annotations
+
+import torch
+
+from .masking import IGNORE_INDEX
+
+__all__ = ["pick_blanks", "whole_word_blanks", "top_guesses", "context", "window"]
+
+
+def pick_blanks(held_out, words, tokenizer, *, count: int = 6, every: int = 97, min_letters: int = 4) -> list:
+    """``(block, position)`` of the blanks to show (see the module's rule), at most ``count`` of them.
+
+    ``held_out`` is a :class:`~bertfamily.pretraining.HeldOut` in compact ids and ``words`` its
+    :class:`~bertfamily.pretraining.CompactVocabulary`; ``tokenizer`` names the pieces.
+    """
+    if not isinstance(count, int) or count < 1 or not isinstance(every, int) or every < 1:
+        raise ValueError(f"count and every must be positive integers, got {count!r} and {every!r}")
+    mask_id = words(tokenizer.mask_token_id)
+    chosen = []
+    for block in range(0, held_out.input_ids.shape[0], every):
+        ids, labels = held_out.input_ids[block], held_out.labels[block]
+        for position in range(1, ids.shape[0] - 1):
+            if labels[position] == IGNORE_INDEX or ids[position] != mask_id:
+                continue
+            if _whole_word(ids, labels, position, words, tokenizer, min_letters):
+                chosen.append((block, position))
+                break
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def _whole_word(ids, labels, position: int, words, tokenizer, min_letters: int) -> bool:
+    """True when the blank at ``position`` hides a whole word (not a piece of one) of ``min_letters`` or more."""
+    piece = tokenizer.convert_ids_to_tokens(int(words.decode(labels[position])))
+    if position + 1 >= ids.shape[0]:
+        return False
+    after = labels[position + 1] if labels[position + 1] != IGNORE_INDEX else ids[position + 1]
+    following = tokenizer.convert_ids_to_tokens(int(words.decode(after)))
+    return piece.isalpha() and len(piece) >= min_letters and not following.startswith("##")
+
+
+def whole_word_blanks(held_out, words, tokenizer, *, min_letters: int = 4) -> torch.Tensor:
+    """For every blank of ``held_out``, in the order of ``checkpoints.blank_predictions``, whether it
+    hides a whole word of ``min_letters`` letters or more (the kind :func:`pick_blanks` shows)."""
+    flags = []
+    for ids, labels in zip(held_out.input_ids, held_out.labels):
+        for position in torch.nonzero(labels != IGNORE_INDEX).flatten().tolist():
+            flags.append(_whole_word(ids, labels, position, words, tokenizer, min_letters))
+    return torch.tensor(flags, dtype=torch.bool)
+
+
+@torch.no_grad()
+def top_guesses(model, input_ids, position: int, words, tokenizer, k: int = 5) -> list:
+    """``[(piece, probability), ...]``: the model's ``k`` most probable pieces at ``position``."""
+    model.eval()
+    hidden = model.bert(input_ids=input_ids[None]).last_hidden_state[0, position]
+    probabilities = model.cls(hidden[None])[0].softmax(-1)
+    top = probabilities.topk(k)
+    pieces = tokenizer.convert_ids_to_tokens(words.decode(top.indices).tolist())
+    return list(zip(pieces, top.values.tolist()))
+
+
+def context(input_ids, labels, position: int, words, tokenizer, width: int = 14) -> str:
+    """The ``width`` pieces either side of the blank at ``position`` as text, the blank as ``____``;
+    other blanks of the block show their true word (only one question at a time)."""
+    original = torch.where(labels != IGNORE_INDEX, labels, input_ids)
+    pieces = tokenizer.convert_ids_to_tokens(words.decode(original).tolist())
+    left = tokenizer.convert_tokens_to_string(pieces[max(1, position - width):position])
+    right = tokenizer.convert_tokens_to_string(pieces[position + 1:position + 1 + width])
+    return f"…{left} ____ {right}…"
+
+
+def window(input_ids, labels, position: int, length: int, cls_id: int, sep_id: int) -> tuple:
+    """The block around ``position`` cut to ``length`` pieces (``[CLS]`` and ``[SEP]`` included), with
+    only that blank kept: ``(input_ids, position in the window)``. Other blanks get their true word back."""
+    body = length - 2
+    original = torch.where(labels != IGNORE_INDEX, labels, input_ids)
+    original[position] = input_ids[position]
+    inner = original[1:-1]
+    start = min(max(0, position - 1 - body // 2), max(0, inner.shape[0] - body))
+    piece = inner[start:start + body]
+    return torch.cat([torch.tensor([cls_id]), piece, torch.tensor([sep_id])]), position - 1 - start + 1

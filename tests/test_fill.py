@@ -1,0 +1,64 @@
+"""Showing a model's guesses: which blanks are picked, and how they are cut and printed."""
+import pytest
+import torch
+
+from bertfamily import fill
+from bertfamily.masking import IGNORE_INDEX
+from bertfamily.models import minilm_tokenizer
+from bertfamily.pretraining import CompactVocabulary, HeldOut
+
+TEXT = ("the minister said on tuesday that the government would publish its plans for the railway "
+        "network before parliament returns in september and that ticket prices would not rise")
+
+
+@pytest.fixture(scope="module")
+def setup():
+    tokenizer = minilm_tokenizer()
+    ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
+            tokenizer.mask_token_id]
+    words = CompactVocabulary(ids, keep=keep, unk_id=tokenizer.unk_token_id)
+    compact = words.encode(ids)
+    labels = torch.full_like(compact, IGNORE_INDEX)
+    corrupted = compact.clone()
+    for position in (3, 6, 8):  # "said", "that", "government"
+        labels[0, position] = compact[0, position]
+        corrupted[0, position] = words(tokenizer.mask_token_id)
+    return tokenizer, words, HeldOut(corrupted.repeat(3, 1), labels.repeat(3, 1))
+
+
+def test_pick_blanks_takes_the_first_long_masked_word_of_every_nth_block(setup):
+    tokenizer, words, held = setup
+    blanks = fill.pick_blanks(held, words, tokenizer, count=5, every=2, min_letters=5)
+    assert blanks == [(0, 8), (2, 8)]  # "said" and "that" are too short; blocks 0 and 2 only
+    word = tokenizer.convert_ids_to_tokens(int(words.decode(held.labels[0, 8])))
+    assert word == "government"
+    with pytest.raises(ValueError, match="positive integers"):
+        fill.pick_blanks(held, words, tokenizer, count=0)
+
+
+def test_context_draws_the_blank_and_restores_the_other_blanks(setup):
+    tokenizer, words, held = setup
+    text = fill.context(held.input_ids[0], held.labels[0], 8, words, tokenizer, width=4)
+    assert text == "…on tuesday that the ____ would publish its plans…"
+
+
+def test_window_keeps_the_blank_inside_a_shorter_block(setup):
+    tokenizer, words, held = setup
+    ids, labels = held.input_ids[0], held.labels[0]
+    cut, at = fill.window(ids, labels, 8, 8, cls_id=words(tokenizer.cls_token_id), sep_id=words(tokenizer.sep_token_id))
+    assert cut.shape[0] == 8 and cut[0] == words(tokenizer.cls_token_id) and cut[-1] == words(tokenizer.sep_token_id)
+    assert cut[at] == words(tokenizer.mask_token_id) and (cut == words(tokenizer.mask_token_id)).sum() == 1
+    # a blank near the start stays where it is
+    cut, at = fill.window(ids, labels, 3, 8, cls_id=0, sep_id=1)
+    assert at == 3 and cut[at] == words(tokenizer.mask_token_id)
+
+
+def test_top_guesses_are_sorted_probabilities(setup):
+    tokenizer, words, held = setup
+    from bertfamily.pretraining import tiny_bert, tiny_bert_config
+    model = tiny_bert(tiny_bert_config(words.size, max_positions=64))
+    guesses = fill.top_guesses(model, held.input_ids[0], 8, words, tokenizer, k=3)
+    assert len(guesses) == 3 and all(isinstance(w, str) for w, _ in guesses)
+    probabilities = [p for _, p in guesses]
+    assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
