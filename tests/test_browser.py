@@ -393,9 +393,9 @@ BROKEN = {  # what is removed from a copy of a built lesson page, and which chec
     "formula_not_marked": (r'<span class="math notranslate nohighlight">', '<span class="notranslate nohighlight">',
                            "formulas"),
     "formula_unbalanced": (r'(<span class="math notranslate nohighlight">\\\()', r"\g<1>{", "formulas"),
-    "code_too_wide": (r'(<div class="cell_input docutils container">\s*<div class="highlight-ipython3 notranslate">'
-                      r'<div class="highlight"><pre>(?:<span></span>)?)', r"\g<1>x = 1  # " + "w" * 150 + "\n",
-                      "width"),
+    # without the stylesheet that wraps code at the column, 88-column lines scroll sideways
+    "code_wrap_removed": (r'<link rel="stylesheet" type="text/css" href="\.\./_static/code-width\.css[^"]*" />', "",
+                          "width"),
     "fold_opened": (r'<details class="admonition hide above-input([^"]*)">', r'<details class="admonition hide '
                     r'above-input\g<1>" open>', "folded"),
 }

@@ -143,7 +143,9 @@ def distilled(masking):
 
 def test_the_distil_log_holds_every_arm_and_seed(distilled):
     data, log = distilled
-    assert log["settings"] == ck.DISTIL and set(log["runs"]) == set(ck.DISTIL["arms"])
+    assert log["settings"] == ck.DISTIL and set(log["runs"]) == {*ck.DISTIL["arms"], ck.DISTIL["matched"]}
+    matched = log["runs"][ck.DISTIL["matched"]]
+    assert all(run["curve_steps"][-1] == ck.matched_steps() for run in matched)  # the control's steps
     assert all([r["seed"] for r in runs] == ck.DISTIL["seeds"] for runs in log["runs"].values())
     assert log["unigram"] == pytest.approx(data.unigram, abs=1e-9)
     with pytest.raises(ValueError, match="arm must be one of"):
