@@ -95,6 +95,7 @@ class TreePeak:
         self.sampled_mib = 0.0
         self.hwm = {}  # pid -> MiB
         self.samples = 0
+        self._before = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="TreePeak", daemon=True)
 
@@ -102,7 +103,7 @@ class TreePeak:
         """The processes counted now."""
         import psutil
         try:
-            procs = self.root.children(recursive=True)
+            procs = [p for p in self.root.children(recursive=True) if p.pid not in self._before]
         except psutil.Error:
             procs = []
         return ([self.root] if self.include_root else []) + procs
@@ -135,6 +136,10 @@ class TreePeak:
         return max(self.sampled_mib, self.largest_process_mib)
 
     def __enter__(self) -> "TreePeak":
+        # processes the caller already had (a test runner's other children, a worker pool) are not
+        # part of what is measured: only those started inside the block are
+        self._before = set()
+        self._before = {p.pid for p in self.tree()}
         self._thread.start()
         return self
 
