@@ -290,6 +290,11 @@ DISTIL = {**{k: MASKING[k] for k in ("hidden", "heads", "dropout", "batch", "war
           "matched": "random init, matched steps"}
 
 
+def _base_arm(arm: str, settings: dict = DISTIL) -> str:
+    """The arm whose start and loss weights ``arm`` uses: the matched control is "random init", trained longer."""
+    return "random init" if arm == settings["matched"] else arm
+
+
 def matched_steps(settings: dict = DISTIL) -> int:
     """The steps of the compute-matched control: the teacher's, then the student's."""
     return settings["teacher_steps"] + settings["steps"]
@@ -316,8 +321,7 @@ def distil_student(data: MaskingData, teacher, arm: str, seed: int = 0, settings
     from bertfamily.distillation import student_from_teacher
     from bertfamily.pretraining import tiny_bert
 
-    if arm == settings["matched"]:
-        arm = "random init"
+    arm = _base_arm(arm, settings)
     if arm not in settings["arms"]:
         raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
     if settings["arms"][arm][0] == "teacher":
@@ -332,7 +336,7 @@ def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int
 
     s = settings
     student = distil_student(data, teacher, arm, seed, s)
-    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"]["random init" if arm == s["matched"] else arm]
+    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"][_base_arm(arm, s)]
     loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
                            alpha_cos=alpha_cos)
     generator = torch.Generator().manual_seed(seed)
