@@ -6,7 +6,7 @@ The expected totals are the published-config counts; the test also checks each a
 """
 import pytest
 import torch
-from transformers import AlbertConfig, AutoModel, AutoModelForMaskedLM, BertConfig, DistilBertConfig
+from transformers import AlbertConfig, AutoModel, AutoModelForMaskedLM, BertConfig
 
 from bertfamily import budget, models
 
@@ -39,7 +39,8 @@ COURSE = {
                                     intermediate_size=16384), 222_595_584),
     "bert-base-multilingual-cased": (models.published_config("bert-base-multilingual-cased"),
                                      177_853_440),
-    "distilmbert": (DistilBertConfig(vocab_size=119547), 134_734_080),
+    "distilbert-base-multilingual-cased": (models.published_config("distilbert-base-multilingual-cased"),
+                                           134_734_080),
     "xlm-roberta-base": (models.published_config("xlm-roberta-base"), 278_043_648),
     "roberta-base": (models.published_config("roberta-base"), 124_645_632),
 }

@@ -378,3 +378,32 @@ def test_speedup(capsys):
                         (None, "still None")):
         ok, text = run(capsys, checks.check_speedup, value)
         assert not ok and hint in text
+
+
+# ------------------------------------------------------------------ task 10: a model whose word table dominates
+
+
+def test_multilingual(capsys):
+    """Counted as a student counts: the model built (on the meta device: no memory), its nn.Linear weights
+    at one byte and everything else at four, plus torch.save's framing."""
+    config = published_config("distilbert-base-multilingual-cased")
+    with torch.device("meta"):
+        model = transformers.AutoModel.from_config(config)
+    count = sum(p.numel() for p in model.parameters())
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    size = linear + 4 * (count - linear) + FRAMING
+    saving = 1 - size / (4 * count)
+    ok, text = run(capsys, checks.check_multilingual, count, size, saving)
+    assert ok and f"save {saving:.0%} of multilingual DistilBERT" in text
+    distil_saving = 1 - checks.predicted_file_bytes()["int8"] / checks.predicted_file_bytes()["fp32"]
+    assert saving < distil_saving / 1.5  # the point of the task: the word table stays 32-bit
+    for args, hint in (((DISTIL, size, saving), "DistilBERT's count"),
+                       ((count, 4 * count + FRAMING, 0.0), "as big as the fp32"),
+                       ((count, size / MIB, saving), "in MiB"),
+                       ((count, size, 100 * saving), "in percent"),
+                       ((count, size, 1 - saving), "keeps"),
+                       ((count, size, 4 * count / size), "ratio of sizes"),
+                       ((None, size, saving), "still None"),
+                       ((count, "412 MB", saving), "keep the number")):
+        ok, text = run(capsys, checks.check_multilingual, *args)
+        assert not ok and hint in text, (args, text)

@@ -136,6 +136,8 @@ def test_model_source_line_is_not_compared():
                "random weights (parameter counts and file sizes are exact, predictions are meaningless)\n")
     online = "loaded distilbert-base-uncased from the Hugging Face hub (pretrained weights)\n"
     assert clean(offline) == clean(online) == "MODEL SOURCE\n"
+    from bertfamily.models import exercise_source  # the exercise's own line, since students write the loading
+    assert clean(exercise_source(True) + "\n") == clean(exercise_source(False) + "\n") == "MODEL SOURCE\n"
     assert clean("DistilBERT 66,362,880 parameters\n") == "DistilBERT 66,362,880 parameters\n"
 
 
@@ -497,8 +499,8 @@ def test_cli_prints_progress_and_summary(tmp_path, planted, exercise, capsys):
     captured = capsys.readouterr()
     assert "grading" in captured.err and "2/2" in captured.err  # the progress bar
     assert "2 submissions: 2 invalid" in captured.out
-    for t in exercise.graded:
-        assert f"{t.name}     0/0  {t.title}" in captured.out
+    for t in exercise.graded:  # one line a task, its name padded to the longest ("task10")
+        assert re.search(rf"^{t.name} +0/0  {re.escape(t.title)}$", captured.out, re.MULTILINE), t.name
     assert out.read_text().count("\n") == 3
 
 
@@ -543,3 +545,47 @@ def test_run_folders_of_graders_that_are_gone_are_swept(tmp_path):
     (tmp_path / "unrelated").mkdir()
     sandbox._sweep(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"bertfamily-grade-{os.getpid()}-abc", "unrelated"]
+
+
+@pytest.mark.sandbox
+def test_a_grader_killed_mid_class_leaves_no_process_behind(planted, tmp_path):
+    """SIGKILL to ``bertfamily-grade`` while two kernels run: its pool workers, their nbval workers and
+    the sandboxed kernels all end (Linux's parent-death signal, bwrap's --die-with-parent), instead of
+    grading on as orphans."""
+    import contextlib
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for n in range(2):
+        shutil.copy(planted["loop"] / "infinite_loop.ipynb", klass / f"loop{n}.ipynb")
+    env = {**os.environ, "BERTFAMILY_GRADE_TMP": str(tmp_path)}
+    command = "import sys; from bertfamily.grading import main; sys.exit(main(sys.argv[1:]))"
+    grader = subprocess.Popen([sys.executable, "-c", command, str(klass), "--out", str(tmp_path / "gradebook.csv"),
+                               "--jobs", "2", "--memory-mib", str(MEMORY_MIB)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, kernels = time.monotonic() + 120, []
+        while time.monotonic() < deadline and len(kernels) < 2:
+            time.sleep(0.5)
+            family = psutil.Process(grader.pid).children(recursive=True)
+            kernels = [p for p in family if p.name() != "bwrap" and "ipykernel_launcher" in p.cmdline()]
+        assert len(kernels) == 2, "the two kernels never started"
+        family = psutil.Process(grader.pid).children(recursive=True)
+        grader.send_signal(signal.SIGKILL)
+        grader.wait()
+        _, alive = psutil.wait_procs(family, timeout=20)
+        left = [" ".join(p.cmdline())[:120] for p in alive]
+        for process in alive:  # not left spinning on the machine when the test fails
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        assert not left, left
+    finally:
+        if grader.poll() is None:
+            grader.kill()

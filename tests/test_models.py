@@ -46,7 +46,8 @@ def test_bad_head_is_refused():
 def test_known_models_cover_the_course():
     assert set(models.KNOWN_MODELS) == {
         "bert-base-uncased", "distilbert-base-uncased", "bert-large-uncased", "albert-base-v2",
-        "albert-large-v2", "bert-base-multilingual-cased", "xlm-roberta-base", "roberta-base"}
+        "albert-large-v2", "bert-base-multilingual-cased", "xlm-roberta-base", "roberta-base",
+        "distilbert-base-multilingual-cased"}
 
 
 def test_offline_env_means_no_hub(offline):
@@ -140,3 +141,23 @@ def test_package_dir_finds_a_package_or_names_the_pip_command():
     with pytest.raises(ImportError, match=r"'no-such' is not installed \(a test needs it\): "
                                           r"run `pip install --no-deps no-such==1`"):
         package_dir("no_such_package_anywhere", "no-such==1", no_deps=True, needed_by="a test")
+
+
+def test_published_config_cache_answers_transformers_by_name(tmp_path, monkeypatch):
+    """Offline, transformers' own AutoConfig.from_pretrained(name, cache_dir=...) finds every known model's
+    published configuration by name (the exercise's students write that call); a second call rewrites
+    nothing, and a file already there is left as it is."""
+    import transformers
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = models.published_config_cache(tmp_path / "configs")
+    for name in models.KNOWN_MODELS:
+        config = transformers.AutoConfig.from_pretrained(name, cache_dir=folder, local_files_only=True)
+        assert config.name_or_path == name  # found by its name
+        published = models.published_config(name).to_dict()
+        assert {**config.to_dict(), "_name_or_path": ""} == {**published, "_name_or_path": ""}, name
+    (stored,) = (tmp_path / "configs").glob("models--bert-base-uncased/snapshots/*/config.json")
+    stored.write_text('{"model_type": "bert", "vocab_size": 7}', encoding="utf-8")  # the user's own file
+    assert models.published_config_cache(tmp_path / "configs") == folder
+    assert stored.read_text(encoding="utf-8") == '{"model_type": "bert", "vocab_size": 7}'
+    assert "no model hub here" in models.exercise_source(False)

@@ -1,11 +1,13 @@
 """Train the course's checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
 unshared layers, lesson 6's MLM and TLM models, lesson 2's teacher and distilled students (with the
-compute-matched control), and the course model that lessons 1 and 3 evaluate.
+compute-matched control), the course model that lessons 1 and 3 evaluate, and its distilled student
+with that one's matched control (lessons 2 and 3).
 
-    python tools/pretrain.py [masking] [tlm] [sharing] [distil] [distil-matched] [course]
+    python tools/pretrain.py [masking] [tlm] [sharing] [distil] [distil-matched] [course] [course-distil]
 
 All but ``distil-matched`` by default (that one adds only lesson 2's control to a stored log): about
-three hours on 2 cores, 1 h 45 min of it the course model.
+four and a half hours on 2 cores, 1 h 55 min of it the course model and 1 h 40 min its distillation
+(``course-distil``: the student, and the matched control's own pretraining).
 
 The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING``, ``TLM``, ``DISTIL`` and ``COURSE``; the
 weights and a log (settings, machine, per run the evaluation curve and the final metrics of the stored
@@ -89,6 +91,8 @@ def tlm(progress) -> dict:
 
 
 def sharing(progress) -> dict:
+    import torch
+
     from bertfamily import checkpoints as ck
     from bertfamily.models import count_parameters
     from bertfamily.pretraining import evaluate_mlm
@@ -100,11 +104,12 @@ def sharing(progress) -> dict:
         for name in s["variants"]:
             start = time.perf_counter()
             model, history = ck.train_sharing_run(data, name, seed, s["steps"])
+            seconds = time.perf_counter() - start  # training and its evaluations, before the final ones
             ck.halve(model)
             runs[name].append({"seed": seed, "parameters": count_parameters(model),
                                "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
                                "held": evaluate_mlm(model, data.held_out), "new": evaluate_mlm(model, data.new_mask),
-                               "seconds": round(time.perf_counter() - start, 1)})
+                               "seconds": round(seconds, 1), "threads": torch.get_num_threads()})
             if seed in s["stored_seeds"]:
                 ck.save(model, ck.file_name("sharing", name, seed))
             progress(f"sharing {name} seed {seed}: held-out {runs[name][-1]['held']['loss']:.3f} nats "
@@ -198,10 +203,65 @@ def course(progress) -> dict:
     return result
 
 
+def course_distil(progress) -> dict:
+    """Lesson 2 at the course's scale: the stored course model distilled into a 2-layer student, and the
+    compute-matched control (the 2-layer model trained the course model's way, then distilled). The log is
+    rewritten after every evaluation, so a run cut short says how far it got."""
+    from bertfamily import checkpoints as ck
+    from bertfamily.models import count_parameters
+
+    s = ck.COURSE_DISTIL
+    data = ck.course_data()
+    teacher = ck.load_course_model(data)
+    path = ck.FOLDER / "course-distil.json"
+    result = {"settings": s, "control_settings": ck.course_control_settings(s), "blanks": data.held_out.targets,
+              "teacher": {"parameters": count_parameters(teacher), **ck.blank_scores(teacher, data.held_out)},
+              "runs": {}}
+    start = time.perf_counter()
+
+    def writer(key, name=None):
+        def write(model, log):
+            if name is not None:
+                ck.save(model, name)
+            last = log["evaluations"][-1]
+            result["runs"][key] = {"parameters": count_parameters(model), "evaluations": log["evaluations"],
+                                   "steps_done": last["step"], "seconds": round(time.perf_counter() - begun, 1)}
+            result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
+            path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            progress(f"{key} step {last['step']}: hidden blanks top-1 {100 * last['hidden']['top1']:.1f}%, "
+                     f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
+        return write
+
+    def finish(key, name, model, log):
+        ck.halve(model)  # the metrics of the weights as stored
+        ck.save(model, name)
+        result["runs"][key].update(final=ck.blank_scores(model, data.held_out), first_losses=log["train_loss"][:5],
+                                   train_loss=[round(x, 4) for x in log["train_loss"]], epochs=log["epochs"])
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+    begun = time.perf_counter()
+    student, log = ck.distil_course_model(data, teacher, ck.course_student(data, teacher, s),
+                                          on_evaluation=writer("distilled"))
+    finish("distilled", "course-student-distilled", student, log)
+
+    begun = time.perf_counter()
+    control, log = ck.train_course_model(data, settings=ck.course_control_settings(s),
+                                         on_evaluation=writer("control pretraining"))
+    ck.halve(control)  # it starts its distillation from what would be stored, as the other student does
+    result["runs"]["control pretraining"].update(final=ck.blank_scores(control, data.held_out),
+                                                 first_losses=log["train_loss"][:5], epochs=log["epochs"])
+    begun = time.perf_counter()
+    control, log = ck.distil_course_model(data, teacher, control, on_evaluation=writer("matched control"))
+    finish("matched control", "course-student-matched-control", control, log)
+    return result
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*", default=["masking", "tlm", "sharing", "distil", "course"],
-                        choices=["masking", "tlm", "sharing", "distil", "distil-matched", "course"])
+    parser.add_argument("experiments", nargs="*",
+                        default=["masking", "tlm", "sharing", "distil", "course", "course-distil"],
+                        choices=["masking", "tlm", "sharing", "distil", "distil-matched", "course",
+                                 "course-distil"])
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads (default: the pinned 2; the log records what was used)")
     args = parser.parse_args(argv)
@@ -216,7 +276,8 @@ def main(argv=None) -> int:
     for name in args.experiments:
         start = time.perf_counter()
         result = {"masking": masking, "tlm": tlm, "sharing": sharing, "distil": distil,
-                  "distil-matched": matched, "course": course}[name](tqdm.write)
+                  "distil-matched": matched, "course": course,
+                  "course-distil": course_distil}[name](tqdm.write)
         elapsed = round(time.perf_counter() - start, 1)
         if name == "distil-matched":  # the control joins a log whose other runs took their own time
             elapsed = round(result["seconds"] + elapsed, 1)

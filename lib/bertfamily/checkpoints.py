@@ -453,9 +453,14 @@ def scores_of(p: dict) -> dict:
 
 
 def course_model(data: CourseData, seed: int | None = None, settings: dict = COURSE):
-    """A fresh (untrained) course model."""
+    """A fresh (untrained) course model, with ``settings["layers"]`` layers (the course model's 4, or
+    lesson 2's 2-layer control)."""
+    import copy
+
     from bertfamily.pretraining import tiny_bert
-    return tiny_bert(data.config, seed=settings["seed"] if seed is None else seed)
+    config = copy.deepcopy(data.config)
+    config.num_hidden_layers = settings["layers"]
+    return tiny_bert(config, seed=settings["seed"] if seed is None else seed)
 
 
 def train_course_model(data: CourseData, steps: int | None = None, settings: dict = COURSE, progress=True,
@@ -499,3 +504,77 @@ def train_course_model(data: CourseData, steps: int | None = None, settings: dic
 def load_course_model(data: CourseData, settings: dict = COURSE):
     """The stored course model (float16 on disk), in eval mode."""
     return load_into(course_model(data, settings=settings), "course-model")
+
+
+# --------------------------------------------------------------------------- the course model distilled
+
+#: Lesson 2 at the course's scale: the course model (the teacher, as stored) distilled into a student with
+#: half its layers, DistilBERT's recipe: the student starts from the teacher's layers 0 and 2 (with its
+#: embeddings and head) and learns with the triple loss (weights L_ce, L_mlm, L_cos) for ``steps`` steps.
+#: The compute-matched control is the same 2-layer student from random weights, trained the course model's
+#: way for as many steps as the teacher was (so both students carry the same number of training steps on the
+#: same data before distillation), then distilled the same way on the same batches.
+COURSE_DISTIL = {"layers": [0, 2], "steps": 200, "batch": 128, "lr": 5e-4, "warmup": 20, "decay": 0.5,
+                 "final_lr_fraction": 0.1, "temperature": 2.0, "weights": [5.0, 2.0, 1.0], "eval_every": 50,
+                 "seed": 0, "arms": ["distilled", "matched control"], "control_pretraining": {"layers": 2}}
+
+
+def course_control_settings(settings: dict = COURSE_DISTIL) -> dict:
+    """How the control's own pretraining runs: the course model's settings with the student's depth."""
+    return {**COURSE, **settings["control_pretraining"]}
+
+
+def course_student(data: CourseData, teacher, settings: dict = COURSE_DISTIL):
+    """The distilled student before training: the teacher's layers ``settings["layers"]``."""
+    from bertfamily.distillation import student_from_teacher
+    return student_from_teacher(teacher, settings["layers"])
+
+
+def distil_course_model(data: CourseData, teacher, student, steps: int | None = None,
+                        settings: dict = COURSE_DISTIL, progress=True, on_evaluation=None):
+    """Distil ``teacher`` into ``student`` (in place) with the triple loss: ``(student, log)``.
+
+    Every arm sees the same masked batches in the same order (the masking and order draw from a generator
+    seeded ``settings["seed"]``), with the learning-rate shape of :func:`learning_rate`. ``log`` holds each
+    step's triple loss and, every ``eval_every`` steps (and at step 0), :func:`blank_scores`.
+    """
+    from bertfamily.distillation import mlm_triple_loss
+    from bertfamily.masking import DynamicMasking
+    from bertfamily.pretraining import mlm_steps
+
+    s = settings
+    steps = steps or s["steps"]
+    alpha_ce, alpha_mlm, alpha_cos = s["weights"]
+    loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
+                           alpha_cos=alpha_cos)
+    generator = torch.Generator().manual_seed(s["seed"])
+    masking = DynamicMasking(data.train, generator=generator, **data.small)
+    optimizer = torch.optim.AdamW(student.parameters(), lr=s["lr"], weight_decay=0.01, foreach=True)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(step, s))
+    log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.held_out)}]}
+
+    def batch(rows, epoch):
+        return (*masking(rows, epoch), {})
+
+    def after(step):
+        if step % s["eval_every"] == 0 or step == steps:
+            log["evaluations"].append({"step": step, **blank_scores(student, data.held_out)})
+            student.train()
+            if on_evaluation is not None:
+                on_evaluation(student, log)
+
+    torch.manual_seed(s["seed"])  # dropout
+    log["train_loss"], log["epochs"] = mlm_steps(student, optimizer, schedule, batch, sequences=len(masking),
+                                                 batch_size=s["batch"], steps=steps, generator=generator,
+                                                 progress=progress, desc="distilling", after_step=after,
+                                                 loss=loss)
+    student.eval()
+    return student, log
+
+
+def load_course_student(data: CourseData, arm: str, settings: dict = COURSE_DISTIL):
+    """Lesson 2's stored student of ``arm`` (``"distilled"`` or ``"matched control"``), in eval mode."""
+    if arm not in settings["arms"]:
+        raise ValueError(f"arm must be one of {settings['arms']}, got {arm!r}")
+    model = course_model(data, settings=course_control_settings(settings))
+    return load_into(model, "course-student-" + arm.replace(" ", "-"))

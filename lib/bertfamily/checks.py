@@ -24,6 +24,8 @@ The tasks, in the order of the exercise:
    :func:`for_the_instructor`, a sentence the instructor reads, never scored).
 8. Stretch: :func:`check_speedup` (a timing ratio; machine-dependent, so only plausibility).
 9. Stretch: :func:`check_embedding_quantization` (the embedding tables in 8 bits too).
+10. :func:`check_multilingual`: multilingual DistilBERT, whose word table dominates, counted,
+    quantised and weighed.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from bertfamily.models import published_config
 
 DISTILBERT = "distilbert-base-uncased"
 BERT = "bert-base-uncased"
+MULTILINGUAL = "distilbert-base-multilingual-cased"
 PASS, FAIL = "✓", "✗"
 
 #: Relative tolerance between a measured ``torch.save`` file and the weights' bytes it must hold:
@@ -206,7 +209,7 @@ def check_models(distilbert, bert) -> bool:
             continue
         if cls.endswith(("ForMaskedLM", "ForSequenceClassification", "ForPreTraining")):
             hints.append(f"`{name}` is a {cls}, a model with a task head: the exercise counts the "
-                         "bare encoder (load_pretrained's default head, \"base\")")
+                         "bare encoder (AutoModel)")
             continue
         layers_key = "n_layers" if kind == "distilbert" else "num_hidden_layers"
         for key in (layers_key, "vocab_size"):
@@ -581,3 +584,57 @@ def check_speedup(ratio) -> bool:
         return _report(False, T8b, "implausibly large", [
             "time each model on the same inputs, after a warm-up call, and divide the times"])
     return _report(True, T8b, f"{value:.1f}x faster on this machine (timings vary; not compared)")
+
+
+# --------------------------------------------------------------------------------------------------
+# Task 10: a model whose word table dominates
+
+T10 = "Task 10 (multilingual DistilBERT)"
+
+
+def multilingual_expected() -> dict:
+    """Multilingual DistilBERT's parameter count, and the bytes of its weights in fp32 and with int8
+    linear layers (:func:`quantization.predicted_bytes`)."""
+    config = _config(MULTILINGUAL)
+    return {"count": budget.count(config), "fp32": quantization.predicted_bytes(config),
+            "int8": quantization.predicted_bytes(config, linear_bits=8)}
+
+
+@_guarded(T10)
+def check_multilingual(multilingual_count, multilingual_int8_bytes, multilingual_saving) -> bool:
+    """``multilingual_count``: multilingual DistilBERT's parameters; ``multilingual_int8_bytes``: the file of
+    its state_dict with int8 linear layers; ``multilingual_saving``: the share of the fp32 size (4 bytes a
+    parameter) that the int8 file saves, computed from the student's own measurement."""
+    count = _number(multilingual_count, "multilingual_count", integer=True)
+    size = _number(multilingual_int8_bytes, "multilingual_int8_bytes")
+    saving = _number(multilingual_saving, "multilingual_saving")
+    want = multilingual_expected()
+    if count != want["count"]:
+        distil = expected_counts()[0]
+        hint = ("that is DistilBERT's count: load distilbert-base-multilingual-cased" if count == distil
+                else "sum p.numel() over multilingual.parameters(), before you quantise it")
+        return _report(False, T10, "not multilingual DistilBERT's parameter count", [hint])
+    if not want["int8"] < size <= want["int8"] * (1 + FILE_TOLERANCE):
+        hint = _size_hint(size, want["int8"], "multilingual_int8_bytes")
+        if hint is None and want["fp32"] < size <= want["fp32"] * (1 + FILE_TOLERANCE):
+            hint = ("that file is as big as the fp32 model: quantize_dynamic(..., inplace=True) changes the "
+                    "model itself; without inplace, save the model it returns")
+        if hint is None and size == want["int8"]:
+            hint = "that is the size predicted from the counts, to the byte: save the model and measure its file"
+        return _report(False, T10, "not the int8 file's size yet", [
+            hint or "quantise the nn.Linear layers to qint8, torch.save the state_dict, then os.path.getsize"])
+    right = 1 - size / (4 * count)
+    if abs(saving - right) > FILE_TOLERANCE:
+        if abs(saving - 100 * right) <= 100 * FILE_TOLERANCE:
+            hint = "`multilingual_saving` is in percent: give a fraction between 0 and 1"
+        elif abs(saving - (1 - right)) <= FILE_TOLERANCE:
+            hint = "that is the share the int8 file keeps: the saving is what it no longer needs"
+        elif saving > 1:
+            hint = "that looks like a ratio of sizes: the saving is 1 - int8 size / fp32 size"
+        else:
+            hint = "1 - (the int8 file's bytes) / (4 bytes times the parameter count)"
+        return _report(False, T10, "not the share int8 saves", [hint])
+    distil = predicted_file_bytes()
+    return _report(True, T10, f"int8 linear layers save {saving:.0%} of multilingual DistilBERT, against "
+                              f"{1 - distil['int8'] / distil['fp32']:.0%} of DistilBERT: its word table "
+                              f"stays 32-bit")

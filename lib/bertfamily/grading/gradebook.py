@@ -25,9 +25,11 @@ SANITIZE = ROOT / "tests" / "sanitize.cfg"
 STATUSES = ("graded", "invalid", "timeout", "error", "missing")
 #: Where a model came from is not compared: a student online saw "loaded ... from the Hugging Face
 #: hub", the grader (offline) prints "no model hub here: built ..." (bertfamily.models.load_pretrained).
-MODEL_SOURCE = (r"(loaded \S+ from the Hugging Face hub \(pretrained weights\)|(the hub was reachable but "
-                r"the download failed \(\w+\); )?no model hub here: built \S+ from its published "
-                r"configuration[^\n]*)", "MODEL SOURCE")
+#: The exercise's own line (bertfamily.models.exercise_source) says the same for the transformers code
+#: students write.
+MODEL_SOURCE = (r"(loaded \S+ from the Hugging Face hub \(pretrained weights\)|the Hugging Face hub is "
+                r"reachable: [^\n]*|(the hub was reachable but the download failed \(\w+\); )?no model hub "
+                r"here: [^\n]*)", "MODEL SOURCE")
 #: What one grading job needs: the kernel of the exercise with BERT-base and DistilBERT, and nbval.
 JOB_MIB = 1843
 
@@ -149,7 +151,10 @@ def _pool(work, jobs, rows, bar) -> list:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    from .sandbox import die_with_parent
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent) as pool:
         futures, taken = {pool.submit(_grade_one, args): args for args in work}, set()
         try:
             for future in as_completed(futures):

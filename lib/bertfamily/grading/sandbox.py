@@ -554,10 +554,23 @@ def _watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> t
     return "", "", None
 
 
+def die_with_parent() -> None:
+    """Have Linux kill this process when the one that started it ends (``PR_SET_PDEATHSIG``): a grader
+    killed mid-class leaves no worker grading on, orphaned. Elsewhere it does nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def _child_limits():  # pragma: no cover - runs in the child before exec
     import resource
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+    die_with_parent()  # the nbval worker (and, by bwrap's --die-with-parent, the kernel) ends with its grader
 
 
 def remove_tree(folder) -> None:
