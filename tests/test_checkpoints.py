@@ -241,3 +241,57 @@ def test_blank_scores_split_hidden_from_kept_blanks(course):
     scores = ck.blank_scores(Copier(), held)
     assert scores["kept"]["top1"] == 1.0 and scores["hidden"]["top1"] < 0.01
     assert scores["hidden"]["blanks"] + scores["kept"]["blanks"] == held.targets
+
+
+# ------------------------------------------------------------------ the course model distilled (lesson 2)
+
+@pytest.fixture(scope="module")
+def course_distil(course):
+    return course[0], ck.read_log("course-distil")
+
+
+def test_the_course_distil_log_holds_both_students_and_the_controls_pretraining(course_distil):
+    data, log = course_distil
+    assert log["settings"] == ck.COURSE_DISTIL and log["blanks"] == data.held_out.targets
+    assert log["control_settings"] == ck.course_control_settings()
+    runs = log["runs"]
+    assert set(runs) == {"distilled", "control pretraining", "matched control"}
+    for arm in ck.COURSE_DISTIL["arms"]:
+        assert runs[arm]["steps_done"] == ck.COURSE_DISTIL["steps"] == len(runs[arm]["train_loss"])
+        assert runs[arm]["evaluations"][0]["step"] == 0  # where each student starts
+    # the matched control carries as many training steps as the teacher before its distillation
+    assert runs["control pretraining"]["steps_done"] == ck.COURSE["steps"]
+    assert runs["distilled"]["parameters"] == runs["matched control"]["parameters"] < log["teacher"]["parameters"]
+    assert log["teacher"]["hidden"]["top1"] == pytest.approx(ck.read_log("course")["final"]["hidden"]["top1"])
+
+
+@pytest.mark.parametrize("arm", ck.COURSE_DISTIL["arms"])
+def test_the_stored_students_give_the_logged_scores(course_distil, arm):
+    data, log = course_distil
+    model = ck.load_course_student(data, arm)
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+        scores = ck.blank_scores(model, data.held_out)
+    for key in ("top1", "top5", "loss"):
+        assert scores["hidden"][key] == pytest.approx(log["runs"][arm]["final"]["hidden"][key],
+                                                      abs=1e-3 if key == "loss" else 2e-3)
+
+
+def test_the_distilled_student_starts_from_the_teachers_layers_0_and_2(course):
+    data, _ = course
+    teacher = ck.load_course_model(data)
+    student = ck.course_student(data, teacher)
+    assert len(student.bert.encoder.layer) == 2 and len(teacher.bert.encoder.layer) == 4
+    for mine, theirs in zip(student.bert.encoder.layer, [teacher.bert.encoder.layer[i] for i in (0, 2)]):
+        assert all(torch.equal(a, b) for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()))
+    with pytest.raises(ValueError, match="arm must be one of"):
+        ck.load_course_student(data, "teacher")
+
+
+@pytest.mark.slow
+def test_a_course_distillation_reproduces_its_first_steps(course_distil):
+    data, log = course_distil
+    teacher = ck.load_course_model(data)
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
+        _, short = ck.distil_course_model(data, teacher, ck.course_student(data, teacher),
+                                          steps=2, progress=False)
+    assert short["train_loss"] == pytest.approx(log["runs"]["distilled"]["first_losses"][:2], abs=TOLERANCE)
