@@ -471,17 +471,27 @@ def train_course_model(data: CourseData, steps: int | None = None, settings: dic
     :func:`blank_scores`; ``on_evaluation(model, log)`` is called after each evaluation (make pretrain
     stores the weights there, so a run cut short still leaves its last model).
     """
+    s = settings
+    steps = steps or s["steps"]
+    model = course_model(data, settings=s)
+    log = _course_loop(data, model, s, steps, {"train_loss": [], "evaluations": []}, "course model", progress,
+                       on_evaluation)
+    model.eval()
+    return model, log
+
+
+def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: str, progress, on_evaluation,
+                 loss=None) -> dict:
+    """The course model's training loop, shared by its pretraining and its distillation: dynamic masks and
+    batch order from a generator seeded ``s["seed"]``, AdamW with :func:`learning_rate`, and
+    :func:`blank_scores` into ``log`` every ``eval_every`` steps (then ``on_evaluation(model, log)``)."""
     from bertfamily.masking import DynamicMasking
     from bertfamily.pretraining import mlm_steps
 
-    s = settings
-    steps = steps or s["steps"]
     generator = torch.Generator().manual_seed(s["seed"])
-    model = course_model(data, settings=s)
     masking = DynamicMasking(data.train, generator=generator, **data.small)
     optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=0.01, foreach=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(step, s))
-    log = {"train_loss": [], "evaluations": []}
 
     def batch(rows, epoch):
         return (*masking(rows, epoch), {})
@@ -496,9 +506,8 @@ def train_course_model(data: CourseData, steps: int | None = None, settings: dic
     torch.manual_seed(s["seed"])  # dropout
     log["train_loss"], log["epochs"] = mlm_steps(model, optimizer, schedule, batch, sequences=len(masking),
                                                  batch_size=s["batch"], steps=steps, generator=generator,
-                                                 progress=progress, desc="course model", after_step=after)
-    model.eval()
-    return model, log
+                                                 progress=progress, desc=desc, after_step=after, loss=loss)
+    return log
 
 
 def load_course_model(data: CourseData, settings: dict = COURSE):
@@ -539,35 +548,14 @@ def distil_course_model(data: CourseData, teacher, student, steps: int | None = 
     step's triple loss and, every ``eval_every`` steps (and at step 0), :func:`blank_scores`.
     """
     from bertfamily.distillation import mlm_triple_loss
-    from bertfamily.masking import DynamicMasking
-    from bertfamily.pretraining import mlm_steps
 
     s = settings
     steps = steps or s["steps"]
     alpha_ce, alpha_mlm, alpha_cos = s["weights"]
     loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
                            alpha_cos=alpha_cos)
-    generator = torch.Generator().manual_seed(s["seed"])
-    masking = DynamicMasking(data.train, generator=generator, **data.small)
-    optimizer = torch.optim.AdamW(student.parameters(), lr=s["lr"], weight_decay=0.01, foreach=True)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(step, s))
     log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.held_out)}]}
-
-    def batch(rows, epoch):
-        return (*masking(rows, epoch), {})
-
-    def after(step):
-        if step % s["eval_every"] == 0 or step == steps:
-            log["evaluations"].append({"step": step, **blank_scores(student, data.held_out)})
-            student.train()
-            if on_evaluation is not None:
-                on_evaluation(student, log)
-
-    torch.manual_seed(s["seed"])  # dropout
-    log["train_loss"], log["epochs"] = mlm_steps(student, optimizer, schedule, batch, sequences=len(masking),
-                                                 batch_size=s["batch"], steps=steps, generator=generator,
-                                                 progress=progress, desc="distilling", after_step=after,
-                                                 loss=loss)
+    log = _course_loop(data, student, s, steps, log, "distilling", progress, on_evaluation, loss=loss)
     student.eval()
     return student, log
 
