@@ -133,3 +133,23 @@ def test_claims_page_says_how_strong_each_row_is():
 def test_rows_checked_against_figures_rest_on_exact_or_measured_evidence(words):
     cells, = [c for c in _claim_rows() if words in "| " + " | ".join(c) + " |"]
     assert cells[-2] in {"exact", "measured"}, f"{words!r} compares a figure digit for digit: {cells[-2]!r}"
+
+
+def _prose(doc: str) -> str:
+    """The text a reader reads in a document of the book: a page's Markdown or a notebook's Markdown cells."""
+    path = ROOT / f"{doc}.md"
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    nb = nbformat.read(ROOT / f"{doc}.ipynb", as_version=4)
+    return "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+
+
+@pytest.mark.parametrize("doc", [d for d in toc_docs() if (ROOT / f"{d}.ipynb").exists()])
+def test_every_glued_value_is_shown_somewhere(doc):
+    # a value glued and never shown is a number the page computes for no reader
+    name = doc.rsplit("/", 1)[-1]
+    own = set(re.findall(r"\{glue(?::\w+)?\}`(\w+)", _prose(doc)))
+    elsewhere = {key for other in toc_docs()
+                 for key in re.findall(r"\{glue(?::\w+)?\}`" + re.escape(name) + r"\.ipynb::(\w+)", _prose(other))}
+    unshown = sorted(set(glue_values(doc)) - own - elsewhere)
+    assert not unshown, f"{doc} glues values no page shows: {unshown}"
