@@ -344,7 +344,8 @@ def _grade_timed(folder: Path, out: Path, submissions: int, jobs: int, scheduler
     rows = list(csv.DictReader(out.open(newline="", encoding="utf-8"))) if out.is_file() else []
     full = [r for r in rows if r["score"] == r["max_score"]]
     command = f"bertfamily-grade <{submissions} honest submissions> --jobs {jobs} {' '.join(where)}"
-    result.update(command=command.strip(),
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    result.update(command=command.strip(), date=now,
                   submissions=submissions, jobs=jobs, full_marks=len(full),
                   per_submission_s=round(result["wall_s"] / submissions, 1))
     return result
@@ -514,16 +515,26 @@ def markdown(result: dict) -> str:
         out += [f"`make test`, measured: {mt['wall_s']:.0f} s, {mt['status']}, {mt['verdict']}.", ""]
     if result.get("grading"):
         g = result["grading"]
-        out += [f"Regrading a class (`{g['command']}`): {g['wall_s']:.0f} s, {g['per_submission_s']} s a "
-                f"submission, {g['full_marks']} of {g['submissions']} with full marks, {g['status']}.", ""]
+        out += [f"Regrading a class (`{g['command']}`{_measured(g)}): {g['wall_s']:.0f} s, {g['per_submission_s']} s "
+                f"a submission, {g['full_marks']} of {g['submissions']} with full marks, {g['status']}.", ""]
     if result.get("grading_cluster"):
         g = result["grading_cluster"]
-        out += [f"Regrading a class through a Dask cluster (`--scheduler {g['scheduler']}`) against `--jobs "
+        out += [f"Regrading a class through a Dask cluster (`--scheduler {g['scheduler']}`{_measured(g['local'])}) "
+                f"against `--jobs "
                 f"{g['jobs']}` on the same machine, {g['submissions']} submissions: {g['cluster']['wall_s']:.0f} s "
                 f"against {g['local']['wall_s']:.0f} s, a ratio of {g['ratio']:.2f} "
                 f"({g['overhead_per_submission_s']:+.2f} s a submission); the same gradebook: "
                 f"{'yes' if g['same_gradebook'] else 'no'}; {g['status']}.", ""]
     return "\n".join(out)
+
+
+def _measured(timed: dict) -> str:
+    """", measured DATE" for a grading run that records its date (``--add-grading`` runs apart from the rest)."""
+    return f", measured {timed['date']}" if timed.get("date") else ""
+
+
+#: Parts measured on their own (``--add-grading``), which a whole run keeps from the previous result.
+SEPARATE = ("grading", "grading_cluster")
 
 
 def write_results(result: dict, out: Path) -> tuple[Path, Path]:
@@ -615,6 +626,9 @@ def main(argv=None) -> int:
     for key, wanted, step in tqdm([s for s in steps if s[1]], desc="other measurements", unit="step"):
         result[key] = step()
     result["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    if Path(args.out).is_file():  # the gradings take half an hour each: kept until measured again
+        previous = load_results(args.out)
+        result.update({key: previous[key] for key in SEPARATE if previous.get(key)})
     summary = summarize(result)
     out, md = write_results(result, Path(args.out))
     print(markdown(result))
