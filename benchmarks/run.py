@@ -17,8 +17,11 @@
   probability, timed in turn (interleaved) many times; medians, tokens per second and ratios.
 * **The book**: ``jupyter-book build`` into an empty temporary folder (cold), then again with
   nothing changed (rebuild).
-* **The unit tests** (``pytest tests -m "not book"``), so that the cost of ``make test`` can be
-  estimated from its parts; ``--make-test`` also times a real ``make test`` (about ten minutes).
+* **The unit tests** (``pytest tests -m "not book"``).
+* **``make test`` itself** (``--make-test``; ``make bench`` passes it): the README's whole test
+  command run as a subprocess from the repository root, on the same cores, its wall time recorded as
+  ``make_test`` with ``wall_s``, its exit status and pytest's closing line. Without it the summary
+  falls back to an estimate from the parts (every notebook + the unit tests + a cold build).
 
 It writes ``--out`` (JSON) and the same name with ``.md`` (a markdown table with the budgets and
 a verdict per row). Timings depend on the machine and on what else runs on it: the machine facts,
@@ -31,6 +34,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -46,10 +50,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MIB = 2 ** 20
 
 #: The budgets of the course (CONTRIBUTING.md): each notebook under 90 s and 1.5 GiB on 2 cores,
-#: Binder's 2 GiB limit for reference, ``make test`` under 10 minutes, and our masking at least as
-#: fast as the transformers collator on the same batch.
+#: Binder's 2 GiB limit for reference, ``make test`` within 8 minutes (issue 39), and our masking at
+#: least as fast as the transformers collator on the same batch.
 BUDGETS = {"notebook_wall_s": 90.0, "notebook_peak_mib": 1536.0, "binder_mib": 2048.0,
-           "make_test_s": 600.0, "masking_ratio": 1.0, "cores": 2}
+           "make_test_s": 480.0, "masking_ratio": 1.0, "cores": 2}
 
 
 # --------------------------------------------------------------------------- memory of a process tree
@@ -314,11 +318,39 @@ def unit_test_time() -> dict:
     return result
 
 
-def make_test_time() -> dict:
-    """Wall time of a real ``make test`` (the whole CI run)."""
-    result = _timed(["make", "test"], timeout=3600)
-    result["command"] = "make test"
-    return result
+#: The README's test command, measured whole by ``--make-test``.
+MAKE_TEST = ("make", "test")
+#: pytest's closing line: ``==== 803 passed, 3 skipped in 460.21s (0:07:40) ====``.
+_PYTEST_CLOSING = re.compile(r"^=+ (?P<counts>.*?) in (?P<seconds>[0-9.]+)s(?: \([0-9:]+\))? =+$")
+
+
+def pytest_closing(output: str) -> str | None:
+    """The counts of pytest's last closing line in ``output`` (``"803 passed, 3 skipped"``), or None."""
+    found = [m["counts"] for m in map(_PYTEST_CLOSING.match, output.splitlines()) if m]
+    return found[-1] if found else None
+
+
+def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict:
+    """Wall time of the whole ``make test`` (lint, checks, every test and notebook, the strict build),
+    run as a subprocess from ``cwd``: recorded as ``make_test`` with its ``wall_s``, exit status,
+    pytest's closing line and the load average before and after (the machine is part of the number).
+    ``cmd`` is there for the tests, which time a stand-in instead."""
+    start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    before = [round(x, 2) for x in os.getloadavg()]
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        rc, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as expired:
+        rc = None
+        output = (expired.stdout or b"").decode(errors="replace") if isinstance(expired.stdout, bytes) \
+            else (expired.stdout or "")
+        output += f"\ntimed out after {timeout} s"
+    wall = round(time.perf_counter() - t0, 2)
+    return {"command": " ".join(cmd), "date": start, "wall_s": wall, "returncode": rc,
+            "status": "ok" if rc == 0 else "failed", "pytest": pytest_closing(output),
+            "loadavg_before": before, "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            "output_tail": None if rc == 0 else output[-1500:]}
 
 
 def _honest_class(folder: Path, submissions: int) -> None:
@@ -446,15 +478,17 @@ def summarize(result: dict) -> dict:
         core = masking["ratio"]["collator.torch_mask_tokens"]
         masking["verdict"] = "within" if core >= budgets["masking_ratio"] else "over"
         summary["masking_within"] = masking["verdict"] == "within"
-    # make test = unit tests + every notebook under nbval + a strict cold build of the book
-    parts = [summary["total_wall_s"]]
-    if result.get("unit_tests") and result.get("book"):
-        parts += [result["unit_tests"]["wall_s"], result["book"]["cold"]["wall_s"]]
+    if result.get("make_test"):  # measured: the whole command's wall time, no estimate
+        mt = result["make_test"]
+        mt["verdict"] = "within" if within(mt["wall_s"], budgets["make_test_s"]) and mt["status"] == "ok" \
+            else "failed" if mt["status"] != "ok" else "over"
+        summary["make_test_s"] = mt["wall_s"]
+        summary["make_test_within"] = mt["verdict"] == "within"
+    elif result.get("unit_tests") and result.get("book"):
+        # not measured: estimated as unit tests + every notebook under nbval + a strict cold build
+        parts = [summary["total_wall_s"], result["unit_tests"]["wall_s"], result["book"]["cold"]["wall_s"]]
         summary["make_test_estimate_s"] = round(sum(parts), 1)
         summary["make_test_estimate_within"] = within(summary["make_test_estimate_s"], budgets["make_test_s"])
-    if result.get("make_test"):
-        result["make_test"]["verdict"] = "within" if within(result["make_test"]["wall_s"], budgets["make_test_s"]) \
-            and result["make_test"]["status"] == "ok" else "over"
     summary["all_within"] = (not summary["over"] and not summary["failed"]
                              and summary.get("masking_within", True)
                              # a measured `make test` (run on pytest-xdist workers) decides; the
@@ -512,7 +546,11 @@ def markdown(result: dict) -> str:
                 f"{'within' if s['make_test_estimate_within'] else 'over'}.", ""]
     if result.get("make_test"):
         mt = result["make_test"]
-        out += [f"`make test`, measured: {mt['wall_s']:.0f} s, {mt['status']}, {mt['verdict']}.", ""]
+        out += [f"`{mt['command']}`, measured (the whole command, {m['cores_used']} cores): {mt['wall_s']:.0f} s "
+                f"(budget {b['make_test_s']:.0f} s), {mt['status']}"
+                + (f" ({mt['pytest']})" if mt.get("pytest") else "") + f": {mt['verdict']}."
+                + (f" Load average {mt['loadavg_before']} before, {mt['loadavg_after']} after."
+                   if mt.get("loadavg_before") else ""), ""]
     if result.get("grading"):
         g = result["grading"]
         out += [f"Regrading a class (`{g['command']}`{_measured(g)}): {g['wall_s']:.0f} s, {g['per_submission_s']} s "
@@ -560,7 +598,9 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-book", action="store_true", help="do not time the book's builds")
     parser.add_argument("--skip-masking", action="store_true", help="do not compare the masking functions")
     parser.add_argument("--skip-unit", action="store_true", help="do not time the unit tests")
-    parser.add_argument("--make-test", action="store_true", help="also time a real `make test` (about 10 minutes)")
+    parser.add_argument("--make-test", action="store_true",
+                        help="also time the whole `make test` as a subprocess, recorded as make_test (make bench "
+                             "passes it; about 8 minutes)")
     parser.add_argument("--cores", type=int, default=BUDGETS["cores"],
                         help=f"run on at most this many CPUs (default {BUDGETS['cores']}, the budget's machine; "
                              "0: all)")

@@ -4,9 +4,11 @@ Nothing here asserts a timing: the machine is shared, and only sizes and structu
 """
 import hashlib
 import json
+import math
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import nbformat
@@ -16,31 +18,65 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks import run as bench  # noqa: E402
 
-ALLOCATE = "import time; block = b'x' * ({mib} * 2 ** 20); time.sleep({sleep})"
+#: Holds MIB mebibytes, says "ready" once it holds them, and keeps them until its standard input closes:
+#: the test decides how long it lives, not a sleep (a loaded machine cannot make it end too early).
+HOLD = "import sys; block = b'x' * ({mib} * 2 ** 20); print('ready', flush=True); sys.stdin.read()"
+
+
+def _hold(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _sampled_twice_more(peak) -> None:
+    """Wait until the sampler has measured the tree twice more: at least once wholly after now."""
+    seen = peak.samples
+    for _ in range(60000):  # 10 minutes at most: only a dead sampler thread ends here
+        if peak.samples >= seen + 2:
+            return
+        time.sleep(0.01)
+    pytest.fail("the sampler thread stopped sampling")
 
 
 def test_tree_peak_sees_a_child_that_allocates_300_mib():
     with bench.TreePeak(interval=0.02) as peak:
-        subprocess.run([sys.executable, "-c", ALLOCATE.format(mib=300, sleep=0.8)], check=True)
-    assert peak.samples > 5
+        child = _hold(HOLD.format(mib=300))
+        assert child.stdout.readline().strip() == "ready"
+        _sampled_twice_more(peak)
+        child.stdin.close()
+        assert child.wait() == 0
+    assert peak.samples >= 2
     assert peak.peak_mib >= 300
-    assert peak.sampled_mib >= 300 or peak.largest_process_mib >= 300
+    assert peak.sampled_mib >= 300 and peak.largest_process_mib >= 300
+
+
+#: A child that, told to go, starts a grandchild holding 160 MiB, holds 160 MiB itself, says "ready"
+#: and keeps both until its standard input closes.
+PARENT = textwrap.dedent("""
+    import subprocess, sys
+    sys.stdin.readline()
+    grandchild = subprocess.Popen([sys.executable, "-c", {hold!r}], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+    assert grandchild.stdout.readline().strip() == "ready"
+    block = b'y' * (160 * 2 ** 20)
+    print("ready", flush=True)
+    sys.stdin.read()
+    grandchild.stdin.close()
+    grandchild.wait()
+""")
 
 
 def test_tree_peak_sums_the_whole_tree_not_the_largest_process():
     # a child and a grandchild of 160 MiB each, alive together: the tree holds >= 320 MiB,
     # although neither process alone reaches 300 MiB
-    grandchild = ALLOCATE.format(mib=160, sleep=1.2)
-    child = textwrap.dedent(f"""
-        import subprocess, sys, time
-        p = subprocess.Popen([sys.executable, "-c", {grandchild!r}])
-        block = b'y' * (160 * 2 ** 20)
-        p.wait()
-    """)
     # rooted at the child, so that other descendants of the test process (a browser a session
-    # fixture started, say) cannot count
-    proc = subprocess.Popen([sys.executable, "-c", child])
+    # fixture started, say) cannot count; the grandchild starts only once the sampler has started
+    proc = _hold(PARENT.format(hold=HOLD.format(mib=160)))
     with bench.TreePeak(root=proc.pid, include_root=True, interval=0.02) as peak:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ready"
+        _sampled_twice_more(peak)
+        proc.stdin.close()
         assert proc.wait() == 0
     assert 160 <= peak.largest_process_mib < 300
     assert peak.sampled_mib >= 320
@@ -140,8 +176,10 @@ def test_run_leaves_notebooks_untouched_records_failures_and_exits_nonzero(tmp_p
     good, bad = tmp_path / "good.ipynb", tmp_path / "bad.ipynb"
     digests = {good: _notebook(good, "x = 6 * 7\nprint(x)"), bad: _notebook(bad, "raise RuntimeError('on purpose')")}
     out = tmp_path / "out" / "results.json"
+    real = bench.make_test_time
+    monkeypatch.setattr(bench, "make_test_time", lambda: real(cmd=FAKE_MAKE_TEST, cwd=tmp_path))
     code = bench.main([str(good), str(bad), "--skip-book", "--skip-masking", "--skip-unit", "--cores", "0",
-                       "--out", str(out)])
+                       "--make-test", "--out", str(out)])
     assert code == 1  # one notebook failed
     for path, digest in digests.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
@@ -152,6 +190,52 @@ def test_run_leaves_notebooks_untouched_records_failures_and_exits_nonzero(tmp_p
     assert rows["good"]["peak_rss_mib"] > 20  # a Python kernel holds tens of MiB at least
     assert rows["good"]["wall_s"] > 0 and rows["good"]["cells"] == 1
     assert result["machine"]["loadavg_after"] and out.with_suffix(".md").is_file()
+    measured = result["make_test"]  # the stand-in for `make test`, timed whole
+    assert measured["status"] == "ok" and measured["pytest"] == "3 passed, 1 skipped"
+    assert math.isfinite(measured["wall_s"]) and measured["wall_s"] > 0
+    assert result["summary"]["make_test_s"] == measured["wall_s"] and "make_test_estimate_s" not in result["summary"]
+
+
+#: A stand-in for `make test`: prints what pytest closes with, as the real command does.
+FAKE_MAKE_TEST = (sys.executable, "-c", "print('ruff: all checks passed'); "
+                  "print('========= 3 passed, 1 skipped in 0.52s =========')")
+
+
+def test_make_test_is_measured_whole_and_recorded():
+    found = bench.make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)
+    assert found["command"] == " ".join(FAKE_MAKE_TEST) and found["returncode"] == 0 and found["status"] == "ok"
+    assert isinstance(found["wall_s"], float) and math.isfinite(found["wall_s"]) and found["wall_s"] > 0
+    assert found["pytest"] == "3 passed, 1 skipped" and found["output_tail"] is None
+    assert len(found["loadavg_before"]) == len(found["loadavg_after"]) == 3 and found["date"].startswith("20")
+    assert bench.make_test_time.__defaults__[0] == ("make", "test")  # what make bench measures
+
+    failing = (sys.executable, "-c", "import sys; print('== 1 failed, 2 passed in 70.01s (0:01:10) =='); sys.exit(2)")
+    found = bench.make_test_time(cmd=failing, cwd=ROOT)
+    assert found["status"] == "failed" and found["returncode"] == 2 and found["pytest"] == "1 failed, 2 passed"
+    assert "1 failed" in found["output_tail"]
+
+    hanging = (sys.executable, "-c", "import time; time.sleep(600)")
+    found = bench.make_test_time(cmd=hanging, cwd=ROOT, timeout=1)
+    assert found["status"] == "failed" and found["returncode"] is None and "timed out after 1 s" in found["output_tail"]
+
+
+def test_a_measured_make_test_replaces_the_estimate():
+    result = fake_result()
+    result["make_test"] = {"command": "make test", "date": "2026-01-01T00:00:00+00:00", "wall_s": 470.0,
+                           "returncode": 0, "status": "ok", "pytest": "700 passed, 3 skipped",
+                           "loadavg_before": [0.1, 0.1, 0.1], "loadavg_after": [2.0, 1.5, 1.0], "output_tail": None}
+    s = bench.summarize(result)
+    assert s["make_test_s"] == 470.0 and s["make_test_within"] and "make_test_estimate_s" not in s
+    assert result["make_test"]["verdict"] == "within"
+    text = bench.markdown(result)
+    assert "`make test`, measured (the whole command, 2 cores): 470 s (budget 480 s), ok (700 passed, 3 skipped): " \
+           "within." in text and "estimated" not in text
+    result["make_test"]["wall_s"] = 481.0
+    assert not bench.summarize(result)["make_test_within"] and result["make_test"]["verdict"] == "over"
+    result["make_test"].update(status="failed", returncode=1)
+    assert bench.summarize(result)["make_test_within"] is False and result["make_test"]["verdict"] == "failed"
+    assert bench.pytest_closing("x\n=== 5 passed in 1.0s ===\ny\n=== 1 failed in 2.0s ===\n") == "1 failed"
+    assert bench.pytest_closing("no pytest here") is None
 
 
 def test_run_says_what_it_accepts(tmp_path, capsys):

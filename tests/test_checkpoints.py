@@ -137,52 +137,12 @@ def test_sharing_runs_at_the_course_models_depth(shared_runs):
     assert len({id(layer) for layer in model.bert.encoder.layer}) == 1
 
 
-@pytest.fixture(scope="module")
-def distilled(masking):
-    return masking[0], ck.read_log("distil")
-
-
-def test_the_distil_log_holds_every_arm_and_seed(distilled):
-    data, log = distilled
-    assert log["settings"] == ck.DISTIL and set(log["runs"]) == {*ck.DISTIL["arms"], ck.DISTIL["matched"]}
-    matched = log["runs"][ck.DISTIL["matched"]]
-    assert all(run["curve_steps"][-1] == ck.matched_steps() for run in matched)  # the control's steps
-    assert all([r["seed"] for r in runs] == ck.DISTIL["seeds"] for runs in log["runs"].values())
-    assert log["unigram"] == pytest.approx(data.unigram, abs=1e-9)
-    with pytest.raises(ValueError, match="arm must be one of"):
-        ck.distil_student(data, None, "half a teacher")
-
-
-@pytest.mark.parametrize("name", ["teacher", *ck.DISTIL["stored"]])
-def test_stored_distil_models_give_the_logged_metrics(distilled, name):
-    data, log = distilled
-    model = ck.load_distil(data, name)
-    layers = ck.DISTIL["teacher_layers"] if name == "teacher" else len(ck.DISTIL["layers"])
-    assert len(model.bert.encoder.layer) == layers
-    logged = log["teacher"] if name == "teacher" else log["runs"][name][0]
-    assert evaluate_mlm(model, data.held_out)["loss"] == pytest.approx(logged["held"]["loss"], abs=1e-4)
-
-
-def test_a_teacher_initialised_student_starts_from_layers_0_and_2(distilled):
-    data, _ = distilled
-    teacher = ck.load_distil(data, "teacher")
-    student = ck.distil_student(data, teacher, "triple loss")
-    for mine, theirs in zip(student.bert.encoder.layer, [teacher.bert.encoder.layer[i] for i in ck.DISTIL["layers"]]):
-        assert all(torch.equal(a, b) for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()))
-    fresh = ck.distil_student(data, teacher, "random init")
-    assert not torch.equal(fresh.bert.embeddings.word_embeddings.weight, teacher.bert.embeddings.word_embeddings.weight)
-
-
-@pytest.mark.slow
-def test_a_distil_run_reproduces_its_first_evaluation(distilled):
-    data, log = distilled
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
-        _, history = ck.train_distil_run(data, ck.load_distil(data, "teacher"), "triple loss", 0,
-                                         ck.DISTIL["eval_every"])
-    assert history.eval_loss[0] == pytest.approx(log["runs"]["triple loss"][0]["curve_loss"][0], abs=TOLERANCE)
-
-
 # ------------------------------------------------------------------ the course model (lessons 1-4)
+
+#: The course model and its students train with bfloat16 products on the machine's own kernels (AMX where it has
+#: them); their first steps re-run here in float32, which moves a loss by at most a few hundredths of a nat.
+COURSE_TOLERANCE = 0.05
+
 
 @pytest.fixture(scope="module")
 def course():
@@ -194,9 +154,21 @@ def test_the_course_log_describes_its_data_and_a_finished_run(course):
     assert log["settings"] == ck.COURSE
     assert log["steps_done"] == ck.COURSE["steps"] == len(log["train_loss"])
     assert log["blanks"] == data.held_out.targets and log["vocab_size"] == data.small["vocab_size"]
+    assert log["validation_blanks"] == data.validation.targets
     assert log["train_blocks"] == data.train.shape[0] and log["test_blocks"] == data.test.shape[0]
     final = log["final"]
     assert final["hidden"]["blanks"] + final["kept"]["blanks"] == data.held_out.targets
+    # the curve is on the validation blanks, never on the test blanks
+    assert all(e["hidden"]["blanks"] + e["kept"]["blanks"] == data.validation.targets for e in log["evaluations"])
+
+
+def test_the_course_models_blocks_know_their_articles(course):
+    data, _ = course
+    assert data.test_articles.shape[0] == data.test.shape[0]
+    assert data.validation_articles.shape[0] == data.validation.input_ids.shape[0]
+    per_article = torch.bincount(data.test_articles)
+    assert per_article.max() <= ck.COURSE["test_blocks_per_article"]
+    assert bool((data.test_articles[1:] >= data.test_articles[:-1]).all())  # in article order
 
 
 def test_the_stored_course_model_gives_the_logged_scores(course):
@@ -212,9 +184,10 @@ def test_the_stored_course_model_gives_the_logged_scores(course):
 @pytest.mark.slow
 def test_a_course_model_run_reproduces_its_first_steps(course):
     data, log = course
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
-        _, short = ck.train_course_model(data, steps=2, progress=False)
-    assert short["train_loss"] == pytest.approx(log["first_losses"][:2], abs=TOLERANCE)
+    fp32 = {**ck.COURSE, "autocast": None}
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+        _, short = ck.train_course_model(data, steps=2, settings=fp32, progress=False)
+    assert short["train_loss"] == pytest.approx(log["first_losses"][:2], abs=COURSE_TOLERANCE)
 
 
 def test_the_learning_rate_warms_up_holds_and_decays():
@@ -251,22 +224,24 @@ def course_distil(course):
     return course[0], ck.read_log("course-distil")
 
 
-def test_the_course_distil_log_holds_both_students_and_the_controls_pretraining(course_distil):
+def test_the_course_distil_log_holds_every_arm(course_distil):
     data, log = course_distil
-    assert log["settings"] == ck.COURSE_DISTIL and log["blanks"] == data.held_out.targets
-    assert log["control_settings"] == ck.course_control_settings()
+    assert log["settings"] == {**ck.COURSE_DISTIL, "arms": {k: list(v) for k, v in ck.COURSE_DISTIL["arms"].items()}}
+    assert log["blanks"] == data.held_out.targets
     runs = log["runs"]
-    assert set(runs) == {"distilled", "control pretraining", "matched control"}
+    assert set(runs) == set(ck.COURSE_DISTIL["arms"])
     for arm in ck.COURSE_DISTIL["arms"]:
         assert runs[arm]["steps_done"] == ck.COURSE_DISTIL["steps"] == len(runs[arm]["train_loss"])
         assert runs[arm]["evaluations"][0]["step"] == 0  # where each student starts
-    # the matched control carries as many training steps as the teacher before its distillation
-    assert runs["control pretraining"]["steps_done"] == ck.COURSE["steps"]
-    assert runs["distilled"]["parameters"] == runs["matched control"]["parameters"] < log["teacher"]["parameters"]
+    assert len({runs[arm]["parameters"] for arm in runs}) == 1
+    assert runs["distilled"]["parameters"] < log["teacher"]["parameters"]
     assert log["teacher"]["hidden"]["top1"] == pytest.approx(ck.read_log("course")["final"]["hidden"]["top1"])
+    # the two arms from the teacher's layers start from the same scores; random init starts elsewhere
+    start = {arm: runs[arm]["evaluations"][0]["hidden"]["top1"] for arm in runs}
+    assert start["distilled"] == start["hard labels"] != start["random init"]
 
 
-@pytest.mark.parametrize("arm", ck.COURSE_DISTIL["arms"])
+@pytest.mark.parametrize("arm", list(ck.COURSE_DISTIL["arms"]))
 def test_the_stored_students_give_the_logged_scores(course_distil, arm):
     data, log = course_distil
     model = ck.load_course_student(data, arm)
@@ -277,22 +252,41 @@ def test_the_stored_students_give_the_logged_scores(course_distil, arm):
                                                       abs=1e-3 if key == "loss" else 2e-3)
 
 
-def test_the_distilled_student_starts_from_the_teachers_layers_0_and_2(course):
+def test_the_students_start_from_the_teachers_layers_0_and_2_or_random_weights(course):
     data, _ = course
     teacher = ck.load_course_model(data)
-    student = ck.course_student(data, teacher)
-    assert len(student.bert.encoder.layer) == 2 and len(teacher.bert.encoder.layer) == 4
-    for mine, theirs in zip(student.bert.encoder.layer, [teacher.bert.encoder.layer[i] for i in (0, 2)]):
-        assert all(torch.equal(a, b) for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()))
+    for arm in ("distilled", "hard labels"):
+        student = ck.course_student(data, teacher, arm)
+        assert len(student.bert.encoder.layer) == 2 and len(teacher.bert.encoder.layer) == 4
+        for mine, theirs in zip(student.bert.encoder.layer, [teacher.bert.encoder.layer[i] for i in (0, 2)]):
+            assert all(torch.equal(a, b) for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()))
+    fresh = ck.course_student(data, teacher, "random init")
+    assert len(fresh.bert.encoder.layer) == 2
+    ours, theirs = fresh.bert.encoder.layer[0], teacher.bert.encoder.layer[0]
+    assert not torch.equal(ours.output.dense.weight, theirs.output.dense.weight)
     with pytest.raises(ValueError, match="arm must be one of"):
         ck.load_course_student(data, "teacher")
 
 
 @pytest.mark.slow
-def test_a_course_distillation_reproduces_its_first_steps(course_distil):
+@pytest.mark.parametrize("arm", ["distilled", "random init"])
+def test_a_course_distillation_reproduces_its_first_steps(course_distil, arm):
     data, log = course_distil
     teacher = ck.load_course_model(data)
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
-        _, short = ck.distil_course_model(data, teacher, ck.course_student(data, teacher),
-                                          steps=2, progress=False)
-    assert short["train_loss"] == pytest.approx(log["runs"]["distilled"]["first_losses"][:2], abs=TOLERANCE)
+    fp32 = {**ck.COURSE_DISTIL, "autocast": None}
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+        _, short = ck.distil_course_model(data, teacher, arm, steps=2, settings=fp32, progress=False)
+    assert short["train_loss"] == pytest.approx(log["runs"][arm]["first_losses"][:2], abs=COURSE_TOLERANCE)
+
+
+def test_the_readmes_run_times_are_the_logs():
+    """The README's table of how long `make pretrain` takes is read from the logs, not typed."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("pretrain", root / "tools" / "pretrain.py")
+    pretrain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pretrain)
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert pretrain.readme_with_runtimes(readme) == readme, "run `python tools/pretrain.py --readme`"

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,42 @@ def test_report_prints_versions(capsys):
 
 def test_peak_memory_is_plausible():
     assert 10 < env.peak_memory_mib() < 100_000
+
+
+def test_release_memory_trims_where_libc_can(monkeypatch):
+    import ctypes
+
+    trimmed = env.release_memory()
+    assert trimmed is sys.platform.startswith("linux")  # glibc has malloc_trim; macOS, Windows do not
+
+    class NoTrim:  # a C library without malloc_trim (musl, macOS): only garbage is collected
+        pass
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: NoTrim())
+    assert env.release_memory() is False
+
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert env.release_memory() is False
+
+
+def test_release_memory_returns_freed_pages():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("resident memory read from /proc (Linux)")
+
+    def resident_mib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    blocks = [bytearray(4096) for _ in range(40_000)]  # about 160 MiB in small blocks (not mmapped)
+    pin = bytearray(4096)  # allocated after them: free() alone cannot shrink the heap past it
+    del blocks
+    before = resident_mib()
+    assert env.release_memory()
+    assert resident_mib() < before - 100, "the freed pages went back to the operating system"
+    del pin
 
 
 def test_environment_yml_follows_pyproject():

@@ -62,3 +62,31 @@ def test_top_guesses_are_sorted_probabilities(setup):
     assert len(guesses) == 3 and all(isinstance(w, str) for w, _ in guesses)
     probabilities = [p for _, p in guesses]
     assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
+
+
+def test_showcase_blanks_need_context_on_both_sides_and_skip_the_headline(setup):
+    tokenizer, words, held = setup
+    articles = torch.tensor([0, 0, 1])  # blocks 0 and 1 are one article's, block 2 another's
+    # position 8 ("government") has its neighbours unmasked within 1 piece; 6 ("that") is 2 from 8
+    chosen = fill.showcase_blanks(held, words, tokenizer, articles, count=5, min_letters=5, margin=1, skip_first=0)
+    assert chosen == [(0, 8), (2, 8)]  # one per article: block 1 belongs to article 0, already shown
+    # with 2 pieces of margin, "that" two pieces before is a blank in the window: nothing qualifies
+    assert fill.showcase_blanks(held, words, tokenizer, articles, min_letters=5, margin=2, skip_first=0) == []
+    # an article's first block skips its first pieces (the headline); a later block does not
+    late = fill.showcase_blanks(held, words, tokenizer, articles, min_letters=5, margin=1, skip_first=10)
+    assert late == [(1, 8)]  # article 0's second block; article 1 has only its first
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        fill.showcase_blanks(held, words, tokenizer, articles, count=0)
+
+
+def test_guess_fills_every_mask_and_explains_bad_input(setup):
+    from bertfamily.pretraining import tiny_bert, tiny_bert_config
+    tokenizer, words, _ = setup
+    model = tiny_bert(tiny_bert_config(words.size, max_positions=40), seed=0)
+    answers = fill.guess(model, "the [MASK] said that the [MASK] would publish", words, tokenizer, k=3)
+    assert len(answers) == 2 and all(len(a) == 3 for a in answers)
+    assert all(a[0][1] >= a[1][1] >= a[2][1] for a in answers)
+    with pytest.raises(ValueError, match=r"at least one \[MASK\]"):
+        fill.guess(model, "no blank here", words, tokenizer)
+    with pytest.raises(ValueError, match="reads at most 40"):
+        fill.guess(model, "[MASK] " + "word " * 50, words, tokenizer)

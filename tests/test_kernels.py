@@ -72,7 +72,9 @@ def _probe_notebook(path, stored: str, measured=None):
 
 def _nbval(path, **env):
     """nbval over one notebook, with the course's root conftest loaded as a plugin (as make test does)."""
-    full = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    # the root conftest from ROOT, and the package from wherever this run found it (a clone's lib/)
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            **env}
     full.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "--nbval", "--nbval-current-env",
                            "-p", "no:cacheprovider", "-q", str(path), "--rootdir", str(path.parent)],

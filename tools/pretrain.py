@@ -1,19 +1,18 @@
 """Train the course's checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
-unshared layers, lesson 6's MLM and TLM models, lesson 2's teacher and distilled students (with the
-compute-matched control), the course model that lessons 1 and 3 evaluate, and its distilled student
-with that one's matched control (lessons 2 and 3).
+unshared layers, lesson 6's MLM and TLM models, the course model that lessons 1, 2 and 3 evaluate,
+and its three 2-layer students (distilled, hard labels, random init) that lessons 2 and 3 compare.
 
-    python tools/pretrain.py [masking] [tlm] [sharing] [distil] [distil-matched] [course] [course-distil]
+    python tools/pretrain.py [masking] [tlm] [sharing] [course] [course-distil]
 
-All but ``distil-matched`` by default (that one adds only lesson 2's control to a stored log): about
-four and a half hours on 2 cores, 1 h 55 min of it the course model and 1 h 40 min its distillation
-(``course-distil``: the student, and the matched control's own pretraining).
+All of them by default; each log records how long its experiment took (``seconds``) and on what
+machine, and the README's table of run times is read from those logs.
 
-The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING``, ``TLM``, ``DISTIL`` and ``COURSE``; the
-weights and a log (settings, machine, per run the evaluation curve and the final metrics of the stored
-float16 weights) go to ``lib/bertfamily/checkpoints/``. The kernels are pinned, so on an AVX2 machine a
-re-run writes the same numbers; ``tests/test_checkpoints.py`` re-runs the start of each experiment and
-compares it with the log.
+The settings are ``bertfamily.checkpoints.MASKING``, ``SHARING``, ``TLM``, ``COURSE`` and
+``COURSE_DISTIL``; the weights and a log (settings, machine, per run the evaluation curve and the
+final metrics of the stored float16 weights) go to ``lib/bertfamily/checkpoints/``. The small runs
+pin the kernels, so on an AVX2 machine a re-run writes the same numbers; the course model and its
+students train with bfloat16 products on the machine's own kernels (see ``NATIVE``).
+``tests/test_checkpoints.py`` re-runs the start of each experiment and compares it with the log.
 """
 from __future__ import annotations
 
@@ -117,96 +116,42 @@ def sharing(progress) -> dict:
     return {"settings": s, "unigram": data.unigram, "majority": data.majority, "runs": runs}
 
 
-def distil(progress) -> dict:
-    from bertfamily import checkpoints as ck
-    from bertfamily.pretraining import evaluate_mlm
-
-    s = ck.DISTIL
-    data = ck.masking_data()
-    start = time.perf_counter()
-    teacher, history = ck.train_distil_teacher(data)
-    ck.halve(teacher)  # the students learn from the teacher as stored
-    ck.save(teacher, "distil-teacher")
-    result = {"settings": s, "unigram": data.unigram, "majority": data.majority,
-              "teacher": {"curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
-                          "held": evaluate_mlm(teacher, data.held_out),
-                          "seconds": round(time.perf_counter() - start, 1)},
-              "runs": {arm: [] for arm in s["arms"]}}
-    progress(f"distil teacher: held-out {result['teacher']['held']['loss']:.3f} nats")
-    for seed in s["seeds"]:
-        for arm in s["arms"]:
-            start = time.perf_counter()
-            student, history = ck.train_distil_run(data, teacher, arm, seed, s["steps"])
-            ck.halve(student)
-            result["runs"][arm].append({"seed": seed, "curve_steps": history.eval_steps,
-                                        "curve_loss": history.eval_loss, "held": evaluate_mlm(student, data.held_out),
-                                        "seconds": round(time.perf_counter() - start, 1)})
-            if arm in s["stored"] and seed in s["stored_seeds"]:
-                ck.save(student, ck.file_name("distil", arm, seed))
-            progress(f"distil {arm} seed {seed}: held-out {result['runs'][arm][-1]['held']['loss']:.3f} nats "
-                     f"({result['runs'][arm][-1]['seconds']:.0f} s)")
-    return matched(progress, result, teacher)
-
-
-def matched(progress, result=None, teacher=None) -> dict:
-    """Lesson 2's compute-matched control: a random-init student trained with the triple loss for the
-    teacher's steps plus its own. Alone (``distil-matched``) it adds the control to the stored log and teacher."""
-    import torch
-
-    from bertfamily import checkpoints as ck
-    from bertfamily.pretraining import evaluate_mlm
-
-    s = ck.DISTIL
-    data = ck.masking_data()
-    if result is None:
-        result = ck.read_log("distil")
-        teacher = ck.load_distil(data, "teacher")
-    result["settings"], arm, runs = s, s["matched"], []
-    for seed in s["seeds"]:
-        start = time.perf_counter()
-        student, history = ck.train_distil_run(data, teacher, arm, seed, ck.matched_steps(s))
-        ck.halve(student)
-        runs.append({"seed": seed, "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
-                     "held": evaluate_mlm(student, data.held_out),
-                     "seconds": round(time.perf_counter() - start, 1), "threads": torch.get_num_threads()})
-        progress(f"distil {arm} seed {seed}: held-out {runs[-1]['held']['loss']:.3f} nats "
-                 f"({runs[-1]['seconds']:.0f} s)")
-    result["runs"][arm] = runs
-    return result
-
-
 def course(progress) -> dict:
     """The course model; its weights and log are rewritten at every evaluation (a run cut short leaves
-    its last model, and the log says how far it got)."""
+    its last model, and the log says how far it got). The curve is on the validation blanks; the test
+    blanks are scored once, at the end."""
     from bertfamily import checkpoints as ck
 
     s = ck.COURSE
     data = ck.course_data()
     start = time.perf_counter()
-    result = {"settings": s, "blanks": data.held_out.targets, "train_blocks": int(data.train.shape[0]),
-              "test_blocks": int(data.test.shape[0]), "vocab_size": data.small["vocab_size"]}
+    result = {"settings": s, "blanks": data.held_out.targets, "validation_blanks": data.validation.targets,
+              "train_blocks": int(data.train.shape[0]), "test_blocks": int(data.test.shape[0]),
+              "validation_blocks": int(data.validation.input_ids.shape[0]), "vocab_size": data.small["vocab_size"]}
+    path = ck.FOLDER / "course.json"
 
     def write(model, log):
         ck.save(model, "course-model")
         last = log["evaluations"][-1]
         result.update(steps_done=last["step"], evaluations=log["evaluations"], machine=machine(),
                       seconds=round(time.perf_counter() - start, 1))
-        (ck.FOLDER / "course.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        progress(f"course model step {last['step']}: hidden blanks top-1 {100 * last['hidden']['top1']:.1f}%, "
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        progress(f"course model step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
                  f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
 
     model, log = ck.train_course_model(data, on_evaluation=write)
     ck.halve(model)  # the metrics of the weights as stored
     ck.save(model, "course-model")
-    result.update(final=ck.blank_scores(model, data.held_out), epochs=log["epochs"],
-                  first_losses=log["train_loss"][:10], train_loss=[round(x, 4) for x in log["train_loss"]])
+    result.update(final=ck.blank_scores(model, data.held_out), final_validation=ck.blank_scores(model, data.validation),
+                  epochs=log["epochs"], first_losses=log["train_loss"][:10],
+                  train_loss=[round(x, 4) for x in log["train_loss"]])
     return result
 
 
 def course_distil(progress) -> dict:
-    """Lesson 2 at the course's scale: the stored course model distilled into a 2-layer student, and the
-    compute-matched control (the 2-layer model trained the course model's way, then distilled). The log is
-    rewritten after every evaluation, so a run cut short says how far it got."""
+    """Lesson 2 at the course's scale: the stored course model and three 2-layer students (distilled, hard
+    labels from the same start, random init), ``COURSE_DISTIL``. The log is rewritten after every evaluation,
+    so a run cut short says how far it got."""
     from bertfamily import checkpoints as ck
     from bertfamily.models import count_parameters
 
@@ -214,59 +159,95 @@ def course_distil(progress) -> dict:
     data = ck.course_data()
     teacher = ck.load_course_model(data)
     path = ck.FOLDER / "course-distil.json"
-    result = {"settings": s, "control_settings": ck.course_control_settings(s), "blanks": data.held_out.targets,
+    result = {"settings": s, "blanks": data.held_out.targets,
               "teacher": {"parameters": count_parameters(teacher), **ck.blank_scores(teacher, data.held_out)},
               "runs": {}}
     start = time.perf_counter()
+    for arm in s["arms"]:
+        begun, name = time.perf_counter(), "course-student-" + arm.replace(" ", "-")
 
-    def writer(key, name=None):
-        def write(model, log):
-            if name is not None:
-                ck.save(model, name)
+        def write(model, log, arm=arm, begun=begun, name=name):
+            ck.save(model, name)
             last = log["evaluations"][-1]
-            result["runs"][key] = {"parameters": count_parameters(model), "evaluations": log["evaluations"],
+            result["runs"][arm] = {"parameters": count_parameters(model), "evaluations": log["evaluations"],
                                    "steps_done": last["step"], "seconds": round(time.perf_counter() - begun, 1)}
             result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
             path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-            progress(f"{key} step {last['step']}: hidden blanks top-1 {100 * last['hidden']['top1']:.1f}%, "
+            progress(f"{arm} step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
                      f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
-        return write
 
-    def finish(key, name, model, log):
-        ck.halve(model)  # the metrics of the weights as stored
-        ck.save(model, name)
-        result["runs"][key].update(final=ck.blank_scores(model, data.held_out), first_losses=log["train_loss"][:5],
-                                   train_loss=[round(x, 4) for x in log["train_loss"]], epochs=log["epochs"])
+        student, log = ck.distil_course_model(data, teacher, arm, on_evaluation=write)
+        ck.halve(student)  # the metrics of the weights as stored
+        ck.save(student, name)
+        result["runs"][arm].update(final=ck.blank_scores(student, data.held_out),
+                                   final_validation=ck.blank_scores(student, data.validation),
+                                   first_losses=log["train_loss"][:5], epochs=log["epochs"],
+                                   train_loss=[round(x, 4) for x in log["train_loss"]])
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-
-    begun = time.perf_counter()
-    student, log = ck.distil_course_model(data, teacher, ck.course_student(data, teacher, s),
-                                          on_evaluation=writer("distilled"))
-    finish("distilled", "course-student-distilled", student, log)
-
-    begun = time.perf_counter()
-    control, log = ck.train_course_model(data, settings=ck.course_control_settings(s),
-                                         on_evaluation=writer("control pretraining"))
-    ck.halve(control)  # it starts its distillation from what would be stored, as the other student does
-    result["runs"]["control pretraining"].update(final=ck.blank_scores(control, data.held_out),
-                                                 first_losses=log["train_loss"][:5], epochs=log["epochs"])
-    begun = time.perf_counter()
-    control, log = ck.distil_course_model(data, teacher, control, on_evaluation=writer("matched control"))
-    finish("matched control", "course-student-matched-control", control, log)
     return result
+
+
+#: The course model and its students train with bfloat16 matrix products, fast on CPUs with AMX or AVX-512
+#: BF16 and slow where oneDNN is capped at AVX2: they run with the machine's own kernels (the threads stay
+#: pinned); their evaluations are float32, and the tests compare a re-run with the log within a tolerance.
+NATIVE = ("course", "course-distil")
+
+
+EXPERIMENTS = ("masking", "tlm", "sharing", "course", "course-distil")
+README_MARKS = ("<!-- pretrain-times: written by `python tools/pretrain.py --readme` from the logs -->",
+                "<!-- /pretrain-times -->")
+
+
+def runtimes_table() -> str:
+    """The README's table of run times, read from the logs in ``lib/bertfamily/checkpoints/``."""
+    from bertfamily import checkpoints as ck
+
+    lines = ["| experiment | lessons | minutes | threads | kernels | CPU | date |", "|---|---|--:|--:|---|---|---|"]
+    lessons = {"masking": "1", "tlm": "6", "sharing": "4", "course": "1, 2, 3", "course-distil": "2, 3"}
+    for name in EXPERIMENTS:
+        log = ck.read_log(name)
+        m = log["machine"]
+        lines.append(f"| `{name}` | {lessons[name]} | {log['seconds'] / 60:.0f} | {m['threads']} | "
+                     f"{m['capability']} | {m['cpu']} | {m['date'][:10]} |")
+    return "\n".join(lines)
+
+
+def readme_with_runtimes(text: str) -> str:
+    """``text`` (the README) with its run-time table replaced by :func:`runtimes_table`."""
+    start, end = README_MARKS
+    if start not in text or end not in text:
+        raise ValueError(f"the README has no run-time table between {start!r} and {end!r}")
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + runtimes_table() + "\n" + end + rest.split(end, 1)[1]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*",
-                        default=["masking", "tlm", "sharing", "distil", "course", "course-distil"],
-                        choices=["masking", "tlm", "sharing", "distil", "distil-matched", "course",
-                                 "course-distil"])
+    parser.add_argument("experiments", nargs="*", default=list(EXPERIMENTS), choices=EXPERIMENTS)
+    parser.add_argument("--readme", action="store_true",
+                        help="only rewrite the README's table of run times from the logs")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads (default: the pinned 2; the log records what was used)")
+    parser.add_argument("--native", action="store_true",
+                        help="keep the machine's own kernels (AMX, AVX-512) instead of pinning AVX2; "
+                             "the course model and its students always train so")
     args = parser.parse_args(argv)
+    if args.readme:
+        readme = ROOT / "README.md"
+        readme.write_text(readme_with_runtimes(readme.read_text(encoding="utf-8")), encoding="utf-8")
+        return 0
     from bertfamily import kernels
-    kernels.pin()
+    native = [name for name in args.experiments if name in NATIVE]
+    pinned = [name for name in args.experiments if name not in NATIVE]
+    if native and pinned:  # the pinned runs here, the native ones in a process of their own (afterwards)
+        import subprocess
+        code = main(pinned)
+        return code or subprocess.call([sys.executable, __file__, "--native", *native]
+                                       + (["--threads", str(args.threads)] if args.threads else []))
+    if args.native or native:
+        os.environ.update(kernels.THREADS)
+    else:
+        kernels.pin()
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
     torch.set_num_threads(args.threads or int(kernels.PINNED["OMP_NUM_THREADS"]))
@@ -275,14 +256,10 @@ def main(argv=None) -> int:
     from bertfamily import checkpoints as ck
     for name in args.experiments:
         start = time.perf_counter()
-        result = {"masking": masking, "tlm": tlm, "sharing": sharing, "distil": distil,
-                  "distil-matched": matched, "course": course,
+        result = {"masking": masking, "tlm": tlm, "sharing": sharing, "course": course,
                   "course-distil": course_distil}[name](tqdm.write)
-        elapsed = round(time.perf_counter() - start, 1)
-        if name == "distil-matched":  # the control joins a log whose other runs took their own time
-            elapsed = round(result["seconds"] + elapsed, 1)
-        result.update(machine=machine(), seconds=elapsed)
-        path = ck.FOLDER / f"{name.removesuffix('-matched')}.json"
+        result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
+        path = ck.FOLDER / f"{name}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)} ({result['seconds']:.0f} s)")
     return 0

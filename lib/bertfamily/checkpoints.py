@@ -108,16 +108,8 @@ class MaskingData:
 
 
 def _compact(tokenizer, train_ids, test_ids, min_count: int):
-    """The compact vocabulary of ``train_ids`` (special pieces first), both sets in it, and the
-    masking arguments in compact ids: ``(words, train, test, small)``."""
-    from bertfamily.pretraining import CompactVocabulary
-
-    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
-            tokenizer.mask_token_id]
-    words = CompactVocabulary(train_ids, keep=keep, unk_id=tokenizer.unk_token_id, min_count=min_count)
-    small = dict(vocab_size=words.size, mask_token_id=words(tokenizer.mask_token_id),
-                 special_ids=[words(i) for i in keep])
-    return words, words.encode(train_ids), words.encode(test_ids), small
+    from bertfamily.pretraining import compact_corpus
+    return compact_corpus(tokenizer, train_ids, test_ids, min_count=min_count)
 
 
 def masking_data(settings: dict = MASKING) -> MaskingData:
@@ -285,21 +277,7 @@ DISTIL = {**{k: MASKING[k] for k in ("hidden", "heads", "dropout", "batch", "war
           "layers": [0, 2], "steps": 1000, "lr": 1e-3, "temperature": 2.0, "seeds": [0, 1, 2],
           "arms": {"triple loss": ["teacher", 5.0, 2.0, 1.0], "without L_ce": ["teacher", 0.0, 2.0, 1.0],
                    "without L_cos": ["teacher", 5.0, 2.0, 0.0], "without L_mlm": ["teacher", 5.0, 0.0, 1.0],
-                   "random init": ["random", 5.0, 2.0, 1.0], "no teacher": ["random", 0.0, 2.0, 0.0]},
-          "stored": ["triple loss", "random init"], "stored_seeds": [0],
-          # the control for "initialisation matters": random weights, the triple loss, and as many steps as
-          # the initialised student's weights carry (the teacher's steps, then its own)
-          "matched": "random init, matched steps"}
-
-
-def _base_arm(arm: str, settings: dict = DISTIL) -> str:
-    """The arm whose start and loss weights ``arm`` uses: the matched control is "random init", trained longer."""
-    return "random init" if arm == settings["matched"] else arm
-
-
-def matched_steps(settings: dict = DISTIL) -> int:
-    """The steps of the compute-matched control: the teacher's, then the student's."""
-    return settings["teacher_steps"] + settings["steps"]
+                   "random init": ["random", 5.0, 2.0, 1.0], "no teacher": ["random", 0.0, 2.0, 0.0]}}
 
 
 def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: dict = DISTIL):
@@ -323,7 +301,6 @@ def distil_student(data: MaskingData, teacher, arm: str, seed: int = 0, settings
     from bertfamily.distillation import student_from_teacher
     from bertfamily.pretraining import tiny_bert
 
-    arm = _base_arm(arm, settings)
     if arm not in settings["arms"]:
         raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
     if settings["arms"][arm][0] == "teacher":
@@ -338,7 +315,7 @@ def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int
 
     s = settings
     student = distil_student(data, teacher, arm, seed, s)
-    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"][_base_arm(arm, s)]
+    _, alpha_ce, alpha_mlm, alpha_cos = s["arms"][arm]
     loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
                            alpha_cos=alpha_cos)
     generator = torch.Generator().manual_seed(seed)
@@ -350,26 +327,21 @@ def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int
     return student, history
 
 
-def load_distil(data: MaskingData, name: str, seed: int = 0, settings: dict = DISTIL):
-    """Lesson 2's stored ``"teacher"``, or the stored seed-``seed`` student of an arm."""
-    from bertfamily.pretraining import tiny_bert
-
-    layers = settings["teacher_layers"] if name == "teacher" else len(settings["layers"])
-    model = tiny_bert(_config(data, layers, settings))
-    return load_into(model, "distil-teacher" if name == "teacher" else file_name("distil", name, seed))
-
-
 # --------------------------------------------------------------------------- the course model
 
-#: The course's own BERT, trained the RoBERTa way (dynamic masking, no next-sentence prediction, large
-#: batches, long blocks) on all of the BBC training articles: 4 layers of width 256 (about 6.5M
-#: parameters), 128-piece blocks, the WordPiece pieces seen at least ``min_count`` times. AdamW with a
-#: linear warm-up, a constant rate, and a linear decay to ``final_lr_fraction`` over the last ``decay``
-#: share of the steps; dropout on the hidden states only. Lesson 1 shows it filling blanks, lesson 3
+#: The course's own BERT: 4 layers of width 256 (about 6.5M parameters) trained with RoBERTa's dynamic masking
+#: and without next-sentence prediction on the BBC training articles, in 128-piece blocks of 128 (16K pieces
+#: a step: half of BERT's 32K-piece batches, a sixtieth of RoBERTa's 8K x 512), the WordPiece pieces seen at least
+#: ``min_count`` times. AdamW with a linear warm-up, a constant rate, and a linear decay to
+#: ``final_lr_fraction`` over the last ``decay`` share of the steps; dropout on the hidden states only. The
+#: matrix products run in bfloat16 (``autocast``; fast where the CPU has AMX or AVX-512 BF16, and exact
+#: enough: the evaluations run in float32). Settings are chosen on the validation articles; the test
+#: articles are scored once, at the end. Lesson 1 shows it filling blanks, lesson 2 distils it, lesson 3
 #: quantises it.
 COURSE = {"length": 128, "test_blocks_per_article": 2, "min_count": 3, "hidden": 256, "layers": 4, "heads": 4,
           "dropout": 0.1, "attention_dropout": 0.0, "batch": 128, "lr": 1e-3, "warmup": 500, "decay": 0.25,
-          "final_lr_fraction": 0.1, "steps": 1600, "eval_every": 100, "seed": 0, "held_out_seed": 2026}
+          "final_lr_fraction": 0.1, "steps": 3600, "eval_every": 200, "seed": 0, "held_out_seed": 2026,
+          "autocast": "bfloat16"}
 
 
 @dataclass
@@ -378,12 +350,24 @@ class CourseData:
     tokenizer: object       # bert-base-uncased's WordPiece tokenizer (all-MiniLM-L6-v2's copy)
     words: object           # pretraining.CompactVocabulary: WordPiece id <-> compact id
     train: torch.Tensor     # compact ids, (blocks, length): every training article cut into blocks
-    test: torch.Tensor      # compact ids of the held-out articles' blocks
-    held_out: object        # pretraining.HeldOut: the test blocks masked once
+    test: torch.Tensor      # compact ids of the test articles' blocks
+    held_out: object        # pretraining.HeldOut: the test blocks masked once (reported, scored at the end)
     small: dict             # vocab_size, mask_token_id, special_ids (compact ids)
     config: object          # the model's BertConfig
     counts: torch.Tensor    # how often each compact id occurs in the training blocks
     articles: int           # training articles
+    validation: object = None      # pretraining.HeldOut on the validation articles' blocks (settings, curves)
+    test_articles: object = None   # per test block, the index of its article (for article-level intervals)
+    validation_articles: object = None
+
+
+def block_articles(tokenizer, texts, length: int, max_blocks_per_text: int | None = None) -> torch.Tensor:
+    """Per block of :func:`~bertfamily.pretraining.token_blocks` (same arguments), the index of its text."""
+    body, out = length - 2, []
+    for i, ids in enumerate(tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]):
+        n = max(0, (len(ids) - body) // body + 1) if len(ids) >= body else 0
+        out += [i] * min(n, max_blocks_per_text or n)
+    return torch.tensor(out, dtype=torch.long)
 
 
 def course_data(settings: dict = COURSE) -> CourseData:
@@ -393,17 +377,32 @@ def course_data(settings: dict = COURSE) -> CourseData:
 
     s = settings
     tokenizer, split = minilm_tokenizer(), bbc_split()
-    train_ids = token_blocks(tokenizer, split.train_texts, length=s["length"])
-    test_ids = token_blocks(tokenizer, split.test_texts, length=s["length"],
-                            max_blocks_per_text=s["test_blocks_per_article"])
+    n, most = s["length"], s["test_blocks_per_article"]
+    train_ids = token_blocks(tokenizer, split.train_texts, length=n)
+    test_ids = token_blocks(tokenizer, split.test_texts, length=n, max_blocks_per_text=most)
+    valid_ids = token_blocks(tokenizer, split.validation_texts, length=n, max_blocks_per_text=most)
     words, train, test, small = _compact(tokenizer, train_ids, test_ids, s["min_count"])
     held_out = HeldOut.fixed_mask(test, seed=s["held_out_seed"], **small)
+    validation = HeldOut.fixed_mask(words.encode(valid_ids), seed=s["held_out_seed"] + 1, **small)
     config = tiny_bert_config(words.size, hidden=s["hidden"], layers=s["layers"], heads=s["heads"],
                               max_positions=s["length"], dropout=s["dropout"])
     # dropout on the attention weights costs 40% of a forward pass on CPU (a random draw per weight)
     config.attention_probs_dropout_prob = s["attention_dropout"]
     counts = torch.bincount(train.flatten(), minlength=words.size)
-    return CourseData(tokenizer, words, train, test, held_out, small, config, counts, len(split.train_texts))
+    return CourseData(tokenizer, words, train, test, held_out, small, config, counts, len(split.train_texts),
+                      validation, block_articles(tokenizer, split.test_texts, n, most),
+                      block_articles(tokenizer, split.validation_texts, n, most))
+
+
+def autocast(loss, settings: dict):
+    """``loss`` run under ``settings["autocast"]`` (a torch dtype's name, or None for float32)."""
+    if not settings.get("autocast"):
+        return loss
+
+    def wrapped(*args, **kwargs):
+        with torch.autocast("cpu", dtype=getattr(torch, settings["autocast"])):
+            return loss(*args, **kwargs)
+    return wrapped
 
 
 def learning_rate(step: int, settings: dict = COURSE) -> float:
@@ -485,10 +484,11 @@ def train_course_model(data: CourseData, steps: int | None = None, settings: dic
 def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: str, progress, on_evaluation,
                  loss=None) -> dict:
     """The course model's training loop, shared by its pretraining and its distillation: dynamic masks and
-    batch order from a generator seeded ``s["seed"]``, AdamW with :func:`learning_rate`, and
-    :func:`blank_scores` into ``log`` every ``eval_every`` steps (then ``on_evaluation(model, log)``)."""
+    batch order from a generator seeded ``s["seed"]``, AdamW with :func:`learning_rate`, the loss under
+    :func:`autocast`, and :func:`blank_scores` on the validation blanks into ``log`` every ``eval_every``
+    steps (then ``on_evaluation(model, log)``)."""
     from bertfamily.masking import DynamicMasking
-    from bertfamily.pretraining import mlm_steps
+    from bertfamily.pretraining import masked_lm_loss, mlm_steps
 
     generator = torch.Generator().manual_seed(s["seed"])
     masking = DynamicMasking(data.train, generator=generator, **data.small)
@@ -500,7 +500,7 @@ def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: 
 
     def after(step):
         if step % s["eval_every"] == 0 or step == steps:
-            log["evaluations"].append({"step": step, **blank_scores(model, data.held_out)})
+            log["evaluations"].append({"step": step, **blank_scores(model, data.validation)})
             model.train()
             if on_evaluation is not None:
                 on_evaluation(model, log)
@@ -508,7 +508,8 @@ def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: 
     torch.manual_seed(s["seed"])  # dropout
     log["train_loss"], log["epochs"] = mlm_steps(model, optimizer, schedule, batch, sequences=len(masking),
                                                  batch_size=s["batch"], steps=steps, generator=generator,
-                                                 progress=progress, desc=desc, after_step=after, loss=loss)
+                                                 progress=progress, desc=desc, after_step=after,
+                                                 loss=autocast(loss or masked_lm_loss, s))
     return log
 
 
@@ -519,52 +520,57 @@ def load_course_model(data: CourseData, settings: dict = COURSE):
 
 # --------------------------------------------------------------------------- the course model distilled
 
-#: Lesson 2 at the course's scale: the course model (the teacher, as stored) distilled into a student with
-#: half its layers, DistilBERT's recipe: the student starts from the teacher's layers 0 and 2 (with its
-#: embeddings and head) and learns with the triple loss (weights L_ce, L_mlm, L_cos) for ``steps`` steps.
-#: The compute-matched control is the same 2-layer student from random weights, trained the course model's
-#: way for as many steps as the teacher was (so both students carry the same number of training steps on the
-#: same data before distillation), then distilled the same way on the same batches.
-COURSE_DISTIL = {"layers": [0, 2], "steps": 200, "batch": 128, "lr": 5e-4, "warmup": 20, "decay": 0.5,
-                 "final_lr_fraction": 0.1, "temperature": 2.0, "weights": [5.0, 2.0, 1.0], "eval_every": 50,
-                 "seed": 0, "arms": ["distilled", "matched control"], "control_pretraining": {"layers": 2}}
+#: Lesson 2 at the course's scale: the course model (the teacher, as stored) and three students with half its
+#: layers, trained ``steps`` steps each on the same masked batches in the same order, with the same schedule:
+#:
+#: * ``distilled``: DistilBERT's recipe, the teacher's layers 0 and 2 (with its embeddings and head) trained with
+#:   the triple loss (weights L_ce, L_mlm, L_cos);
+#: * ``hard labels``: the same start, trained on the masked words alone (L_mlm): what the teacher's soft
+#:   distribution and hidden states add is ``distilled`` minus this;
+#: * ``random init``: the same 2-layer shape from random weights, trained on the masked words alone: what the
+#:   teacher's layers as a start add is ``hard labels`` minus this.
+COURSE_DISTIL = {"layers": [0, 2], "steps": 800, "batch": 128, "lr": 5e-4, "warmup": 40, "decay": 0.5,
+                 "final_lr_fraction": 0.1, "temperature": 2.0, "eval_every": 100, "seed": 0, "autocast": "bfloat16",
+                 "arms": {"distilled": ("teacher", [5.0, 2.0, 1.0]), "hard labels": ("teacher", [0.0, 1.0, 0.0]),
+                          "random init": ("random", [0.0, 1.0, 0.0])}}
 
 
-def course_control_settings(settings: dict = COURSE_DISTIL) -> dict:
-    """How the control's own pretraining runs: the course model's settings with the student's depth."""
-    return {**COURSE, **settings["control_pretraining"]}
-
-
-def course_student(data: CourseData, teacher, settings: dict = COURSE_DISTIL):
-    """The distilled student before training: the teacher's layers ``settings["layers"]``."""
+def course_student(data: CourseData, teacher, arm: str = "distilled", settings: dict = COURSE_DISTIL):
+    """A student of ``arm`` before training: the teacher's layers ``settings["layers"]``, or random weights."""
     from bertfamily.distillation import student_from_teacher
-    return student_from_teacher(teacher, settings["layers"])
+
+    if arm not in settings["arms"]:
+        raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
+    if settings["arms"][arm][0] == "teacher":
+        return student_from_teacher(teacher, settings["layers"])
+    return course_model(data, settings={**COURSE, "layers": len(settings["layers"])})
 
 
-def distil_course_model(data: CourseData, teacher, student, steps: int | None = None,
+def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None = None,
                         settings: dict = COURSE_DISTIL, progress=True, on_evaluation=None):
-    """Distil ``teacher`` into ``student`` (in place) with the triple loss: ``(student, log)``.
+    """Train the student of ``arm`` (see :data:`COURSE_DISTIL`): ``(student, log)``.
 
     Every arm sees the same masked batches in the same order (the masking and order draw from a generator
     seeded ``settings["seed"]``), with the learning-rate shape of :func:`learning_rate`. ``log`` holds each
-    step's triple loss and, every ``eval_every`` steps (and at step 0), :func:`blank_scores`.
+    step's loss and, every ``eval_every`` steps (and at step 0), :func:`blank_scores` on the validation blanks.
     """
     from bertfamily.distillation import mlm_triple_loss
 
     s = settings
     steps = steps or s["steps"]
-    alpha_ce, alpha_mlm, alpha_cos = s["weights"]
-    loss = mlm_triple_loss(teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
-                           alpha_cos=alpha_cos)
-    log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.held_out)}]}
-    log = _course_loop(data, student, s, steps, log, "distilling", progress, on_evaluation, loss=loss)
+    student = course_student(data, teacher, arm, s)
+    alpha_ce, alpha_mlm, alpha_cos = s["arms"][arm][1]
+    loss = None if alpha_ce == alpha_cos == 0 and alpha_mlm == 1 else mlm_triple_loss(  # no teacher: plain MLM
+        teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos)
+    log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.validation)}]}
+    log = _course_loop(data, student, s, steps, log, arm, progress, on_evaluation, loss=loss)
     student.eval()
     return student, log
 
 
 def load_course_student(data: CourseData, arm: str, settings: dict = COURSE_DISTIL):
-    """Lesson 2's stored student of ``arm`` (``"distilled"`` or ``"matched control"``), in eval mode."""
+    """Lesson 2's stored student of ``arm`` (see :data:`COURSE_DISTIL`), in eval mode."""
     if arm not in settings["arms"]:
-        raise ValueError(f"arm must be one of {settings['arms']}, got {arm!r}")
-    model = course_model(data, settings=course_control_settings(settings))
+        raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
+    model = course_model(data, settings={**COURSE, "layers": len(settings["layers"])})
     return load_into(model, "course-student-" + arm.replace(" ", "-"))

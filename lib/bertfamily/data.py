@@ -12,7 +12,9 @@ Every split here is deterministic: the same seed gives the same split on every m
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -36,6 +38,8 @@ class Split:
     test_texts: list
     test_labels: list
     classes: tuple
+    validation_texts: list = field(default_factory=list)
+    validation_labels: list = field(default_factory=list)
 
 
 def bbc_news() -> tuple[list[str], list[int]]:
@@ -71,15 +75,87 @@ def stratified_split(texts, labels, test_fraction: float = 0.2, seed: int = 0,
                  [texts[i] for i in test], [labels[i] for i in test], tuple(classes))
 
 
-def bbc_split(test_fraction: float = 0.2, seed: int = 0) -> Split:
-    """The course's fixed BBC News split (80/20, stratified) of the 2,127 *distinct* articles.
+def word_ngrams(text: str, n: int = 8) -> set:
+    """The set of ``text``'s word ``n``-grams (lower case, words as ``\\w+``)."""
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
-    The corpus holds 98 exact duplicates; dropping them first keeps a copy of a training article
-    from reappearing in the test set, which would flatter every score.
-    """
+
+def shared_ngrams(text: str, others, n: int = 8) -> float:
+    """The largest share of ``text``'s word ``n``-grams found in one text of ``others`` (0 to 1)."""
+    mine = word_ngrams(text, n)
+    if not mine:
+        return 0.0
+    return max((len(mine & word_ngrams(other, n)) / len(mine) for other in others), default=0.0)
+
+
+def near_copy_groups(texts, n: int = 8, threshold: float = 0.5) -> list[int]:
+    """A group number per text: two texts are in one group when either shares at least ``threshold`` of
+    its word ``n``-grams with the other (and groups join through shared members)."""
+    grams = [word_ngrams(t, n) for t in texts]
+    parent = list(range(len(texts)))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    where = {}
+    for i, g in enumerate(grams):
+        for gram in g:
+            where.setdefault(gram, []).append(i)
+    for i, g in enumerate(grams):
+        shared = {}
+        for gram in g:
+            for j in where[gram]:
+                if j > i:
+                    shared[j] = shared.get(j, 0) + 1
+        for j, count in shared.items():
+            if count >= threshold * min(len(g), len(grams[j])):
+                parent[root(j)] = root(i)
+    return [root(i) for i in range(len(texts))]
+
+
+@lru_cache(maxsize=4)
+def _bbc_split(test_fraction: float, seed: int, validation: int) -> Split:
     texts, labels = bbc_news()
     unique = dict(zip(texts, labels))  # keeps the first occurrence, in corpus order
-    return stratified_split(list(unique), list(unique.values()), test_fraction, seed, BBC_CLASSES)
+    texts, labels = list(unique), list(unique.values())
+    base = stratified_split(texts, labels, test_fraction, seed, BBC_CLASSES)
+    index = {t: i for i, t in enumerate(texts)}
+    group = near_copy_groups(texts)
+    sides = {"train": [index[t] for t in base.train_texts[:len(base.train_texts) - validation]],
+             "validation": [index[t] for t in base.train_texts[len(base.train_texts) - validation:]],
+             "test": [index[t] for t in base.test_texts]}
+    # a group that touches the training side joins it whole, then one that touches validation: the
+    # training articles keep their order (the moved ones come after them), so no near-copy crosses
+    for side, later in (("train", ("validation", "test")), ("validation", ("test",))):
+        groups = {group[i] for i in sides[side]}
+        for other in later:
+            moved = [i for i in sides[other] if group[i] in groups]
+            sides[other] = [i for i in sides[other] if group[i] not in groups]
+            sides[side] += moved
+    pick = {side: ([texts[i] for i in rows], [labels[i] for i in rows]) for side, rows in sides.items()}
+    return Split(*pick["train"], *pick["test"], BBC_CLASSES, *pick["validation"])
+
+
+def bbc_split(test_fraction: float = 0.2, seed: int = 0, validation: int = 170) -> Split:
+    """The course's fixed BBC News split of the 2,127 *distinct* articles: training, validation and test.
+
+    The corpus holds 98 exact duplicates, and dozens of near-copies (the same story filed twice, edited):
+    a copy of a training article in the test set would flatter every score. So the articles are first
+    split 80/20 per class; the last ``validation`` training articles are set apart for choosing settings;
+    then every group of near-copies (:func:`near_copy_groups`: one text shares at least half of its word
+    8-grams with another) is moved whole to the training side if it touches it, else to validation.
+    No test or validation article shares half of its word 8-grams with an article of another side.
+    """
+    if not isinstance(validation, int) or validation < 0:
+        raise ValueError(f"validation must be a non-negative number of articles, got {validation!r}")
+    split = _bbc_split(float(test_fraction), int(seed), validation)
+    return Split(*(list(x) if isinstance(x, list) else x for x in (
+        split.train_texts, split.train_labels, split.test_texts, split.test_labels, split.classes,
+        split.validation_texts, split.validation_labels)))
 
 
 def _chatterbot_dir(lang: str) -> Path:

@@ -1,4 +1,5 @@
-"""What the first cell of every lesson needs: seed, and say what this runs with (installing: ``install``)."""
+"""What the first cell of every lesson needs: seed, and say what this runs with (installing: ``install``);
+and :func:`release_memory`, which a lesson calls after it drops a large model."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -17,6 +18,10 @@ from bertfamily import kernels
 # the Colab cell of every notebook up to ebf0b29 does `from bertfamily.env import install_requirements`.
 from bertfamily.install import install_requirements, on_colab  # noqa: F401
 
+#: The widest output line the book's column shows without cutting it off: a text output box is 666 px
+#: wide at the browser tests' 1280 px viewport, 75 characters of its 14 px monospace font
+#: (tests/test_pages.py checks every lesson's outputs against it).
+OUTPUT_WIDTH = 75
 REPORTED = ("torch", "transformers", "tokenizers", "numpy", "matplotlib", "ipywidgets")
 #: Loggers whose lines at import time tell a reader nothing: torchao (which transformers imports
 #: whenever it is installed) logs each of its CUDA kernels that a CPU build of torch cannot load,
@@ -47,6 +52,30 @@ def peak_memory_mib() -> float:
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
 
 
+def release_memory() -> bool:
+    """Hand the memory that freed tensors leave behind back to the operating system.
+
+    After a lesson drops a large model (``del model`` or ``model = None``), glibc keeps the freed
+    pages for later allocations, so the process's resident memory stays at its peak. This runs the
+    garbage collector, then glibc's ``malloc_trim(0)``, which returns the free pages. Where the C
+    library has no ``malloc_trim`` (macOS, Windows, musl), it only collects garbage. Returns whether
+    the pages were trimmed.
+    """
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # no C library by that name, or none with malloc_trim
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True
+
+
 def versions() -> dict:
     """Python, platform and the versions of the libraries the lessons use."""
     found = {"python": platform.python_version(), "platform": platform.platform(terse=True)}
@@ -68,7 +97,8 @@ def report(seed: int = 0) -> torch.Generator:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     quiet_import_noise()
     generator = seed_everything(seed)
-    for key, value in versions().items():
-        print(f"{key:>14}: {value}")
-    print(f"{'seed':>14}: {seed}")
+    import textwrap
+    for key, value in [*versions().items(), ("seed", seed)]:
+        # wrapped to the book's output column (OUTPUT_WIDTH), under the value's first line
+        print(textwrap.fill(f"{key:>14}: {value}", OUTPUT_WIDTH, subsequent_indent=" " * 16))
     return generator

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Features", "encode", "mean_pool", "embed", "clear_cache", "bbc_features"]
+__all__ = ["Features", "encode", "mean_pool", "bags_of_words", "embed", "clear_cache", "bbc_features"]
 
 _CACHE: dict = {}
 
@@ -45,6 +45,14 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
                          f"and {tuple(attention_mask.shape)}")
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
+def bags_of_words(table: torch.Tensor, train, test) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each article of ``train`` and ``test`` (:class:`Features`) as the mean of its word vectors from
+    ``table`` (no context, no order), standardised with the training articles' mean and spread."""
+    bags = [mean_pool(table[x.input_ids], x.attention_mask) for x in (train, test)]
+    mu, sd = bags[0].mean(0), bags[0].std(0)
+    return (bags[0] - mu) / sd, (bags[1] - mu) / sd
 
 
 def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, prefix: str = ""):

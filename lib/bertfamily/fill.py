@@ -13,7 +13,8 @@ import torch
 
 from .masking import IGNORE_INDEX
 
-__all__ = ["pick_blanks", "whole_word_blanks", "top_guesses", "context", "window"]
+__all__ = ["pick_blanks", "whole_word_blanks", "top_guesses", "context", "window", "showcase_blanks", "guess",
+           "piece", "wrap"]
 
 
 def pick_blanks(held_out, words, tokenizer, *, count: int = 6, every: int = 97, min_letters: int = 4) -> list:
@@ -90,3 +91,58 @@ def window(input_ids, labels, position: int, length: int, cls_id: int, sep_id: i
     start = min(max(0, position - 1 - body // 2), max(0, inner.shape[0] - body))
     piece = inner[start:start + body]
     return torch.cat([torch.tensor([cls_id]), piece, torch.tensor([sep_id])]), position - 1 - start + 1
+
+
+def showcase_blanks(held_out, words, tokenizer, articles, *, count: int = 10, min_letters: int = 4,
+                    margin: int = 3, skip_first: int = 24) -> list:
+    """``(block, position)`` of ``count`` blanks chosen by a rule fair to a model that reads both sides:
+    a whole word of ``min_letters`` or more hidden by ``[MASK]``, with ``margin`` unmasked pieces on each
+    side, not in the first ``skip_first`` pieces of an article's first block (where the headline runs into
+    the text with no full stop), at most one per article, spread evenly over the candidates.
+    ``articles`` gives each block's article (``CourseData.test_articles``)."""
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    mask_id, seen, candidates = words(tokenizer.mask_token_id), set(), []
+    first_block = torch.ones(len(articles), dtype=torch.bool)
+    first_block[1:] = articles[1:] != articles[:-1]
+    for block in range(held_out.input_ids.shape[0]):
+        ids, labels = held_out.input_ids[block], held_out.labels[block]
+        start = max(1 + margin, skip_first if first_block[block] else 0)
+        for position in range(start, ids.shape[0] - 1 - margin):
+            near = labels[position - margin:position + margin + 1] != IGNORE_INDEX
+            if ids[position] != mask_id or int(near.sum()) != 1 or int(articles[block]) in seen:
+                continue
+            if _whole_word(ids, labels, position, words, tokenizer, min_letters):
+                candidates.append((block, position))
+                seen.add(int(articles[block]))
+                break
+    step = max(1, len(candidates) // count)
+    return candidates[::step][:count]
+
+
+@torch.no_grad()
+def guess(model, text: str, words, tokenizer, k: int = 5) -> list:
+    """The model's ``k`` best pieces for each ``[MASK]`` in ``text``: ``[[(piece, probability), ...], ...]``.
+
+    ``text`` is lower-cased and cut into WordPiece pieces; pieces outside the model's vocabulary become
+    ``[UNK]``. A clear error says what is allowed when there is no ``[MASK]`` or the text is too long."""
+    if not isinstance(text, str) or "[MASK]" not in text:
+        raise ValueError(f"write a sentence with at least one [MASK] in it, got {text!r}")
+    ids = tokenizer(text, truncation=False)["input_ids"]
+    length = model.config.max_position_embeddings
+    if len(ids) > length:
+        raise ValueError(f"the text has {len(ids)} pieces with [CLS] and [SEP]; this model reads at most {length}")
+    compact = words.encode(torch.tensor(ids))
+    positions = torch.nonzero(compact == words(tokenizer.mask_token_id)).flatten().tolist()
+    return [top_guesses(model, compact, p, words, tokenizer, k) for p in positions]
+
+
+def piece(compact_id, words, tokenizer) -> str:
+    """The WordPiece piece of one compact id."""
+    return tokenizer.convert_ids_to_tokens(int(words.decode(torch.as_tensor(compact_id))))
+
+
+def wrap(text: str, width: int = 84, first: str = "", indent: str = "    ") -> str:
+    """``text`` wrapped to ``width`` columns (the page's), its first line led by ``first``."""
+    import textwrap
+    return textwrap.fill(text, width, initial_indent=first, subsequent_indent=indent)

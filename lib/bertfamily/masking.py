@@ -24,7 +24,8 @@ import torch
 IGNORE_INDEX = -100  # the label that torch.nn.CrossEntropyLoss (and transformers) skip
 
 __all__ = ["IGNORE_INDEX", "mask_tokens", "StaticMasking", "DynamicMasking", "distinct_views",
-           "tlm_inputs", "as_batch", "ACTIONS", "actions", "render"]
+           "tlm_inputs", "as_batch", "ACTIONS", "actions", "render", "masking_vocabulary", "epoch_actions",
+           "show_epoch", "action_rates"]
 
 
 # --------------------------------------------------------------------------- input checking
@@ -235,8 +236,9 @@ def _rows(side, name: str) -> list[list[int]]:
     return [[int(t) for t in r] for r in rows]
 
 
-def tlm_inputs(first_ids, second_ids, *, cls_id: int, sep_id: int, pad_id: int,
-               lang_ids: tuple[int, int] = (0, 1)) -> dict[str, torch.Tensor]:
+def tlm_inputs(first_ids, second_ids, *, cls_id: int, sep_id: int,
+               pad_id: int, lang_ids: tuple[int, int] = (0, 1)
+               ) -> dict[str, torch.Tensor]:
     """XLM's translation-LM input for a batch of aligned pairs (row ``i`` of each side is one pair).
 
     Each row becomes ``[CLS] first [SEP] second [SEP]``, right-padded with ``pad_id`` to the
@@ -253,13 +255,17 @@ def tlm_inputs(first_ids, second_ids, *, cls_id: int, sep_id: int, pad_id: int,
       across both sentences and never touches them. To mask one side only, add the other side:
       ``special_mask=out["special_mask"] | (out["language_ids"] == lang_ids[0])``.
     """
-    first, second = _rows(first_ids, "first_ids"), _rows(second_ids, "second_ids")
+    first = _rows(first_ids, "first_ids")
+    second = _rows(second_ids, "second_ids")
     if len(first) != len(second):
-        raise ValueError(f"first_ids and second_ids must hold the same number of sentences "
-                         f"(one aligned pair per row), got {len(first)} and {len(second)}")
+        raise ValueError(f"first_ids and second_ids must hold as many "
+                         f"sentences (one aligned pair per row), got "
+                         f"{len(first)} and {len(second)}")
     if len(lang_ids) != 2:
-        raise ValueError(f"lang_ids must be two ids (first, second), got {lang_ids!r}")
-    rows = [[cls_id, *a, sep_id, *b, sep_id] for a, b in zip(first, second)]
+        raise ValueError(f"lang_ids must be two ids (first, second), "
+                         f"got {lang_ids!r}")
+    rows = [[cls_id, *a, sep_id, *b, sep_id]
+            for a, b in zip(first, second)]
     length = max(len(r) for r in rows)
     n = len(rows)
     input_ids = torch.full((n, length), pad_id, dtype=torch.long)
@@ -276,5 +282,40 @@ def tlm_inputs(first_ids, second_ids, *, cls_id: int, sep_id: int, pad_id: int,
         positions[i, head:head + tail] = torch.arange(tail)
         special[i, 1:head - 1] = False
         special[i, head:head + tail - 1] = False
-    return {"input_ids": input_ids, "attention_mask": attention, "language_ids": language,
-            "position_ids": positions, "special_mask": special}
+    return {"input_ids": input_ids, "attention_mask": attention,
+            "language_ids": language, "position_ids": positions,
+            "special_mask": special}
+
+
+# --------------------------------------------------------------------------- for showing masks
+
+def masking_vocabulary(tokenizer) -> dict:
+    """:func:`mask_tokens`' vocabulary arguments for a Hugging Face ``tokenizer``'s own ids."""
+    return dict(vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id,
+                special_ids=tokenizer.all_special_ids, pad_token_id=tokenizer.pad_token_id)
+
+
+def epoch_actions(scheme, epoch: int, input_ids, tokenizer, row: int = 0) -> tuple:
+    """``(corrupted ids, action codes)`` of row ``row`` of a masking ``scheme`` in ``epoch``
+    (codes as :func:`actions` gives them)."""
+    corrupted, labels = scheme(torch.tensor([row]), epoch)
+    return corrupted[0], actions(input_ids[row], corrupted[0], labels[0], tokenizer.mask_token_id)
+
+
+def show_epoch(scheme, epoch: int, input_ids, tokenizer, row: int = 0) -> str:
+    """Row ``row`` as ``scheme`` masks it in ``epoch``, drawn by :func:`render`."""
+    corrupted, codes = epoch_actions(scheme, epoch, input_ids, tokenizer, row)
+    tokens = tokenizer.convert_ids_to_tokens(input_ids[row])
+    return render(tokens, tokenizer.convert_ids_to_tokens(corrupted), codes)
+
+
+def action_rates(input_ids, corrupted, labels, tokenizer) -> dict:
+    """The share of (non-special) pieces ``chosen``, and of those the shares turned into
+    ``mask``, a ``random`` piece or ``kept``; ``specials`` counts special pieces chosen (0 if right)."""
+    protected = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids))
+    codes = actions(input_ids, corrupted, labels, tokenizer.mask_token_id)
+    chosen = codes > 0
+    n = chosen.sum().clamp(min=1)
+    rates = {"chosen": float(chosen.sum() / (~protected).sum())}
+    rates |= {key: float((codes == k).sum() / n) for k, key in ((1, "mask"), (2, "random"), (3, "kept"))}
+    return rates | {"specials": int((chosen & protected).sum())}

@@ -75,23 +75,30 @@ def vocabulary_growth(texts: Sequence[str], lowercase: bool = True):
     return torch.tensor(read), torch.tensor(distinct)
 
 
-def train_wordpiece(texts: Sequence[str], vocab_size: int = 4000, lowercase: bool = False,
-                    min_frequency: int = 2):
+def train_wordpiece(texts: Sequence[str], vocab_size: int = 4000,
+                    lowercase: bool = False, min_frequency: int = 2):
     """Train a WordPiece vocabulary (BERT's scheme, ``##`` continuation pieces) on ``texts`` with
-    Hugging Face ``tokenizers``; returns the ``tokenizers.Tokenizer``. Deterministic for the same input."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    Hugging Face ``tokenizers``; returns the ``tokenizers.Tokenizer``. Deterministic for the same input.
+
+    Lesson 5 shows this function's code, so its lines fit the book's output column (75 characters)."""
+    from tokenizers import Tokenizer, models, normalizers, trainers
+    from tokenizers.decoders import WordPiece as WordPieceDecoder
+    from tokenizers.pre_tokenizers import BertPreTokenizer
 
     texts = _texts(texts)
     if not isinstance(vocab_size, int) or vocab_size < 10:
-        raise ValueError(f"vocab_size must be an integer >= 10, got {vocab_size!r}")
+        raise ValueError(f"vocab_size must be an integer >= 10, "
+                         f"got {vocab_size!r}")
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False,
-                                                clean_text=True, handle_chinese_chars=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-                                        show_progress=False)
+    tok.normalizer = normalizers.BertNormalizer(
+        lowercase=lowercase, strip_accents=False, clean_text=True,
+        handle_chinese_chars=True)
+    tok.pre_tokenizer = BertPreTokenizer()
+    tok.decoder = WordPieceDecoder()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency,
+        special_tokens=special, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     return tok
 

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from .masking import IGNORE_INDEX, as_batch, mask_tokens
 
-__all__ = ["token_blocks", "CompactVocabulary", "tiny_bert_config", "tiny_bert", "masked_lm_loss",
+__all__ = ["token_blocks", "CompactVocabulary", "compact_corpus", "tiny_bert_config", "tiny_bert", "masked_lm_loss",
            "HeldOut", "unigram_baseline", "evaluate_mlm", "train_mlm", "mlm_steps", "History"]
 
 
@@ -97,6 +97,18 @@ class CompactVocabulary:
 
     def decode(self, compact_ids) -> torch.Tensor:
         return self.original_ids[torch.as_tensor(compact_ids, dtype=torch.long)]
+
+
+def compact_corpus(tokenizer, train_ids, test_ids, min_count: int = 1):
+    """The :class:`CompactVocabulary` of ``train_ids`` (the tokenizer's special pieces first), both sets
+    in it, and the masking arguments in compact ids: ``(words, train, test, small)``, where ``small``
+    holds ``vocab_size``, ``mask_token_id`` and ``special_ids`` for :mod:`bertfamily.masking`."""
+    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
+            tokenizer.mask_token_id]
+    words = CompactVocabulary(train_ids, keep=keep, unk_id=tokenizer.unk_token_id, min_count=min_count)
+    small = dict(vocab_size=words.size, mask_token_id=words(tokenizer.mask_token_id),
+                 special_ids=[words(i) for i in keep])
+    return words, words.encode(train_ids), words.encode(test_ids), small
 
 
 # --------------------------------------------------------------------------- model

@@ -11,6 +11,9 @@ Three questions a reader asks of a compressed model, each answered the way a use
 * :func:`quantize_torchao`: the same arithmetic with ``torchao``, the package torch's deprecation
   warnings point to. :func:`quantize_linear` uses it by itself on a torch without
   ``torch.ao.quantization``, and says so; the copy's ``quantized_with`` names the path that ran.
+  torchao's path needs torchao :data:`MIN_TORCHAO` or newer; with an older one (Colab ships 0.10.0)
+  or none, :func:`quantize_torchao` falls back to ``quantize_dynamic`` and warns.
+  :func:`torchao_path` says in one sentence which path this machine takes (lesson 3 prints it).
 * :func:`serialized_bytes` / :func:`serialized_mib`: how big is the file? ``torch.save(state_dict)``,
   measured on disk or in a memory buffer, packing, scales and pickle overhead included.
 * :func:`latency` / :func:`compare_latency`: how fast is it? Warm-up calls, then the median of several
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.metadata
 import io
 import os
 import warnings
@@ -127,6 +131,55 @@ def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: boo
     return quantized
 
 
+#: The oldest torchao the torchao path runs on: it uses ``Int8DynamicActivationInt8WeightConfig``'s
+#: ``granularity`` and ``IntxWeightOnlyConfig``, which torchao 0.10.0 (Colab's) lacks; 0.18 is the
+#: release it was written and tested with.
+MIN_TORCHAO = "0.18"
+
+
+def torchao_version() -> str | None:
+    """The installed torchao's version, read from its metadata without importing it; None if absent."""
+    try:
+        return importlib.metadata.version("torchao")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.18.0+cpu"`` -> ``(0, 18, 0)``: the numeric release, for comparing versions."""
+    from packaging.version import InvalidVersion, Version
+    try:
+        return Version(version).release
+    except InvalidVersion:
+        return (0,)
+
+
+def torchao_usable(version: str | None = None) -> bool:
+    """True when torchao ``version`` (default: the installed one) is :data:`MIN_TORCHAO` or newer."""
+    version = torchao_version() if version is None else version
+    return version is not None and _release(version) >= _release(MIN_TORCHAO)
+
+
+def torchao_path() -> str:
+    """One sentence saying which path :func:`quantize_torchao` takes on this machine, and why.
+
+    ``"torchao 0.18 or newer is installed: quantize_torchao quantises with torchao
+    (torchao.quantization.quantize_)."`` (the same words for every such release, so that a committed
+    output reproduces), or, with Colab's torchao 0.10.0, that it is older than :data:`MIN_TORCHAO` and
+    ``quantize_torchao`` falls back to ``torch.ao.quantization.quantize_dynamic``, the path of
+    :func:`quantize_linear`.
+    """
+    version = torchao_version()
+    if torchao_usable(version):
+        return f"torchao {MIN_TORCHAO} or newer is installed: quantize_torchao quantises with torchao ({TORCHAO})."
+    why = ("torchao is not installed" if version is None
+           else f"torchao {version} is older than {MIN_TORCHAO}, the first release this course's torchao path runs on")
+    if quantize_dynamic is None:
+        return f"{why}, and this torch ({torch.__version__}) has no torch.ao.quantization: no int8 path here."
+    return (f"{why}: quantize_torchao falls back to torch's own {EAGER}, the path of quantize_linear "
+            f"(the two int8 copies are then the same).")
+
+
 def _torchao():
     """``torchao.quantization``, imported without its load-time log lines (it tries CUDA kernels)."""
     import logging
@@ -139,8 +192,8 @@ def _torchao():
     try:
         import torchao.quantization as ao
     except ImportError as error:
-        raise ImportError(f"quantising with torchao needs the package torchao (`pip install torchao`): "
-                          f"{error}") from None
+        raise ImportError(f"quantising with torchao needs the package torchao "
+                          f"(`pip install 'torchao>={MIN_TORCHAO}'`): {error}") from None
     finally:
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
@@ -157,8 +210,17 @@ def quantize_torchao(model: nn.Module, embeddings: bool = False, per_channel: bo
     and zero point each. torchao keeps ``nn.Linear`` and swaps its weight for an int8 tensor
     subclass; ``torch.save`` stores the int8 values and scales. Its int8 matrix product
     (``torch._int_mm``) has no fast CPU kernel in eager mode: lesson 3 measures it.
+
+    With a torchao older than :data:`MIN_TORCHAO` (Colab's 0.10.0) or none, and a torch that still has
+    ``torch.ao.quantization``, the copy is :func:`quantize_linear`'s, with a warning that says so
+    (:func:`torchao_path`'s sentence); its ``quantized_with`` names the path that ran.
     """
     _check_flags(model, embeddings=embeddings, per_channel=per_channel)
+    if not torchao_usable() and quantize_dynamic is not None:
+        warnings.warn(torchao_path(), stacklevel=2)
+        return quantize_linear(model, embeddings=embeddings, per_channel=per_channel)
+    if not torchao_usable():
+        raise ImportError(f"{torchao_path()} Install torchao: `pip install 'torchao>={MIN_TORCHAO}'`")
     ao = _torchao()
     quantized = copy.deepcopy(model)
     weights = ao.PerRow() if per_channel else ao.PerTensor()

@@ -57,6 +57,12 @@ def _interval(x: torch.Tensor, statistic: Callable, level: float, resamples: int
     if groups is None:
         idx = torch.randint(len(x), (resamples, len(x)), generator=g)
         stats = torch.stack([statistic(x[i]) for i in idx])
+    elif statistic is torch.mean:  # whole groups, the mean of their items: sums and counts, resampled
+        _, inverse = torch.unique(groups, return_inverse=True)
+        sums = torch.zeros(int(inverse.max()) + 1, dtype=torch.float64).index_add_(0, inverse, x)
+        counts = torch.bincount(inverse).double()
+        picks = torch.randint(len(counts), (resamples, len(counts)), generator=g)
+        stats = sums[picks].sum(1) / counts[picks].sum(1)
     else:  # resample whole groups (e.g. the blanks of one sentence), not items
         ids, inverse = torch.unique(groups, return_inverse=True)
         members = [torch.nonzero(inverse == k).flatten() for k in range(len(ids))]

@@ -12,52 +12,66 @@ One idea per module:
 ``gradebook``  a class: grading in parallel, the gradebook, roster, Canvas export, feedback
 ``cli``        ``bertfamily-grade``, ``python -m bertfamily.grading student|grade``
 
-The names below are the package's interface (as before the split).
+The names of :data:`_WHERE` are the package's interface (as before the split).
 """
-from bertfamily.grading.cli import main
-from bertfamily.grading.exercise import (
-                                         REFERENCE,
-                                         Exercise,
-                                         Invalid,
-                                         Prepared,
-                                         Task,
-                                         exercise_tasks,
-                                         prepare,
-                                         read_submission,
-)
-from bertfamily.grading.gradebook import (
-                                         MODEL_SOURCE,
-                                         SANITIZE,
-                                         STATUSES,
-                                         Row,
-                                         _sanitizers,  # noqa: F401  (the tests read it)
-                                         apply_roster,
-                                         collect,
-                                         feedback_markdown,
-                                         grade_class,
-                                         grade_submission,
-                                         gradebook_fields,
-                                         read_roster,
-                                         summary,
-                                         write_canvas,
-                                         write_feedback,
-                                         write_gradebook,
-)
-from bertfamily.grading.marks import CheckResult, execute_copy, grade, report
-from bertfamily.grading.sandbox import Limits, place_independent, run_sandboxed, sandbox_env
-from bertfamily.grading.scoring import Score, score_run
-from bertfamily.grading.student import (
-                                         answers,
-                                         model_answer,
-                                         placeholder,
-                                         restore_solutions,
-                                         student_version,
-                                         write_student,
-)
+import importlib
 
-__all__ = ["main", "REFERENCE", "Exercise", "Invalid", "Prepared", "Task", "exercise_tasks", "prepare",
-           "read_submission", "MODEL_SOURCE", "SANITIZE", "STATUSES", "Row", "apply_roster", "collect",
-           "feedback_markdown", "grade_class", "grade_submission", "gradebook_fields", "read_roster", "summary",
-           "write_canvas", "write_feedback", "write_gradebook", "CheckResult", "execute_copy", "grade", "report",
-           "Limits", "place_independent", "run_sandboxed", "sandbox_env", "Score", "score_run", "answers",
-           "model_answer", "placeholder", "restore_solutions", "student_version", "write_student"]
+#: Where each name of the package's interface lives. They are imported when first used, so that a
+#: process that needs one module (the nbval worker of a run) does not import the others (torch).
+_WHERE = {
+    'main': 'cli',
+    'REFERENCE': 'exercise',
+    'Exercise': 'exercise',
+    'Invalid': 'exercise',
+    'Prepared': 'exercise',
+    'Task': 'exercise',
+    'exercise_tasks': 'exercise',
+    'prepare': 'exercise',
+    'read_submission': 'exercise',
+    'MODEL_SOURCE': 'gradebook',
+    'SANITIZE': 'gradebook',
+    'STATUSES': 'gradebook',
+    'Row': 'gradebook',
+    '_sanitizers': 'gradebook',
+    'apply_roster': 'gradebook',
+    'collect': 'gradebook',
+    'feedback_markdown': 'gradebook',
+    'grade_class': 'gradebook',
+    'grade_submission': 'gradebook',
+    'gradebook_fields': 'gradebook',
+    'read_roster': 'gradebook',
+    'summary': 'gradebook',
+    'write_canvas': 'gradebook',
+    'write_feedback': 'gradebook',
+    'write_gradebook': 'gradebook',
+    'CheckResult': 'marks',
+    'execute_copy': 'marks',
+    'grade': 'marks',
+    'report': 'marks',
+    'Limits': 'sandbox',
+    'place_independent': 'sandbox',
+    'run_sandboxed': 'sandbox',
+    'sandbox_env': 'sandbox',
+    'Score': 'scoring',
+    'score_run': 'scoring',
+    'answers': 'student',
+    'model_answer': 'student',
+    'placeholder': 'student',
+    'restore_solutions': 'student',
+    'student_version': 'student',
+    'write_student': 'student',
+}
+
+__all__ = [n for n in _WHERE if not n.startswith("_")]
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"bertfamily.grading.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bertfamily.grading' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -14,20 +14,25 @@ No pickle crosses from the kernel to the grader: the answers are JSON.
 """
 from __future__ import annotations
 
-import ast
-import builtins
 import contextlib
-import copy
 import hashlib
 import io
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 # Imported when the grader starts, before any submission runs: the checks this process runs are the
 # course's as installed then (and :func:`package_intact` notices any change to the package).
 from bertfamily import checks as _checks
-from bertfamily.grading.sandbox import ANSWERS_MIME
+from bertfamily.grading.channel import (  # noqa: F401  (the tests and older callers read them here)
+    ANSWERS_MIME,
+    EXPORTER,
+    MAX_ANSWERS,
+    answers_of,
+    exports,
+    read_names,
+    sent_answers,
+    with_exports,
+)
 
 
 def _package_files() -> dict:
@@ -44,142 +49,6 @@ def package_changes() -> list[str]:
     change them (each sees its own read-only copy); the grader says so if something else did."""
     now = _package_files()
     return sorted(k for k in set(now) | set(_PACKAGE) if now.get(k) != _PACKAGE.get(k))
-
-#: The grader's exporter, run inside the kernel by one line put before each graded check cell.
-#: It never raises (an honest notebook must not fail because of it) and prints nothing.
-EXPORTER = r'''
-import json, numbers
-
-
-def _summary(value, torch):
-    if isinstance(value, torch.nn.Module):
-        try:
-            from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-        except ImportError:  # a torch without eager-mode quantisation: no such layers to count
-            DynamicLinear = ()
-        config = getattr(value, "config", None)
-        settings = None
-        if config is not None:
-            items = config.to_dict() if hasattr(config, "to_dict") else vars(config)
-            settings = {k: v for k, v in items.items()
-                        if v is None or isinstance(v, (bool, int, float, str))}
-        modules = list(value.modules())
-        values = sum(p.numel() for p in value.parameters())
-        for m in modules:
-            if isinstance(m, DynamicLinear):
-                weight, bias = m._packed_params._weight_bias()
-                values += weight.numel() + (bias.numel() if bias is not None else 0)
-        return {"module": type(value).__name__, "object": id(value), "config": settings, "values": values,
-                "linear": sum(type(m) is torch.nn.Linear for m in modules),
-                "dynamic": [str(m._packed_params.dtype).replace("torch.", "")
-                            for m in modules if isinstance(m, DynamicLinear)]}
-    if isinstance(value, torch.Tensor):
-        one = value.numel() == 1
-        return {"tensor": list(value.shape), "item": value.item() if one else None,
-                "floating": value.is_floating_point()}
-    return None
-
-
-def _value(value):
-    if value is None or isinstance(value, (bool, str)):
-        return {"plain": value}
-    if isinstance(value, numbers.Integral):
-        return {"plain": int(value)}
-    if isinstance(value, numbers.Real):
-        return {"plain": float(value)}
-    try:
-        import torch
-        found = _summary(value, torch)
-        if found is not None:
-            return found
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
-    return {"other": type(value).__name__, "repr": repr(value)[:80]}
-
-
-def answers(namespace, names):
-    try:
-        out = {}
-        for name in names:
-            out[name] = _value(namespace[name]) if name in namespace else {"missing": True}
-        return json.dumps(out, allow_nan=True)
-    except Exception as exc:
-        return json.dumps({"__error__": f"{type(exc).__name__}: {exc}"[:200]})
-
-
-def export(namespace, names, cell):
-    text = answers(namespace, names)
-    try:
-        from IPython.display import publish_display_data
-        publish_display_data({MIME: {"cell": cell, "answers": text}}, metadata={})
-    except Exception:
-        pass
-'''.replace("MIME", repr(ANSWERS_MIME))
-
-
-def read_names(source: str) -> list[str]:
-    """The names a check cell reads (its answers), in order: every name loaded except ``checks``,
-    builtins and what the cell assigns itself."""
-    tree = ast.parse(source)
-    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in names \
-                and node.id != "checks" and node.id not in stored and not hasattr(builtins, node.id):
-            names.append(node.id)
-    return names
-
-
-def exports(exercise) -> dict:
-    """For each graded check cell of ``exercise``: the names its check reads."""
-    return {cid: read_names(source) for task in exercise.graded for cid, source in task.checks}
-
-
-def with_exports(nb, wanted: dict, exporter):
-    """A copy of ``nb`` whose check cells in ``wanted`` first call the exporter (one line). The
-    exporter is a read-only file of the sandbox; it sends the answers as one display message."""
-    out = copy.deepcopy(nb)
-    for cell in out.cells:
-        names = wanted.get(cell.get("id")) if cell.cell_type == "code" else None
-        if names is not None:
-            cell.source = (f"(lambda f: f.__builtins__['__import__']('runpy').run_path({str(exporter)!r})['export']"
-                           f"(f.__globals__, {names!r}, {cell.get('id')!r}))(lambda: 0)\n" + cell.source)
-    return out
-
-
-MAX_ANSWERS = 100_000  # characters of one answers message (the exercise's are under 2,000)
-
-
-def sent_answers(outputs) -> list:
-    """Every answers message in one cell's re-run outputs, as (cell id it names, answers or None)."""
-    found = []
-    for out in outputs:
-        payload = (out.get("data") or {}).get(ANSWERS_MIME)
-        if payload is None:
-            continue
-        try:
-            text = payload["answers"]
-            if len(text) > MAX_ANSWERS:
-                raise ValueError("too long")
-            found.append((payload.get("cell"), json.loads(text)))
-        except Exception:  # anything a forger sends (nested too deep, not text): no answers
-            found.append((None, None))
-    return found
-
-
-def answers_of(cid: str, outputs) -> tuple[dict | None, str]:
-    """The answers the exporter sent from check cell ``cid`` (None when there are none, or they cannot be
-    trusted), and what is wrong with them for the instructor ("" when nothing is)."""
-    found = sent_answers(outputs)
-    if not found:
-        return None, ""
-    if len(found) > 1:
-        return None, f"{len(found)} answer messages in one check cell (the grader's exporter sends one): forged"
-    sent_from, answers = found[0]
-    if sent_from != cid or not isinstance(answers, dict):
-        return None, "an answer message that the grader's exporter did not send: forged"
-    return answers, ""
-
 
 def _not_its_configuration(value: dict) -> str | None:
     """Why an exported model cannot be the model its configuration describes (it holds another number of

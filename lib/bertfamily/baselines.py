@@ -1,0 +1,139 @@
+"""What a masked-language model must beat: guesses that need no network, on the same blanks.
+
+* :func:`blank_kinds` sorts the blanks by what they hide: punctuation, a short word (three letters or
+  fewer: *the*, *of*, *to*), a content word (a whole word of four letters or more) or a piece of a word.
+* :class:`Bigram` counts which piece follows which in the training blocks and guesses a blank from its
+  two neighbours: ``P(w | left) * P(right | w)``, each an add-``smoothing`` mixture with word frequency
+  (a neighbour that is itself a blank gives nothing, and only word frequency is left on that side).
+* :func:`ladder` puts always-the-most-frequent-piece, word frequency, the bigram and any models side by
+  side: top-1 and top-5 on each kind of hidden blank.
+
+Every guess is over the same compact vocabulary as the course model, so the numbers compare directly.
+"""
+from __future__ import annotations
+
+import torch
+
+from .masking import IGNORE_INDEX
+
+__all__ = ["KINDS", "blank_kinds", "Bigram", "top5_hits", "ladder", "most_frequent", "show_ladder"]
+
+#: The kinds of blank, in the order the tables show them.
+KINDS = ("punctuation", "short word", "content word", "word piece")
+
+
+def blank_kinds(held_out, words, tokenizer) -> list[str]:
+    """The kind (one of :data:`KINDS`) of every blank of ``held_out``, in the order of
+    ``checkpoints.blank_predictions`` (block by block, left to right)."""
+    chosen = held_out.labels != IGNORE_INDEX
+    original = torch.where(chosen, held_out.labels, held_out.input_ids)
+    pieces = tokenizer.convert_ids_to_tokens(words.decode(original.flatten()).tolist())
+    width = original.shape[1]
+    kinds = []
+    for flat in torch.nonzero(chosen.flatten()).flatten().tolist():
+        piece = pieces[flat]
+        after = pieces[flat + 1] if (flat + 1) % width else ""
+        if not any(ch.isalnum() for ch in piece):
+            kinds.append("punctuation")
+        elif piece.startswith("##") or after.startswith("##") or not piece.isalpha():
+            kinds.append("word piece")
+        else:
+            kinds.append("short word" if len(piece) <= 3 else "content word")
+    return kinds
+
+
+class Bigram:
+    """A two-sided bigram guesser fitted on ``train`` blocks of compact ids (see the module)."""
+
+    def __init__(self, train: torch.Tensor, vocab_size: int, *, special_ids=(), smoothing: float = 1.0):
+        if not smoothing > 0:
+            raise ValueError(f"smoothing must be positive, got {smoothing!r}")
+        train = torch.as_tensor(train, dtype=torch.long)
+        self.size, self.smoothing = int(vocab_size), float(smoothing)
+        counts = torch.bincount(train.flatten(), minlength=self.size).double()
+        self.counts = counts
+        unigram = counts.clone()
+        unigram[list(special_ids)] = 0  # a blank never hides [CLS], [SEP] or [MASK]
+        self.unigram = (unigram + 0.5) / (unigram + 0.5).sum()
+        left, right = train[:, :-1].flatten(), train[:, 1:].flatten()
+        self.follows = self._rows(left, right)   # row l: how often each piece follows l
+        self.precedes = self._rows(right, left)  # row r: how often each piece comes before r
+
+    def _rows(self, a, b):
+        keys, n = torch.unique(a * self.size + b, return_counts=True)
+        rows, cols = keys // self.size, keys % self.size
+        start = torch.zeros(self.size + 1, dtype=torch.long)
+        start[1:] = torch.cumsum(torch.bincount(rows, minlength=self.size), 0)
+        return start, cols, n.double()
+
+    def _dense(self, table, ids):
+        start, cols, n = table
+        begin, length = start[ids], start[ids + 1] - start[ids]
+        row = torch.repeat_interleave(torch.arange(len(ids)), length)
+        offset = torch.arange(int(length.sum())) - torch.repeat_interleave(torch.cumsum(length, 0) - length, length)
+        at = torch.repeat_interleave(begin, length) + offset
+        out = torch.zeros(len(ids), self.size, dtype=torch.float64)
+        out[row, cols[at]] = n[at]
+        return out
+
+    @torch.no_grad()
+    def scores(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        """``log P(w | left) + log P(right | w)`` for every piece ``w`` (rows: blanks)."""
+        k, u = self.smoothing, self.unigram
+        p_left = (self._dense(self.follows, left) + k * u) / (self.counts[left, None] + k)
+        # P(right | w): how often w comes before right, over how often w occurs at all
+        p_right = (self._dense(self.precedes, right) + k * u[right, None]) / (self.counts[None] + k)
+        return p_left.log() + p_right.log()
+
+    @torch.no_grad()
+    def top5(self, held_out, batch: int = 512) -> torch.Tensor:
+        """The five best guesses for every blank of ``held_out`` (its order, as ``blank_predictions``)."""
+        ids = held_out.input_ids
+        rows, cols = torch.nonzero(held_out.labels != IGNORE_INDEX, as_tuple=True)
+        left = ids[rows, (cols - 1).clamp(min=0)]
+        right = ids[rows, (cols + 1).clamp(max=ids.shape[1] - 1)]
+        out = [self.scores(left[i:i + batch], right[i:i + batch]).topk(5, dim=-1).indices
+               for i in range(0, len(rows), batch)]
+        return torch.cat(out)
+
+
+def top5_hits(top5: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per blank, ``(right first, right in the five)`` as a ``(blanks, 2)`` bool tensor."""
+    hits = top5 == target[:, None]
+    return torch.stack([hits[:, 0], hits.any(-1)], dim=1)
+
+
+def ladder(guessers: dict, target: torch.Tensor, hidden: torch.Tensor, kinds: list[str]) -> dict:
+    """``{name: {kind or "all": (top-1, top-5, blanks)}}`` on the hidden blanks, for ``guessers``
+    mapping a name to its top-5 guesses per blank (``(blanks, 5)`` or ``(blanks,)`` for one guess)."""
+    kind = torch.tensor([KINDS.index(k) for k in kinds])
+    table = {}
+    for name, guesses in guessers.items():
+        guesses = guesses[:, None].expand(-1, 5) if guesses.dim() == 1 else guesses
+        hits = top5_hits(guesses, target).double()
+        row = {}
+        for label, rows in (("all", hidden), *((k, hidden & (kind == i)) for i, k in enumerate(KINDS))):
+            n = int(rows.sum())
+            row[label] = (float(hits[rows, 0].mean()) if n else float("nan"),
+                          float(hits[rows, 1].mean()) if n else float("nan"), n)
+        table[name] = row
+    return table
+
+
+def most_frequent(counts: torch.Tensor, special_ids=(), k: int = 5) -> torch.Tensor:
+    """The ``k`` most frequent pieces of the training blocks (``counts`` per compact id), specials left out."""
+    counts = counts.clone()
+    counts[list(special_ids)] = -1
+    return counts.topk(k).indices
+
+
+def show_ladder(table: dict, width: int = 13) -> None:
+    """Print :func:`ladder`'s table: a row per guesser, ``top-1 / top-5`` (%) per kind of blank."""
+    columns = ["all", *KINDS]
+    name_width = max(map(len, table)) + 1
+    print(" " * name_width + "".join(f"{c:>{width}}" for c in columns))
+    first = next(iter(table.values()))
+    print(f"{'blanks':<{name_width}}" + "".join(f"{first[c][2]:>{width},}" for c in columns))
+    for name, row in table.items():
+        cells = (f"{100 * row[c][0]:.1f} / {100 * row[c][1]:.1f}" for c in columns)
+        print(f"{name:<{name_width}}" + "".join(f"{cell:>{width}}" for cell in cells))

@@ -1,0 +1,305 @@
+"""A run's limits, and the watcher that enforces those the kernel does not.
+
+What the Linux kernel enforces (set up by :mod:`bertfamily.grading.mounts` and :func:`child_limits`):
+the run's writable space is one size-capped tmpfs (its root, with ``/tmp`` and its home) and a small
+capped ``/dev/shm``, both counted whole, files open but deleted included; ``/dev`` is read-only; no
+nested user namespace; no core dumps; one file at most ``--disk-mib``. What this watcher samples, ten
+times a second (the disk once a second), over the run's whole process tree: memory (shared pages
+counted once, anonymous in-memory files too), processes, CPU, time, the kernel's death, and the bytes
+on the grader's own disk that a run can still add to: the kernel's socket folder (walked with
+:mod:`bertfamily.grading.trees`, bounded), files there that are open but deleted, and the run's
+record. Past a limit the whole tree is killed and the run says why.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertfamily import kernels
+from bertfamily.grading import trees
+
+POLL_S = 0.1
+DISK_POLL_S = 1.0
+#: CPU seconds a run may use beyond ``Limits.cpu_factor`` times its share of cores (its torch threads)
+#: before it is stopped for taking a classmate's CPU (spinning processes left behind, say).
+CPU_GRACE_S = 10.0
+MAX_FILE_BYTES = 4 * 2**30  # RLIMIT_FSIZE: one file written by the kernel (at most the disk limit)
+#: The last bytes of the run's own output (the nbval worker's and the kernel's) that the grader keeps.
+LOG_TAIL_BYTES = 64 * 2**10
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Time (seconds), memory and disk (MiB) and process limits of one run; ``sandbox=False`` only
+    with the instructor's explicit ``--unsafe-no-sandbox``."""
+    cell_timeout: float = 120
+    timeout: float = 900
+    memory_mib: int = 4096
+    threads: int | None = None  # torch threads per kernel; None: the pinned default (kernels.PINNED)
+    disk_mib: int = 4096
+    processes: int = 256
+    sandbox: bool = True
+    cpu_factor: float = 1.5  # CPU a run may use: this times its share of cores (its threads), after a grace
+
+
+def _tree(pid) -> list:
+    import psutil
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _alive(proc) -> bool:
+    import psutil
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def kill_tree(pid) -> None:
+    """SIGKILL a run's process tree and the process groups in it (the kernel has its own session).
+    Killing the sandbox's first process ends every process of its PID namespace, daemons included."""
+    import psutil
+    for _ in range(50):
+        procs = [p for p in _tree(pid) if _alive(p)]
+        if not procs:
+            return
+        for proc in procs:
+            try:
+                group = os.getpgid(proc.pid)
+                if group != os.getpgrp():
+                    os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        time.sleep(0.02)
+
+
+def _holdings(proc, seen: set, devices: set) -> tuple[int, int]:
+    """A process's share of memory (PSS: pages shared with its forks count once in all; its resident
+    memory where the system does not say), plus the anonymous files it holds open (``memfd``), which
+    live in memory without being mapped; and the bytes of files it holds open after deleting them on
+    one of ``devices`` (the grader's disks). Each file counts once, by inode, in ``seen``."""
+    import psutil
+    try:
+        memory = proc.memory_full_info().pss
+    except (psutil.Error, AttributeError):
+        try:
+            memory = proc.memory_info().rss
+        except psutil.Error:
+            return 0, 0
+    disk, fds = 0, f"/proc/{proc.pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return memory, 0
+    for fd in names:
+        try:
+            target = os.readlink(f"{fds}/{fd}")
+            if not target.startswith("/"):
+                continue  # sockets, pipes, anonymous inodes
+            info = os.stat(f"{fds}/{fd}")
+            key = (info.st_dev, info.st_ino)
+            if key in seen:
+                continue
+            if target.startswith("/memfd:"):
+                seen.add(key)
+                memory += info.st_blocks * 512
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and info.st_dev in devices:
+                seen.add(key)
+                disk += info.st_blocks * 512
+        except OSError:
+            pass
+    return memory, disk
+
+
+def _cpu(tree) -> float:
+    """CPU seconds the processes of a tree have used (their finished children's included)."""
+    import psutil
+    total = 0.0
+    for p in tree:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
+
+
+def inside(tree):
+    """A process of the run inside the sandbox (its kernel), through which the grader sees the
+    sandbox's own file system (``/proc/PID/root``); None before the kernel starts."""
+    import psutil
+    for p in tree[1:]:
+        try:
+            if p.name() != "bwrap" and any("ipykernel" in part for part in p.cmdline()) \
+                    and os.path.isdir(f"/proc/{p.pid}/root/sandbox"):
+                return p
+        except (psutil.Error, OSError):
+            pass
+    return None
+
+
+def tmpfs_used(kernel) -> tuple[int, bool]:
+    """Bytes in the sandbox's capped file systems (its root and /dev/shm), and whether one is full."""
+    used, full = 0, False
+    if kernel is None:
+        return 0, False
+    for where in ("", "/dev/shm"):
+        try:
+            fs = os.statvfs(f"/proc/{kernel.pid}/root{where}")
+        except OSError:
+            continue
+        used += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+        full = full or fs.f_bavail * fs.f_frsize < 2**16
+    return used, full
+
+
+def _pending(record) -> int | None:
+    from bertfamily.grading.nbval_worker import pending
+    return pending(record)
+
+
+def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tuple[str, str, int | None]:
+    """Wait for the worker; kill its tree past the time, memory, process or disk limit, or when the
+    kernel dies mid-cell. ``writable``: the grader's folders the kernel can write into (sampled; the
+    sandbox's own are capped by the kernel). Returns (status, reason, cell) where status is "" when
+    the run ended by itself; ``peak[0]`` is the largest memory of the tree seen (bytes)."""
+    cpu = cpu if cpu is not None else [0.0]
+    share = limits.threads or int(kernels.pinned_environ({}, None, shared_cores=True).get("OMP_NUM_THREADS", 2))
+    start, limit, kernel, died, disk_at = time.monotonic(), limits.memory_mib * 2**20, None, None, 0.0
+    devices = set()
+    for folder in writable:
+        try:
+            devices.add(os.stat(folder).st_dev)
+        except OSError:
+            pass
+    deleted = 0
+
+    def stop(status, reason, cell=None):
+        kill_tree(proc.pid)
+        return status, reason, _pending(record) if cell is None else cell
+
+    while proc.poll() is None:
+        tree = _tree(proc.pid)
+        if len(tree) > limits.processes:
+            return stop("error", f"too many processes: the run started more than {limits.processes}")
+        seen, used, deleted = set(), 0, 0
+        for p in tree:
+            memory, disk = _holdings(p, seen, devices)
+            used, deleted = used + memory, deleted + disk
+        peak[0] = max(peak[0], used)
+        if used > limit:
+            return stop("error", f"out of memory: the run used more than {limits.memory_mib} MiB")
+        elapsed = time.monotonic() - start
+        cpu[0] = max(cpu[0], _cpu(tree))
+        if cpu[0] > CPU_GRACE_S + limits.cpu_factor * share * elapsed:
+            return stop("error", f"more than its share of the CPU: the run kept more than {share} cores busy "
+                                 "(processes left running?)")
+        if time.monotonic() - start > limits.timeout:
+            return stop("timeout", f"the notebook ran past its {limits.timeout:g} s limit")
+        if kernel is None:
+            kernel = inside(tree) if limits.sandbox else next((p for p in tree[1:] if _is_kernel(p)), None)
+        if time.monotonic() - disk_at > DISK_POLL_S:
+            disk_at = time.monotonic()
+            try:
+                sampled = sum(trees.measure(w) for w in writable)
+            except trees.TooLarge as exc:
+                return stop("error", f"a file tree too large: the run made {exc} in a folder the grader reads")
+            capped, full = tmpfs_used(kernel if limits.sandbox and kernel is not None and _alive(kernel) else None)
+            try:
+                sampled += os.stat(record).st_size
+            except OSError:
+                pass
+            if full or sampled + deleted + capped > limits.disk_mib * 2**20:
+                return stop("error", f"out of disk: the run wrote more than {limits.disk_mib} MiB")
+        if kernel is not None and not _alive(kernel) and _pending(record) is not None:
+            # nbval waits for a dead kernel's reply until the cell timeout; give it a moment to
+            # report (a timed-out cell whose kernel nbval stopped itself), then call it a death.
+            died = died or time.monotonic()
+            if time.monotonic() - died > 5:
+                return stop("error", "the kernel died")
+        time.sleep(POLL_S)
+    return "", "", None
+
+
+def _is_kernel(p) -> bool:
+    import psutil
+    try:
+        return any("ipykernel" in part for part in p.cmdline())
+    except psutil.Error:
+        return False
+
+
+class LogTail:
+    """The run's own output (the nbval worker's, and whatever the kernel writes to its stdout and
+    stderr), read from a pipe as it comes; only the last :data:`LOG_TAIL_BYTES` are kept, so a run
+    that prints gigabytes costs the grader neither memory nor disk."""
+
+    def __init__(self, stream):
+        self.stream, self.data, self.total = stream, bytearray(), 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        while True:
+            try:
+                chunk = os.read(self.stream.fileno(), 2**16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.total += len(chunk)
+            self.data += chunk
+            if len(self.data) > LOG_TAIL_BYTES:
+                del self.data[:-LOG_TAIL_BYTES]
+
+    def text(self, timeout: float = 10) -> str:
+        self.thread.join(timeout)
+        text = bytes(self.data).decode("utf-8", errors="replace")
+        if self.total > len(self.data):
+            text = f"[... {self.total - len(self.data):,} bytes of output cut]\n" + text
+        return text
+
+
+def die_with_parent() -> None:
+    """Have Linux kill this process when the one that started it ends (``PR_SET_PDEATHSIG``): a grader
+    killed mid-class leaves no worker grading on, orphaned. Elsewhere it does nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
+def child_limits(file_bytes: int = MAX_FILE_BYTES):
+    """What the nbval worker (and so its kernel) starts with: no core dumps, one file at most
+    ``file_bytes``, and death with the grader."""
+    def apply():  # pragma: no cover - runs in the child before exec
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+        die_with_parent()  # the nbval worker (and, by bwrap's --die-with-parent, the kernel) ends with its grader
+    return apply
+
+
+def writable_folders(folder: Path, runtime: Path, sandbox: bool) -> list[Path]:
+    """The grader's folders a run's kernel can write into: only its socket folder in the sandbox
+    (its other writable space is capped by the kernel); without the sandbox, its home, /tmp and work."""
+    if sandbox:
+        return [runtime]
+    return [*(folder / s for s in ("home", "tmp", "work", "shm")), runtime]

@@ -1,0 +1,149 @@
+"""The file trees a run leaves: measured and deleted iteratively, whatever their shape.
+
+A kernel can make a folder tree deeper than Python's recursion (``os.walk`` and ``shutil.rmtree`` are
+recursive in Python 3.11), longer than ``PATH_MAX``, wider than memory, or without permissions.
+Both functions here walk with one open folder at a time (by file descriptor, relative to its
+parent, never by a full path), so no shape crashes them:
+
+* :func:`measure` counts a tree's bytes, files and depth, and stops at a bound (:class:`TooLarge`):
+  the watcher stops a run whose tree passes it;
+* :func:`remove_tree` deletes any tree, to the last entry, and never raises: a folder it cannot
+  delete is left, said in its return value, and touches no other run.
+"""
+from __future__ import annotations
+
+import os
+import stat
+
+#: Bounds of a tree a run may leave in a folder the grader measures (its entries and depth).
+MAX_ENTRIES = 100_000
+MAX_DEPTH = 200
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class TooLarge(Exception):
+    """A tree with more entries, or deeper, than the bounds allow."""
+
+
+def _open_dir(name, dir_fd=None) -> int:
+    """A folder's descriptor; a folder without permissions is given them first (the run's own files)."""
+    try:
+        return os.open(name, _DIR, dir_fd=dir_fd)
+    except PermissionError:
+        os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)  # a folder (checked by the caller), not a link
+        return os.open(name, _DIR, dir_fd=dir_fd)
+
+
+def measure(root, max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH, sizes: set | None = None,
+            one_filesystem: bool = False) -> int:
+    """Bytes the files under ``root`` take on disk; :class:`TooLarge` past ``max_entries`` entries or
+    ``max_depth`` levels. With ``sizes``, the size of every regular file is added to it; with
+    ``one_filesystem``, what is mounted below ``root`` is left out. A folder that disappears while it
+    is walked counts as empty."""
+    try:
+        top = _open_dir(root)
+        device = os.fstat(top).st_dev
+    except OSError:
+        return 0
+    total, entries, stack = 0, 0, [(top, os.scandir(top))]
+    try:
+        while stack:
+            fd, listing = stack[-1]
+            entry = next(listing, None)
+            if entry is None:
+                listing.close()
+                os.close(fd)
+                stack.pop()
+                continue
+            entries += 1
+            if entries > max_entries:
+                raise TooLarge(f"more than {max_entries:,} files and folders")
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if one_filesystem and info.st_dev != device:
+                continue
+            total += info.st_blocks * 512
+            if stat.S_ISREG(info.st_mode) and sizes is not None and len(sizes) < max_entries:
+                sizes.add(info.st_size)
+            if stat.S_ISDIR(info.st_mode):
+                if len(stack) >= max_depth:
+                    raise TooLarge(f"folders nested more than {max_depth} deep")
+                try:
+                    child = _open_dir(entry.name, dir_fd=fd)
+                except OSError:
+                    continue
+                stack.append((child, os.scandir(child)))
+    finally:
+        for fd, listing in stack:
+            listing.close()
+            os.close(fd)
+    return total
+
+
+def _empty(fd) -> str | None:
+    """Delete every entry of the open folder ``fd`` except folders; the name of a folder in it, or None."""
+    with os.scandir(fd) as listing:
+        for entry in listing:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    return entry.name
+                try:
+                    os.unlink(entry.name, dir_fd=fd)
+                except PermissionError:  # a folder the run made read-only
+                    os.fchmod(fd, stat.S_IRWXU)
+                    os.unlink(entry.name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+    return None
+
+
+def remove_tree(path) -> str:
+    """Delete ``path`` and everything under it, whatever its depth, width or permissions; never raises.
+    Returns "" when it is gone, else why not (the caller leaves it: it holds no other run's files)."""
+    path = os.fspath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return str(exc)
+    try:
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(path)
+            return ""
+        parent = os.open(os.path.dirname(os.path.abspath(path)) or "/", _DIR & ~os.O_NOFOLLOW)
+    except OSError as exc:
+        return str(exc)
+    names, current = [os.path.basename(os.path.abspath(path))], None
+    try:
+        current = _open_dir(names[0], dir_fd=parent)
+        while True:
+            child = _empty(current)
+            if child is not None:  # one level down: the only folder kept open is the current one
+                below = _open_dir(child, dir_fd=current)
+                os.close(current)
+                current = below
+                names.append(child)
+                continue
+            if len(names) == 1:
+                os.close(current)
+                current = None
+                os.rmdir(names[0], dir_fd=parent)
+                return ""
+            above = os.open("..", _DIR & ~os.O_NOFOLLOW, dir_fd=current)
+            os.close(current)
+            current = above
+            try:
+                os.rmdir(names[-1], dir_fd=current)
+            except PermissionError:
+                os.fchmod(current, stat.S_IRWXU)
+                os.rmdir(names[-1], dir_fd=current)
+            names.pop()
+    except OSError as exc:
+        return f"{exc.strerror or exc} ({'/'.join(names)[-200:]})"
+    finally:
+        if current is not None:
+            os.close(current)
+        os.close(parent)
