@@ -4,16 +4,20 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8000
+# make lab: the folder JupyterLab opens, and anything else to pass it (e.g. LAB_ARGS="--no-browser")
+LAB_DIR  ?= book
+LAB_ARGS ?=
 # make test runs its tests on JOBS pytest-xdist workers (a notebook's cells stay together on one)
 JOBS   ?= 2
 NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
-.PHONY: help setup book serve lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
+.PHONY: help setup book serve lab lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
 
 help:
 	@echo "make book       set up .venv if needed, build the website into _build/html"
 	@echo "make serve      serve _build/html on http://localhost:$(PORT)"
+	@echo "make lab        open the lessons (book/) in JupyterLab, in the course's environment"
 	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
 	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
 	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
@@ -43,6 +47,13 @@ book: $(STAMP)
 serve: book
 	@echo "Serving on http://localhost:$(PORT) (Ctrl-C stops)"
 	$(BIN)/python -m http.server $(PORT) --directory _build/html
+
+# The lessons in JupyterLab, run by the course's own .venv (its python3 kernel has bertfamily and
+# the pinned torch). JupyterLab is the `lab` extra of pyproject.toml, installed here on first use,
+# so that CI and Colab, which never open it, stay lighter.
+lab: $(STAMP)
+	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install -q -e '.[lab]'
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(LAB_ARGS)
 
 # Unit tests, then every notebook of _toc.yml under nbval; tests/test_book.py builds the book
 # strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary;

@@ -456,3 +456,88 @@ def test_every_widget_has_a_static_figure_beside_it():
                 if not any(m in IMAGE_MIMES for m in after):
                     lonely.append(f"{doc}: code cell {i}")
     assert not lonely, f"widgets without a static figure after them: {lonely}"
+
+
+# ---------------------------------------------------------------- make lab
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path):
+    """`make lab` starts JupyterLab in the course's .venv; a lesson opens, and its first code cell
+    (the Colab cell: it imports the course package and prints the versions) runs in the kernel.
+
+    The lesson is a copy in a temporary folder (LAB_DIR), so that JupyterLab's autosave cannot touch
+    book/. `-o .venv/.installed` keeps make from reinstalling the environment first."""
+    import signal
+    import subprocess
+    import urllib.request
+
+    if not CHROMIUM.is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
+    if not (ROOT / ".venv" / "bin" / "jupyter-lab").is_file():
+        pytest.skip("JupyterLab is not installed in .venv: `make lab` (or pip install -e '.[lab]') installs it")
+    lesson = "05_multilingual.ipynb"
+    copy = nbformat.read(ROOT / "book" / lesson, as_version=4)
+    for cell in copy.cells:  # without its stored outputs, an output on the page is one the kernel made
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nbformat.write(copy, tmp_path / lesson)
+    port, token = _free_port(), os.urandom(12).hex()
+    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
+    if os.geteuid() == 0:  # CI and this workplace's machines run as root, which JupyterLab refuses unless told
+        args += " --allow-root"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),  # no user settings, no news
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "run")}
+    log = (tmp_path / "lab.log").open("w")
+    lab = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "lab", f"LAB_DIR={tmp_path}", f"LAB_ARGS={args}"],
+                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the server answers once it is up
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert lab.poll() is None, "make lab stopped:\n" + (tmp_path / "lab.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "JupyterLab did not answer in 120 s"
+            time.sleep(1)
+        from playwright.sync_api import sync_playwright
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(120_000)
+            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
+                       else route.abort())
+            page.goto(f"{base}/lab/tree/{lesson}?token={token}")
+            title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
+            try:
+                title.wait_for()
+                assert "One vocabulary for every language" in title.inner_text()
+                page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+            finally:
+                page.screenshot(path=str(tmp_path / "lab.png"))
+            cell = page.locator(".jp-Notebook .jp-CodeCell").first
+            cell.locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Shift+Enter")
+            output = cell.locator(".jp-OutputArea-output").filter(has_text="bertfamily:")
+            output.first.wait_for()
+            text = cell.locator(".jp-OutputArea").inner_text()
+            assert "torch: 2.13.0" in text and "seed: 0" in text, text
+            assert "[1]" in cell.locator(".jp-InputPrompt").inner_text(), "the cell ran once, in this kernel"
+            browser.close()
+    finally:
+        if lab.poll() is None:
+            os.killpg(lab.pid, signal.SIGTERM)  # make and the JupyterLab it started (its own group)
+            try:
+                lab.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(lab.pid, signal.SIGKILL)
+        log.close()

@@ -44,7 +44,7 @@ def test_stored_masking_models_give_the_logged_metrics(masking, scheme):
 def test_a_masking_run_reproduces_its_first_evaluation(masking):
     data, log = masking
     steps = ck.MASKING["eval_every"]
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):  # as make pretrain trained it
+    with threads(log["machine"]["threads"]):  # as make pretrain trained it
         _, history, _ = ck.train_masking_run(data, "dynamic", 0, steps)
     logged = log["runs"]["dynamic"][0]
     assert history.eval_steps[0] == logged["curve_steps"][0] == steps
@@ -123,7 +123,7 @@ def test_share_layers_ties_every_layer_to_the_first(masking):
 def test_a_sharing_run_reproduces_its_first_evaluation(shared_runs):
     data, log = shared_runs
     steps = ck.SHARING["eval_every"]
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+    with threads(log["machine"]["threads"]):  # as make pretrain trained it
         _, history = ck.train_sharing_run(data, "shared", 0, steps)
     assert history.eval_loss[0] == pytest.approx(log["runs"]["shared"][0]["curve_loss"][0], abs=TOLERANCE)
 

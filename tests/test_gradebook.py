@@ -1,10 +1,10 @@
 """Regrading a class (bertfamily.grading: the gradebook).
 
 Fast tests cover reading, preparing and the command line without a kernel. The integration tests
-plant a class of submissions made at test time from the student version of the exercise (the
-generator's own output with the reference solutions put back, then spoiled in one way each), grade
-them and the course's solution notebook once with two jobs, and check every row; a serial run of a
-subset must give the same rows, and no submitted file may change.
+read the rows of the class that test_grading_kinds.py plants and grades once (:func:`graded_tiny`: the
+small exercise made for the tests, its model answer spoiled in one way each); a serial run of a
+subset must give the same rows. Two full runs of the course's own exercise (its solution notebook and
+the model answer) show that the real exercise gets full marks.
 """
 import copy
 import csv
@@ -16,14 +16,14 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from test_grading_kinds import GRADED, MEMORY_MIB, TINY, added, row, shared_class, tiny
 
 from bertfamily import grading
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
-#: The correct exercise peaks near 1.3 GiB (kernel and grader); a hog reaches this in a second.
-MEMORY_MIB = 2048
-BATCH = grading.Limits(cell_timeout=300, timeout=900, memory_mib=MEMORY_MIB)
+#: The correct exercise peaks near 1.3 GiB (kernel and grader).
+BATCH = grading.Limits(cell_timeout=300, timeout=900, memory_mib=2048)
 
 
 def cell_of(nb, task, tag):
@@ -35,6 +35,12 @@ def cell_of(nb, task, tag):
 
 def text_of(cell):
     return "".join(o.get("text", "") for o in cell.outputs)
+
+
+@pytest.fixture(scope="session")
+def graded_tiny(tmp_path_factory):
+    """The class test_grading_kinds.py plants, graded once a session (shared by the files that read it)."""
+    return shared_class(tmp_path_factory)
 
 
 # ------------------------------------------------------------------ without a kernel
@@ -205,171 +211,51 @@ def test_write_gradebook_is_atomic_and_refuses_to_overwrite(tmp_path, exercise):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.csv"]  # no temporary file left behind
 
 
-# ------------------------------------------------------------------ a planted class
-
-
-def snapshot(folder):
-    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+# ------------------------------------------------------------------ the real exercise, twice
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory, exercise):
-    """A class folder of spoiled submissions, each made from the student version of the exercise."""
-    root = tmp_path_factory.mktemp("class")
-    student_path = root / "student.ipynb"
-    assert grading.write_student(EXERCISE, student_path) == "written"
-    student = nbformat.read(student_path, as_version=4)
-    student_path.unlink()
-    filled = grading.restore_solutions(student, exercise.reference)
-    tasks = {t.name: t for t in exercise.tasks}
-    # Fully correct: the reference answers, run. The code cells are the reference's, so its stored
-    # outputs are what that run prints: copy them (by cell id) rather than execute again.
-    reference = {c.get("id"): c for c in exercise.reference.cells}
-    correct = copy.deepcopy(filled)
-    for cell in correct.cells:
-        if cell.cell_type == "code":
-            assert cell.source == reference[cell.id].source
-            cell.outputs = copy.deepcopy(reference[cell.id].outputs)
-            cell.execution_count = reference[cell.id].execution_count
-
-    # One wrong answer (task 3: the fraction DistilBERT keeps), run as a student runs it (a copy, in
-    # a temporary folder); the timing stretch is left as the student version has it, not attempted.
-    wrong = copy.deepcopy(filled)
-    cell_of(wrong, tasks["task3"], "solution").source = (
-        "# The fraction (0 to 1) of BERT-base's parameters that DistilBERT removes.\n"
-        "reduction = distilbert_count / bert_count\nprint(reduction)")
-    timing = next(t for t in exercise.tasks if not t.graded)
-    cell_of(wrong, timing, "solution").source = cell_of(student, timing, "solution").source
-    unexecuted = root / "unexecuted.ipynb"
-    nbformat.write(wrong, unexecuted)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        wrong = grading.execute_copy(unexecuted, timeout=600)
-    assert "✗ Task 3" in text_of(cell_of(wrong, tasks["task3"], "check"))
-
-    def spoiled(task, tag, source=None, output=None):
-        nb = copy.deepcopy(correct)
-        cell = cell_of(nb, tasks[task], tag)
-        if source is not None:
-            cell.source = source
-        if output is not None:
-            assert cell.outputs and cell.outputs[0].output_type == "stream"
-            cell.outputs[0].text = output
-        return nb
-
-    klass = root / "class"
-    klass.mkdir()
-    notebooks = {
-        "correct": correct,
-        "wrong_answer": wrong,
-        # typed into the output: the counts a student wished for, not what the code prints
-        "edited_output": spoiled("task2", "solution",
-                                 output="DistilBERT 66,000,000 parameters, BERT-base 110,000,000\n"),
-        "syntax_error": spoiled("task7", "solution",
-                                source='kept_fp32 = ("the embeddings stay in fp32"'),
-        "memory_hog": spoiled("task1", "solution",
-                              source="hog = []\nwhile True:\n    hog.append(bytearray(2**27))"),
-        "vandal": spoiled("task1", "solution", source=(
-            "import os, shutil, signal\nfor name in os.listdir('.'):\n"
-            "    shutil.rmtree(name) if os.path.isdir(name) else os.remove(name)\n"
-            "os.kill(os.getpid(), signal.SIGKILL)")),
-        "other_assignment": other_assignment(),
-        # run online: transformers' progress widget and its stderr load report in task 1's cell
-        "online": online(correct, tasks),
-        # a stray keystroke (a trailing newline) in task 3's check cell: restored, noted, no mark lost
-        "check_edited": spoiled("task3", "check", source=cell_of(correct, tasks["task3"], "check").source + "\n"),
-        # saved by an editor that drops cell ids (nbformat 4.4): matched by the check cells' code
-        "no_ids": without_ids(correct),
-        # task 3's check cell deleted: put back from the course's copy, run, noted
-        "check_deleted": without_cell(correct, cell_of(correct, tasks["task3"], "check").id),
-        # every output cleared before handing in: graded from the re-run, reproduction not checked
-        "cleared": cleared(correct),
-        # two-line cheats: a wrong reduction with the check replaced in the kernel, or print patched
-        "cheat_check": spoiled("task3", "solution", source=(
-            "reduction = 0.5\ncheck_reduction = checks.check_reduction\n"
-            "checks.check_reduction = lambda r: print('✓ Task 3 (the reduction): DistilBERT has 39.5% fewer')")),
-        "cheat_print": spoiled("task3", "solution", source=(
-            "import builtins; _print = builtins.print; reduction = 0.5\n"
-            "builtins.print = lambda *a, **k: _print(*(str(x).replace('✗', '✓') for x in a), **k)")),
-    }
-    for name, nb in notebooks.items():
-        nbformat.write(nb, klass / f"{name}.ipynb")
-    text = nbformat.writes(correct)
-    (klass / "invalid_json.ipynb").write_text(text[: len(text) // 2], encoding="utf-8")  # save cut short
-    (klass / "empty.ipynb").write_bytes(b"")
-    loop = root / "loop"
-    loop.mkdir()
-    looping = copy.deepcopy(correct)  # a cell added at the top: the limit can be short
-    looping.cells.insert(0, new_code_cell("while True:\n    pass"))
-    nbformat.write(looping, loop / "infinite_loop.ipynb")
-    paths = {p.stem: p for p in [*klass.iterdir(), *loop.iterdir()]}
-    before = snapshot(root) | {EXERCISE: (EXERCISE.read_bytes(), EXERCISE.stat().st_mtime_ns)}
-    return {"root": root, "class": klass, "loop": loop, "paths": paths, "before": before}
-
-
-def without_ids(nb):
-    out = copy.deepcopy(nb)
-    for cell in out.cells:
-        cell.pop("id", None)
-    out.nbformat_minor = 4
-    return out
-
-
-def without_cell(nb, cid):
-    out = copy.deepcopy(nb)
-    out.cells = [c for c in out.cells if c.get("id") != cid]
-    return out
-
-
-def cleared(nb):
-    out = copy.deepcopy(nb)
-    for cell in out.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    return out
-
-
-def online(correct, tasks):
-    """``correct`` as a student with the hub online saved it: a progress widget and stderr lines."""
-    nb = copy.deepcopy(correct)
-    cell = cell_of(nb, tasks["task1"], "solution")
-    widget = {"model_id": "0a1b2c", "version_major": 2, "version_minor": 0}
-    cell.outputs = [
-        nbformat.v4.new_output("display_data", data={"application/vnd.jupyter.widget-view+json": widget,
-                                                     "text/plain": "Loading weights: 100%|##########| 199/199"}),
-        nbformat.v4.new_output("stream", name="stderr", text="BertModel LOAD REPORT from: bert-base-uncased\n"
-                               "Key                        | Status     |\ncls.predictions.bias | UNEXPECTED |\n"),
-        *cell.outputs]
-    return nb
-
-
-@pytest.fixture(scope="module")
-def batch(planted, exercise):
-    """The class folder and the course's own solution notebook, graded once with two jobs."""
-    rows = grading.grade_class([planted["class"], EXERCISE], exercise, BATCH, jobs=2, progress=False)
+def batch(tmp_path_factory, exercise):
+    """The course's solution notebook and its model answer (the student version with the answers and
+    their outputs put back), graded with two jobs: the one full run of the real exercise."""
+    folder = tmp_path_factory.mktemp("real")
+    nbformat.write(grading.model_answer(exercise.reference), folder / "correct.ipynb")
+    rows = grading.grade_class([folder, EXERCISE], exercise, BATCH, jobs=2, progress=False)
     return {Path(r.submission).stem: r for r in rows}, rows
 
 
-def test_batch_rows_are_sorted_and_complete(batch, planted):
-    by_name, rows = batch
-    assert [r.submission for r in rows] == sorted(r.submission for r in rows)
-    assert set(by_name) == {p.stem for p in planted["class"].iterdir()} | {EXERCISE.stem}
+@pytest.mark.parametrize("name", ["exercise_distilbert", "correct"])
+def test_the_real_exercise_gets_full_marks(batch, exercise, name):
+    r = batch[0][name]
+    assert (r.status, r.score, r.max_score, r.detail) == ("graded", len(exercise.graded), len(exercise.graded), "")
+    assert set(r.tasks.values()) == {1} and r.outputs == "reproduced" and r.flags == "", r
+    assert r.read_by_hand.startswith("task7: quantize_dynamic converted only the nn.Linear layers")
 
 
-def test_an_edited_check_cell_is_restored_and_noted(batch, exercise):
-    row = batch[0]["check_edited"]
-    assert (row.status, row.score) == ("graded", len(exercise.graded)), row
-    assert row.detail.startswith("task3: its check cell") and "restored" in row.detail, row.detail
+# ------------------------------------------------------------------ the planted class (test_grading_kinds.py)
 
 
-@pytest.mark.parametrize("name", ["exercise_distilbert", "correct", "online"])
-def test_full_marks(batch, exercise, name):
-    """The course's solution notebook, and the student version with the solutions put back."""
-    row = batch[0][name]
-    assert (row.status, row.score, row.max_score, row.detail) == ("graded", len(exercise.graded),
-                                                                 len(exercise.graded), "")
-    assert set(row.tasks.values()) == {1} and row.outputs == "reproduced" and row.flags == ""
-    assert row.read_by_hand.startswith("task7: quantize_dynamic converted only the nn.Linear layers")
+def test_rows_are_sorted_and_complete(graded_tiny):
+    handed = [r["submission"] for r in graded_tiny["rows"] if r["submission"]]
+    assert handed == sorted(handed)
+    klass = Path(graded_tiny["class"])
+    assert set(handed) == {str(p) for p in klass.rglob("*.ipynb")}
+    assert [r["student"] for r in graded_tiny["rows"] if not r["submission"]] == ["dora"]
+
+
+def test_an_edited_check_cell_is_restored_and_noted(graded_tiny):
+    r = row(graded_tiny, "check_edited")
+    assert (r["status"], r["score"]) == ("graded", str(GRADED)), r
+    assert r["detail"].startswith("task3: its check cell") and "restored" in r["detail"], r["detail"]
+
+
+@pytest.mark.parametrize("name", ["correct", "online"])
+def test_full_marks(graded_tiny, name):
+    """The model answer, and the same run online (a progress widget and stderr lines stored)."""
+    r = row(graded_tiny, name)
+    assert (r["status"], r["score"], r["max_score"], r["detail"]) == ("graded", str(GRADED), str(GRADED), ""), r
+    assert {r[f"task{n}"] for n in (1, 2, 3, 5)} == {"1"} and r["outputs"] == "reproduced" and r["flags"] == ""
+    assert r["read_by_hand"] == "task1: the sum of 0 to 9 is 45, less 3"
 
 
 @pytest.mark.parametrize("name, note", [
@@ -377,46 +263,45 @@ def test_full_marks(batch, exercise, name):
     ("check_deleted", "task3: its check cell was deleted; the course's copy was put back and run"),
     ("cleared", ""),
 ])
-def test_full_marks_after_an_accident(batch, exercise, name, note):
+def test_full_marks_after_an_accident(graded_tiny, name, note):
     """An honest student loses nothing for an editor, a deleted check cell or cleared outputs."""
-    row = batch[0][name]
-    assert (row.status, row.score, row.flags) == ("graded", len(exercise.graded), ""), row
-    assert note in row.detail and "✗" not in row.detail, row.detail
+    r = row(graded_tiny, name)
+    assert (r["status"], r["score"], r["flags"]) == ("graded", str(GRADED), ""), r
+    assert note in r["detail"] and "✗" not in r["detail"], r["detail"]
     if name == "cleared":  # graded from the re-run; nothing stored to compare
-        assert row.outputs.count("not checked: handed in without outputs") == len(exercise.graded)
+        assert r["outputs"].count("not checked: handed in without outputs") == GRADED
 
 
-def test_an_output_typed_by_hand_is_reported_not_scored(batch, exercise):
+def test_an_output_typed_by_hand_is_reported_not_scored(graded_tiny):
     """The mark comes from the re-run; the stored output that does not reproduce is said beside it."""
-    row = batch[0]["edited_output"]
-    assert (row.status, row.score, row.detail) == ("graded", len(exercise.graded), ""), row
-    assert row.outputs.startswith("task2: differs: cell") and "66,000,000" in row.outputs
-    assert "66,362,880" in row.outputs
+    r = row(graded_tiny, "edited_output")
+    assert (r["status"], r["score"], r["detail"]) == ("graded", str(GRADED), ""), r
+    assert r["outputs"].startswith("task1: differs: cell") and "'41'" in r["outputs"] and "'42'" in r["outputs"]
 
 
 @pytest.mark.parametrize("name, said", [("cheat_check", "replaces bertfamily.checks.check_reduction"),
                                         ("cheat_print", "imports builtins")])
-def test_a_two_line_cheat_gains_nothing_and_is_flagged(batch, exercise, name, said):
+def test_a_two_line_cheat_gains_nothing_and_is_flagged(graded_tiny, name, said):
     """A check replaced or print patched in the kernel changes nothing: the grader's check of the
     answer sent says ✗; the code that tried, and the typed 0.5, are flagged for the instructor."""
-    row = batch[0][name]
-    assert row.status == "graded" and row.score == len(exercise.graded) - 1, row
-    assert [t for t, mark in row.tasks.items() if mark == 0] == ["task3"]
-    assert "task3: ✗ Task 3 (the reduction): not the reduction yet" in row.detail
-    assert said in row.flags and "task3: `reduction` typed as a number" in row.flags, row.flags
+    r = row(graded_tiny, name)
+    assert r["status"] == "graded" and r["score"] == str(GRADED - 1), r
+    assert [t for t in ("task1", "task2", "task3", "task5") if r[t] == "0"] == ["task3"]
+    assert "task3: ✗ Task 3 (the reduction): not the reduction yet" in r["detail"]
+    assert said in r["flags"] and "task3: `reduction` typed as a number" in r["flags"], r["flags"]
 
 
 @pytest.mark.parametrize("name, task, words", [
     ("wrong_answer", "task3", ["task3: ✗ Task 3 (the reduction)"]),
-    ("syntax_error", "task7", ["task7: cell", "raised SyntaxError", "task7: cell"]),
+    ("syntax_error", "task2", ["task2: cell", "raised SyntaxError"]),
 ])
-def test_one_task_lost(batch, exercise, name, task, words):
-    row = batch[0][name]
-    assert row.status == "graded" and row.score == len(exercise.graded) - 1, row
-    assert [t for t, mark in row.tasks.items() if mark == 0] == [task]
+def test_one_task_lost(graded_tiny, name, task, words):
+    r = row(graded_tiny, name)
+    assert r["status"] == "graded" and r["score"] == str(GRADED - 1), r
+    assert [t for t in ("task1", "task2", "task3", "task5") if r[t] == "0"] == [task]
     for word in words:
-        assert word in row.detail, row.detail
-    assert all(part.startswith(f"{task}:") for part in row.detail.split("; ")), row.detail
+        assert word in r["detail"], r["detail"]
+    assert all(part.startswith(f"{task}:") for part in r["detail"].split("; ")), r["detail"]
 
 
 @pytest.mark.parametrize("name, status, words", [
@@ -426,88 +311,90 @@ def test_one_task_lost(batch, exercise, name, task, words):
     ("other_assignment", "invalid", ["not this exercise"]),
     ("empty", "invalid", ["empty file"]),
 ])
-def test_broken_submissions(batch, planted, exercise, name, status, words):
-    row = batch[0][name]
-    assert row.status == status, row
+def test_broken_submissions(graded_tiny, name, status, words):
+    r = row(graded_tiny, name)
+    assert r["status"] == status, r
     for word in words:
-        assert word in row.detail, row.detail
+        assert word in r["detail"], r["detail"]
+    marks = {r[t] for t in ("task1", "task2", "task3", "task5")}
     if status == "invalid":
-        assert row.score is None and set(row.tasks.values()) == {None}
+        assert r["score"] == "" and marks == {""}
     else:  # stopped in task 1: nothing after it ran
-        assert row.score == 0 and set(row.tasks.values()) == {0}
-        task1 = cell_of(nbformat.read(planted["paths"][name], as_version=4), exercise.tasks[0], "solution")
-        index = nbformat.read(planted["paths"][name], as_version=4).cells.index(task1)
-        assert f"(in cell {index})" in row.detail
+        assert r["score"] == "0" and marks == {"0"}
+        nb = nbformat.read(Path(graded_tiny["class"]) / f"{name}.ipynb", as_version=4)
+        index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "s1")
+        assert f"(in cell {index})" in r["detail"]
 
 
 @pytest.fixture(scope="module")
-def loop_row(planted, exercise):
+def loop_row(tmp_path_factory):
     """An infinite loop in a cell the student added at the top, under a short per-cell limit."""
+    folder = tmp_path_factory.mktemp("loop")
+    nbformat.write(added(grading.model_answer(tiny().reference), "while True:\n    pass"), folder / "loop.ipynb")
     limits = grading.Limits(cell_timeout=5, timeout=300, memory_mib=MEMORY_MIB)
-    (row,) = grading.grade_class([planted["loop"]], exercise, limits, jobs=1, progress=False)
-    return row
+    (r,) = grading.grade_class([folder], tiny(), limits, jobs=1, progress=False)
+    return r
 
 
 def test_infinite_loop_times_out(loop_row):
     """The run stops at the loop: nothing after it is graded."""
     assert (loop_row.status, loop_row.score) == ("timeout", 0), loop_row
     assert set(loop_row.tasks.values()) == {0}
-    assert loop_row.detail == "not in a task: cell 0 ran past the per-cell limit of 5 s"
+    assert loop_row.detail == "not in a task: cell 1 ran past the per-cell limit of 5 s"
+
+
+def snapshot(folder):
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(Path(folder).rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
-def serial(planted, batch, tmp_path_factory):
-    """The command line, one job, on a subset given in reverse order: a correct, a failing, the invalid ones."""
+def serial(graded_tiny, tmp_path_factory):
+    """The command line, one job, no roster, on a subset given in reverse order: a correct, a failing,
+    the invalid ones."""
     names = ["correct", "memory_hog", "invalid_json", "empty", "other_assignment"]
+    klass = Path(graded_tiny["class"])
     out = tmp_path_factory.mktemp("gradebook") / "gradebook.csv"
-    args = [str(planted["paths"][n]) for n in reversed(names)]
-    args += ["--out", str(out), "--jobs", "1", "--memory-mib", str(MEMORY_MIB), "--cell-timeout", "300",
-             "--timeout", "900"]
-    return names, out, args, grading.main(args)
+    args = [str(klass / f"{n}.ipynb") for n in reversed(names)]
+    args += ["--out", str(out), "--jobs", "1", "--memory-mib", str(MEMORY_MIB), "--cell-timeout", "120",
+             "--timeout", "300", "--disk-mib", "64", "--reference", str(TINY)]
+    before = snapshot(klass)
+    return names, out, args, grading.main(args), before
 
 
-def test_serial_gradebook_matches_parallel(serial, batch, exercise, capfd):
-    names, out, args, code = serial
+def test_serial_gradebook_matches_parallel(serial, graded_tiny, capfd):
+    names, out, args, code, before = serial
     assert code == 0
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == grading.gradebook_fields(exercise)
+    assert list(rows[0]) == grading.gradebook_fields(tiny())
     assert [Path(r["submission"]).stem for r in rows] == sorted(names)
     for r in rows:
-        b = batch[0][Path(r["submission"]).stem]
-        expected = {"submission": b.submission, "status": b.status, "score": "" if b.score is None else str(b.score),
-                    "max_score": str(b.max_score), "detail": b.detail, "outputs": b.outputs, "flags": b.flags,
-                    "read_by_hand": b.read_by_hand,
-                    **{k: "" if v is None else str(v) for k, v in b.tasks.items()}}
-        assert r == expected
+        shared = dict(row(graded_tiny, Path(r["submission"]).stem))
+        shared.pop("student")
+        assert r == shared
+    assert snapshot(Path(graded_tiny["class"])) == before  # the submitted files are only read
     # an existing gradebook is not overwritten without --force
-    before = out.read_bytes()
+    written = out.read_bytes()
     assert grading.main(args) == 2
     assert "--force" in capfd.readouterr().err
-    assert out.read_bytes() == before
+    assert out.read_bytes() == written
 
 
-def test_cli_prints_progress_and_summary(tmp_path, planted, exercise, capsys):
+def test_cli_prints_progress_and_summary(tmp_path, capsys):
     """A folder of submissions that need no kernel, then --force over the gradebook."""
     out = tmp_path / "g.csv"
     out.write_text("old\n")
     folder = tmp_path / "cheap"
     folder.mkdir()
-    for name in ("empty", "invalid_json"):
-        (folder / f"{name}.ipynb").write_bytes(planted["paths"][name].read_bytes())
-    assert grading.main([str(folder), "--out", str(out), "--force", "--jobs", "2"]) == 0
+    (folder / "empty.ipynb").write_bytes(b"")
+    (folder / "invalid_json.ipynb").write_text('{"cells": [', encoding="utf-8")
+    assert grading.main([str(folder), "--out", str(out), "--force", "--jobs", "2", "--reference", str(TINY)]) == 0
     captured = capsys.readouterr()
     assert "grading" in captured.err and "2/2" in captured.err  # the progress bar
     assert "2 submissions: 2 invalid" in captured.out
-    for t in exercise.graded:  # one line a task, its name padded to the longest ("task10")
+    for t in tiny().graded:  # one line a task, its name padded to the longest
         assert re.search(rf"^{t.name} +0/0  {re.escape(t.title)}$", captured.out, re.MULTILINE), t.name
     assert out.read_text().count("\n") == 3
-
-
-def test_submissions_are_untouched(planted, batch, loop_row, serial):
-    """After every run above (and a notebook that deleted its folder), every file is byte-for-byte the same."""
-    after = snapshot(planted["root"]) | {EXERCISE: (EXERCISE.read_bytes(), EXERCISE.stat().st_mtime_ns)}
-    assert after == planted["before"]
 
 
 def test_readme_states_the_command_and_defaults():
@@ -548,12 +435,11 @@ def test_run_folders_of_graders_that_are_gone_are_swept(tmp_path):
 
 
 @pytest.mark.sandbox
-def test_a_grader_killed_mid_class_leaves_no_process_behind(planted, tmp_path):
+def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
     """SIGKILL to ``bertfamily-grade`` while two kernels run: its pool workers, their nbval workers and
     the sandboxed kernels all end (Linux's parent-death signal, bwrap's --die-with-parent), instead of
     grading on as orphans."""
     import contextlib
-    import shutil
     import signal
     import subprocess
     import sys
@@ -564,11 +450,11 @@ def test_a_grader_killed_mid_class_leaves_no_process_behind(planted, tmp_path):
     klass = tmp_path / "class"
     klass.mkdir()
     for n in range(2):
-        shutil.copy(planted["loop"] / "infinite_loop.ipynb", klass / f"loop{n}.ipynb")
+        nbformat.write(added(grading.model_answer(tiny().reference), "while True:\n    pass"), klass / f"loop{n}.ipynb")
     env = {**os.environ, "BERTFAMILY_GRADE_TMP": str(tmp_path)}
     command = "import sys; from bertfamily.grading import main; sys.exit(main(sys.argv[1:]))"
     grader = subprocess.Popen([sys.executable, "-c", command, str(klass), "--out", str(tmp_path / "gradebook.csv"),
-                               "--jobs", "2", "--memory-mib", str(MEMORY_MIB)], env=env,
+                               "--jobs", "2", "--memory-mib", str(MEMORY_MIB), "--reference", str(TINY)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline, kernels = time.monotonic() + 120, []

@@ -194,7 +194,8 @@ def test_exercise_student_version_has_no_answers(student_path):
     text = "".join(c.source for c in student.cells)
     for cell in source.cells:
         if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
-            code = [l for l in cell.source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+            code = [l for l in cell.source.splitlines() if l.strip() and not l.lstrip().startswith("#")
+                    and len(l.strip()) > 8]  # not a lone bracket of a call written over several lines
             assert code and not any(line in text for line in code if "= None" not in line), code
     assert len(check_cells(student)) == len(check_cells(source)) >= 8
     assert not any(c.get("outputs") for c in student.cells if c.cell_type == "code")

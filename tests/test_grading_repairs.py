@@ -155,9 +155,13 @@ def test_a_changed_course_cell_runs_after_the_courses_version(exercise):
 # ------------------------------------------------------------------ scoring a run made by hand
 
 
-def passed_run(prepared, exercise, answers):
+def passed_run(prepared, exercise, answers, sizes=None):
     """A run in which every cell passed and printed what the reference stored, and the check cells in
-    ``answers`` sent those answers (the kernel's checks print only that the grader checks)."""
+    ``answers`` sent those answers (the kernel's checks print only that the grader checks). The run
+    held files of ``sizes`` (default: of every whole number answered, as an honest run measures them)."""
+    if sizes is None:
+        sizes = sorted({v["plain"] for a in answers.values() for v in a.values()
+                        if isinstance(v, dict) and isinstance(v.get("plain"), int)})
     code = [c for c in prepared.nb.cells if c.cell_type == "code"]
     reference = {c.get("id"): c for c in exercise.reference.cells}
     checks = {cid for t in exercise.tasks for cid, _ in t.checks}
@@ -167,7 +171,8 @@ def passed_run(prepared, exercise, answers):
                    for o in reference.get(cell.get("id"), cell).get("outputs", []) if o.get("output_type") == "stream"]
         if cell.get("id") in checks:
             outputs = [message(cell.id, answers[cell.id])] if cell.id in answers else []
-        results[n] = {"cell": n, "phase": "call", "outcome": "passed", "message": "", "outputs": outputs}
+        results[n] = {"cell": n, "phase": "call", "outcome": "passed", "message": "", "outputs": outputs,
+                      "sizes": sizes if n == 0 else []}
     return {"status": "", "reason": "", "cell": None, "results": results, "exit_code": 0, "log": "", "peak_mib": 0}
 
 
@@ -345,3 +350,21 @@ def test_code_too_deep_to_parse_is_said_not_a_crash(exercise):
     said = integrity.suspicious(prepared.nb, exercise)
     assert any("cannot be read by the grader (nested too deeply)" in s for s in said), said
     assert integrity.typed_answers(prepared.nb, exercise, {"reduction"}) == {}
+
+
+def test_a_measured_size_must_be_a_file_the_run_wrote(exercise):
+    """Task 6's sizes, right to the byte but held by no file of the run (computed from the counts, say):
+    no mark, and a flag; the same sizes with the files there keep the mark."""
+    from bertfamily import checks
+
+    want = checks.predicted_file_bytes()
+    fp32, int8 = want["fp32"] + 30_000, want["int8"] + 30_000
+    prepared = grading.prepare(copy.deepcopy(exercise.reference), exercise)
+    answers = {cid: exported(fp32_bytes=fp32, int8_bytes=int8) for cid, _ in exercise.tasks[5].checks}
+    nothing = grading.score_run(prepared, exercise, passed_run(prepared, exercise, answers, sizes=[]), grading.Limits())
+    assert nothing.marks["task6"] == 0
+    assert "task6: `fp32_bytes` is not the size of a file the run wrote" in nothing.flags
+    assert any("is not the size of any file the run wrote" in p for p in nothing.problems if p.startswith("task6"))
+    files = grading.score_run(prepared, exercise, passed_run(prepared, exercise, answers, sizes=[fp32, int8]),
+                              grading.Limits())
+    assert files.marks["task6"] == 1 and not any("size of" in f for f in files.flags)

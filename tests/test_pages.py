@@ -7,7 +7,8 @@
 - Visible code cells are short: none longer than 25 lines, at most 15% longer than 15.
 - No output line is wider than the page's column, where it would be cut off on the right: text
   outputs do not wrap on the website (only code does, ``_static/code-width.css``), and at the
-  browser tests' 1280 px viewport a text output box shows ``env.OUTPUT_WIDTH`` characters.
+  browser tests' 1280 px viewport a text output box shows ``env.OUTPUT_WIDTH`` characters. The
+  exercise's check verdicts are the exception: the grader reads each as one line.
 
 "Visible" is what the website shows: code cells not tagged ``hide-input``, ``remove-input`` or
 ``remove-cell``; outputs of cells not tagged ``remove-output`` or ``remove-cell``, shown as text
@@ -65,7 +66,7 @@ def cell_name(cell, index=None) -> str:
 # ---------------------------------------------------------------- wrapping artefacts
 
 _COMMENT = re.compile(r"^\s*#(?!!)(.*)$")
-_CLOSER_WITH_COMMENT = re.compile(r"^\s*[)\]}][)\]},]*\s*#")
+_CLOSER_WITH_COMMENT = re.compile(r"^\s*[)\]}][)\]},:]*\s*#")
 _ONE_EXPRESSION_OPENER = re.compile(r"(=|^\s*return|^\s*assert)\s*\($")
 _CLOSER = re.compile(r"^\s*[)\]}][)\]},]*\s*(#.*)?$")
 _TARGET_OPENER = re.compile(r"^\s*(for|async for)\s*\($")
@@ -100,6 +101,7 @@ def test_wrapping_artefacts_are_found():
         "closer": "from bertfamily.book import (\n    glue,\n    glue_values,\n)  # myst-nb's glue",
         "one expression": "course = (\n    checkpoints.course_data()\n)",
         "call of one argument": "torch.set_num_threads(\n    1\n)  # one thread",
+        "signature": "def on_english(\n    o, s\n):  # per layer: the share on English words\n    pass",
         "for target": "for (\n    o,\n    s,\n    c,\n), right in lex_correct.items():\n    pass",
         "lone bracket": "x = [\n    (\n        1, 2\n    )\n]",
     }
@@ -151,15 +153,23 @@ def shown_text(output) -> str:
     return data.get("text/plain", "")
 
 
+#: A check cell's verdicts (the exercise): bertfamily.checks prints each as one line, which the grader
+#: reads and compares as one line (bertfamily.grading.marks), so they are not wrapped to the column.
+_VERDICT = re.compile(r"^(✓|✗|·|  hint:) ")
+
+
 def wide_output_lines(path: Path, width: int = OUTPUT_WIDTH) -> list[str]:
     nb = nbformat.read(path, as_version=4)
     wide = []
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or HIDDEN_OUTPUT & set(cell.metadata.get("tags", [])):
+        tags = set(cell.metadata.get("tags", []))
+        if cell.cell_type != "code" or HIDDEN_OUTPUT & tags:
             continue
         for output in cell.get("outputs", []):
             text = _ANSI.sub("", shown_text(output)).expandtabs()
             for line in re.split(r"\r|\n", text):
+                if "check" in tags and _VERDICT.match(line):
+                    continue
                 if len(line) > width:
                     wide.append(f"{cell_name(cell, index)}: {len(line)} characters: {line[:60]!r}")
     return wide
@@ -172,7 +182,9 @@ def test_wide_output_lines_are_found(tmp_path):
                     nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>", "image/png": "iVBO"})]
     hidden = nbformat.v4.new_code_cell("print(y)", metadata={"tags": ["remove-output"]})
     hidden.outputs = [nbformat.v4.new_output("stream", name="stdout", text="y" * 200)]
-    nb.cells = [cell, hidden]
+    check = nbformat.v4.new_code_cell("ok = checks.check_x(x)", metadata={"tags": ["check"]})
+    check.outputs = [nbformat.v4.new_output("stream", name="stdout", text="✓ Task 1 (x): " + "z" * 90)]
+    nb.cells = [cell, hidden, check]
     nbformat.write(nb, tmp_path / "page.ipynb")
     found = wide_output_lines(tmp_path / "page.ipynb")
     assert len(found) == 1 and f"{OUTPUT_WIDTH + 1} characters" in found[0]

@@ -273,14 +273,14 @@ print(torch.nn.functional.cosine_similarity(model(ids).last_hidden_state.flatten
 
 @pytest.mark.slow  # two fresh interpreters that import transformers and torchao
 def test_without_torch_ao_quantization_torchao_does_it_and_says_so():
-    done = subprocess.run([sys.executable, "-c", GONE], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", GONE], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     path, said, works = done.stdout.strip().splitlines()[-2].partition(" | ")[0], done.stdout, done.stdout.split()[-2:]
     assert path == q.TORCHAO and "has no torch.ao.quantization: quantised with torchao" in said
     assert works == ["True", "True"]
     # and with torchao missing too, the error says what to install
     done = subprocess.run([sys.executable, "-c", GONE, "torchao", "torchao.quantization"], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=900)
     assert done.returncode == 0 and "needs the package torchao (`pip install 'torchao>=0.18'`)" in done.stdout, \
         done.stderr
 

@@ -127,11 +127,16 @@ def most_frequent(counts: torch.Tensor, special_ids=(), k: int = 5) -> torch.Ten
     return counts.topk(k).indices
 
 
-def show_ladder(table: dict, width: int = 13) -> None:
+#: The table's column heads: short enough for five columns in the book's 75-character output column.
+_HEADS = {"all": "all", "punctuation": "punctuation", "short word": "short", "content word": "content",
+          "word piece": "piece"}
+
+
+def show_ladder(table: dict, width: int = 12) -> None:
     """Print :func:`ladder`'s table: a row per guesser, ``top-1 / top-5`` (%) per kind of blank."""
     columns = ["all", *KINDS]
     name_width = max(map(len, table)) + 1
-    print(" " * name_width + "".join(f"{c:>{width}}" for c in columns))
+    print(" " * name_width + "".join(f"{_HEADS[c]:>{width}}" for c in columns))
     first = next(iter(table.values()))
     print(f"{'blanks':<{name_width}}" + "".join(f"{first[c][2]:>{width},}" for c in columns))
     for name, row in table.items():

@@ -71,7 +71,8 @@ def sizes(config) -> Sizes:
 
 def layer_parameters(H: int, I: int) -> OrderedDict:
     """Parameters of one Transformer encoder layer, by part."""
-    return OrderedDict(attention=4 * (H * H + H), feed_forward=(H * I + I) + (I * H + H),
+    return OrderedDict(attention=4 * (H * H + H),
+                       feed_forward=(H * I + I) + (I * H + H),
                        layer_norms=4 * H)
 
 

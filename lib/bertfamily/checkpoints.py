@@ -529,7 +529,7 @@ def load_course_model(data: CourseData, settings: dict = COURSE):
 #:   distribution and hidden states add is ``distilled`` minus this;
 #: * ``random init``: the same 2-layer shape from random weights, trained on the masked words alone: what the
 #:   teacher's layers as a start add is ``hard labels`` minus this.
-COURSE_DISTIL = {"layers": [0, 2], "steps": 800, "batch": 128, "lr": 5e-4, "warmup": 40, "decay": 0.5,
+COURSE_DISTIL = {"layers": [0, 2], "steps": 300, "batch": 128, "lr": 5e-4, "warmup": 40, "decay": 0.5,
                  "final_lr_fraction": 0.1, "temperature": 2.0, "eval_every": 100, "seed": 0, "autocast": "bfloat16",
                  "arms": {"distilled": ("teacher", [5.0, 2.0, 1.0]), "hard labels": ("teacher", [0.0, 1.0, 0.0]),
                           "random init": ("random", [0.0, 1.0, 0.0])}}

@@ -102,7 +102,8 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     return student
 
 
-def mlm_triple_loss(teacher, *, temperature: float = 2.0, alpha_ce: float = 5.0, alpha_mlm: float = 2.0,
+def mlm_triple_loss(teacher, *, temperature: float = 2.0,
+                    alpha_ce: float = 5.0, alpha_mlm: float = 2.0,
                     alpha_cos: float = 1.0):
     """DistilBERT's triple loss for masked language modelling, as the ``loss`` of
     :func:`bertfamily.pretraining.train_mlm`: a student ``BertForMaskedLM`` learns from a frozen
@@ -116,21 +117,27 @@ def mlm_triple_loss(teacher, *, temperature: float = 2.0, alpha_ce: float = 5.0,
     gradients. Returns ``loss(student, input_ids, labels, attention_mask=None, **model_inputs)`` giving
     ``(total, parts)``.
     """
-    check_triple_weights(temperature, alpha_ce, alpha_mlm, alpha_cos)  # now, not at the first step
+    # checked now, not at the first step
+    check_triple_weights(temperature, alpha_ce, alpha_mlm, alpha_cos)
     if not (hasattr(teacher, "bert") and hasattr(teacher, "cls")):
-        raise ValueError(f"the teacher must be a BertForMaskedLM (with .bert and .cls), got {type(teacher).__name__}")
+        raise ValueError(f"the teacher must be a BertForMaskedLM (with "
+                         f".bert and .cls), got {type(teacher).__name__}")
     teacher.eval()
+    weights = dict(temperature=temperature, alpha_ce=alpha_ce,
+                   alpha_task=alpha_mlm, alpha_cos=alpha_cos)
 
-    def loss(student, input_ids, labels, attention_mask=None, **model_inputs):
+    def loss(student, input_ids, labels, attention_mask=None, **inputs):
         chosen = labels != IGNORE_INDEX
+        inputs = dict(input_ids=input_ids, attention_mask=attention_mask,
+                      **inputs)
         with torch.no_grad():
-            t_hidden = teacher.bert(input_ids=input_ids, attention_mask=attention_mask,
-                                    **model_inputs).last_hidden_state
+            t_hidden = teacher.bert(**inputs).last_hidden_state
             t_logits = teacher.cls(t_hidden[chosen])
-        s_hidden = student.bert(input_ids=input_ids, attention_mask=attention_mask, **model_inputs).last_hidden_state
-        return triple_loss(student.cls(s_hidden[chosen]), t_logits, labels[chosen], s_hidden, t_hidden,
-                           attention_mask=attention_mask, temperature=temperature, alpha_ce=alpha_ce,
-                           alpha_task=alpha_mlm, alpha_cos=alpha_cos)
+        s_hidden = student.bert(**inputs).last_hidden_state
+        s_logits = student.cls(s_hidden[chosen])
+        return triple_loss(s_logits, t_logits, labels[chosen], s_hidden,
+                           t_hidden, attention_mask=attention_mask,
+                           **weights)
     return loss
 
 

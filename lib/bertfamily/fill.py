@@ -142,7 +142,11 @@ def piece(compact_id, words, tokenizer) -> str:
     return tokenizer.convert_ids_to_tokens(int(words.decode(torch.as_tensor(compact_id))))
 
 
-def wrap(text: str, width: int = 84, first: str = "", indent: str = "    ") -> str:
-    """``text`` wrapped to ``width`` columns (the page's), its first line led by ``first``."""
+def wrap(text: str, width: int | None = None, first: str = "", indent: str = "    ") -> str:
+    """``text`` wrapped to ``width`` columns (default: the page's output column), its first line led by
+    ``first``."""
     import textwrap
+
+    from .env import OUTPUT_WIDTH
+    width = width or OUTPUT_WIDTH
     return textwrap.fill(text, width, initial_indent=first, subsequent_indent=indent)

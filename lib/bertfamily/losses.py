@@ -69,10 +69,13 @@ def non_target_mass(probs, target=None) -> torch.Tensor:
     else:
         t = torch.as_tensor(target, dtype=torch.long)
         if t.shape != p.shape[:-1]:
-            raise ValueError(f"target must hold one class index per distribution (shape "
-                             f"{tuple(p.shape[:-1])}), got shape {tuple(t.shape)}")
+            raise ValueError(f"target must hold one class index per "
+                             f"distribution (shape "
+                             f"{tuple(p.shape[:-1])}), got shape "
+                             f"{tuple(t.shape)}")
         if t.numel() and (t.min() < 0 or t.max() >= p.shape[-1]):
-            raise ValueError(f"target indices must be in [0, {p.shape[-1] - 1}]")
+            raise ValueError(f"target indices must be in "
+                             f"[0, {p.shape[-1] - 1}]")
         top = p.gather(-1, t.unsqueeze(-1)).squeeze(-1)
     return 1 - top
 
@@ -88,7 +91,8 @@ def entropy(probs) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- losses
 
-def distillation_loss(student_logits, teacher_logits, temperature: float = 2.0) -> torch.Tensor:
+def distillation_loss(student_logits, teacher_logits,
+                      temperature: float = 2.0) -> torch.Tensor:
     """Hinton et al.'s soft-target loss: ``T**2 * KL(softmax(teacher/T) || softmax(student/T))``.
 
     The KL divergence is averaged over the rows (every axis but the last). Why ``T**2``: the
@@ -100,11 +104,14 @@ def distillation_loss(student_logits, teacher_logits, temperature: float = 2.0) 
     The teacher is treated as a constant (no gradient flows into it).
     """
     T = _check_temperature(temperature)
-    s, t = _as_logits(student_logits, "student_logits"), _as_logits(teacher_logits, "teacher_logits")
+    s = _as_logits(student_logits, "student_logits")
+    t = _as_logits(teacher_logits, "teacher_logits")
     _same_shape(s, t, "distillation_loss")
-    s, t = s.reshape(-1, s.shape[-1]), t.detach().reshape(-1, t.shape[-1]).to(s.dtype)
-    kl = F.kl_div(F.log_softmax(s / T, dim=-1), F.log_softmax(t / T, dim=-1),
-                  reduction="batchmean", log_target=True)
+    s = s.reshape(-1, s.shape[-1])
+    t = t.detach().reshape(-1, t.shape[-1]).to(s.dtype)
+    log_s = F.log_softmax(s / T, dim=-1)
+    log_t = F.log_softmax(t / T, dim=-1)
+    kl = F.kl_div(log_s, log_t, reduction="batchmean", log_target=True)
     return kl * T * T
 
 

@@ -81,10 +81,14 @@ def _check_mask_arguments(probability, split, vocab_size, mask_token_id):
 
 # --------------------------------------------------------------------------- BERT's corruption
 
-def mask_tokens(input_ids, *, vocab_size: int, mask_token_id: int, special_ids: Sequence[int] = (),
-                pad_token_id: int | None = None, probability: float = 0.15,
-                split: Sequence[float] = (0.8, 0.1, 0.1), generator: torch.Generator | None = None,
-                attention_mask=None, special_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(input_ids, *, vocab_size: int, mask_token_id: int,
+                special_ids: Sequence[int] = (),
+                pad_token_id: int | None = None,
+                probability: float = 0.15,
+                split: Sequence[float] = (0.8, 0.1, 0.1),
+                generator: torch.Generator | None = None,
+                attention_mask=None, special_mask=None,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masked-LM corruption of a batch: returns ``(corrupted_ids, labels)``.
 
     Each position that is not excluded is chosen independently with ``probability``. A chosen
@@ -97,39 +101,54 @@ def mask_tokens(input_ids, *, vocab_size: int, mask_token_id: int, special_ids: 
     shape, such as the one :func:`tlm_inputs` returns). The input is not modified.
     Randomness comes from ``generator`` (the global torch RNG when ``None``).
     """
-    split = _check_mask_arguments(probability, split, vocab_size, mask_token_id)
+    split = _check_mask_arguments(probability, split, vocab_size,
+                                  mask_token_id)
     ids = as_batch(input_ids)
-    squeeze = (input_ids.dim() == 1 if isinstance(input_ids, torch.Tensor)
-               else all(isinstance(t, int) for t in input_ids))
+    if isinstance(input_ids, torch.Tensor):
+        squeeze = input_ids.dim() == 1
+    else:
+        squeeze = all(isinstance(t, int) for t in input_ids)
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab_size:
-        raise ValueError(f"input_ids must lie in [0, {vocab_size}) (the vocabulary), "
-                         f"found ids from {low} to {high}")
+        raise ValueError(f"input_ids must lie in [0, {vocab_size}) (the "
+                         f"vocabulary), found ids from {low} to {high}")
 
     # 1. Which positions may be chosen at all.
     blocked = torch.zeros_like(ids, dtype=torch.bool)
-    never = [int(i) for i in special_ids] + ([] if pad_token_id is None else [int(pad_token_id)])
+    never = [int(i) for i in special_ids]
+    if pad_token_id is not None:
+        never.append(int(pad_token_id))
     if never:
         blocked |= torch.isin(ids, torch.tensor(never, dtype=torch.long))
-    for name, extra in (("attention_mask", attention_mask), ("special_mask", special_mask)):
+    extras = (("attention_mask", attention_mask),
+              ("special_mask", special_mask))
+    for name, extra in extras:
         if extra is None:
             continue
         extra = torch.as_tensor(extra)
         if extra.dim() == 1:
             extra = extra.unsqueeze(0)
         if extra.shape != ids.shape:
-            raise ValueError(f"{name} must have the shape of input_ids {tuple(ids.shape)}, "
-                             f"got {tuple(extra.shape)}")
-        blocked |= (extra == 0) if name == "attention_mask" else extra.bool()
+            raise ValueError(f"{name} must have the shape of input_ids "
+                             f"{tuple(ids.shape)}, got "
+                             f"{tuple(extra.shape)}")
+        if name == "attention_mask":
+            blocked |= extra == 0
+        else:
+            blocked |= extra.bool()
 
-    # 2. Choose positions, then decide what each chosen one becomes: one uniform draw each.
-    chosen = (torch.rand(ids.shape, generator=generator) < probability) & ~blocked
+    # 2. Choose positions, then what each chosen one becomes:
+    #    one uniform draw each.
+    draw = torch.rand(ids.shape, generator=generator)
+    chosen = (draw < probability) & ~blocked
     action = torch.rand(ids.shape, generator=generator)
     to_mask = chosen & (action < split[0])
-    to_random = chosen & (action >= split[0]) & (action < split[0] + split[1])
+    to_random = chosen & (action >= split[0])
+    to_random &= action < split[0] + split[1]
 
     random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
-    corrupted = torch.where(to_mask, mask_token_id, torch.where(to_random, random_ids, ids))
+    corrupted = torch.where(to_random, random_ids, ids)
+    corrupted = torch.where(to_mask, mask_token_id, corrupted)
     labels = torch.where(chosen, ids, IGNORE_INDEX)
     if squeeze:
         return corrupted[0], labels[0]

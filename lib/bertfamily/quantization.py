@@ -93,7 +93,8 @@ def _check_flags(model, **flags) -> None:
         raise ValueError("quantize_linear needs a model on the CPU (torch's int8 kernels are CPU-only)")
 
 
-def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: bool = False) -> nn.Module:
+def quantize_linear(model: nn.Module, embeddings: bool = False,
+                    per_channel: bool = False) -> nn.Module:
     """A quantised *copy* of ``model``: int8 linear layers, optionally int8 embedding tables.
 
     Every ``nn.Linear`` becomes a dynamically quantised linear layer (``torch.qint8`` weights, one
@@ -114,14 +115,20 @@ def quantize_linear(model: nn.Module, embeddings: bool = False, per_channel: boo
     """
     _check_flags(model, embeddings=embeddings, per_channel=per_channel)
     if quantize_dynamic is None:
-        warnings.warn(f"this torch ({torch.__version__}) has no torch.ao.quantization: quantised with "
-                      f"torchao ({TORCHAO}) instead", stacklevel=2)
-        return quantize_torchao(model, embeddings=embeddings, per_channel=per_channel)
+        warnings.warn(f"this torch ({torch.__version__}) has no "
+                      f"torch.ao.quantization: quantised with torchao "
+                      f"({TORCHAO}) instead", stacklevel=2)
+        return quantize_torchao(model, embeddings=embeddings,
+                                per_channel=per_channel)
     with quiet_deprecation():
-        spec = {nn.Linear: per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig}
+        if per_channel:
+            spec = {nn.Linear: per_channel_dynamic_qconfig}
+        else:
+            spec = {nn.Linear: default_dynamic_qconfig}
         if embeddings:
             spec[nn.Embedding] = float_qparams_weight_only_qconfig
-        quantized = quantize_dynamic(copy.deepcopy(model), spec, dtype=torch.qint8, inplace=True)
+        quantized = quantize_dynamic(copy.deepcopy(model), spec,
+                                     dtype=torch.qint8, inplace=True)
     if embeddings:
         for module in quantized.modules():
             if type(module) is _QuantizedEmbedding:

@@ -38,7 +38,8 @@ LAYER_CLASSES = ("AlbertLayer", "BertLayer", "RobertaLayer", "XLMRobertaLayer", 
 
 # --------------------------------------------------------------------------- factorised embeddings
 
-def embedding_parameters(vocab_size: int, hidden_size: int, embedding_size: int | None = None,
+def embedding_parameters(vocab_size: int, hidden_size: int,
+                         embedding_size: int | None = None,
                          bias: bool = False) -> int:
     """Parameters of the word-embedding path from token id to a vector of width ``hidden_size``.
 
@@ -46,7 +47,8 @@ def embedding_parameters(vocab_size: int, hidden_size: int, embedding_size: int 
     With it: ALBERT's ``V x E`` table plus the ``E x H`` projection (``bias`` adds the projection's
     ``H`` biases, which ALBERT has).
     """
-    V, H = _positive_int(vocab_size, "vocab_size"), _positive_int(hidden_size, "hidden_size")
+    V = _positive_int(vocab_size, "vocab_size")
+    H = _positive_int(hidden_size, "hidden_size")
     if embedding_size is None or embedding_size == H:
         return V * H
     E = _positive_int(embedding_size, "embedding_size")
@@ -55,7 +57,8 @@ def embedding_parameters(vocab_size: int, hidden_size: int, embedding_size: int 
 
 def break_even_embedding_size(vocab_size: int, hidden_size: int) -> float:
     """The width ``E = VH / (V + H)`` at which ``V*E + E*H`` equals ``V*H``; smaller E saves."""
-    V, H = _positive_int(vocab_size, "vocab_size"), _positive_int(hidden_size, "hidden_size")
+    V = _positive_int(vocab_size, "vocab_size")
+    H = _positive_int(hidden_size, "hidden_size")
     return V * H / (V + H)
 
 

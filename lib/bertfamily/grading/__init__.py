@@ -1,18 +1,26 @@
 """Grading the exercise: the student version, and regrading an untrusted class, sealed, fairly and tamper-evidently.
 
-One idea per module:
+The flow of one submission, and where each step lives (each module imports only from the lines above
+its own; tests/test_grading_layers.py keeps it so):
 
-``student``    the student version of a solution notebook (``make student``), solutions put back
-``marks``      reading the checks' ✓ / ✗ lines; ``grade`` one notebook
-``exercise``   the tasks of the reference, reading a submission, the repaired copy that runs
-``sandbox``    one run: nbval outside, the kernel sealed in bubblewrap, watched for time, memory, processes
-``verify``     the grader's own check of the answers the kernel sent, outside the kernel
-``integrity``  what the instructor should read: code reaching for the grader, answers typed as numbers
-``scoring``    marks, reproduction and flags of one run
-``gradebook``  a class: grading in parallel, the gradebook, roster, Canvas export, feedback
-``cli``        ``bertfamily-grade``, ``python -m bertfamily.grading student|grade``
+``exercise``      what a class is graded on: the reference notebook and its tasks
+``student``       the student version of it (``make student``); ``marks`` reads the checks' ✓ / ✗ lines
+``submission``    a file -> read (repaired first, then validated), recognised, prepared into the copy that runs
+``channel``       what crosses the sandbox's wall: the exporter going in, the answers (JSON) coming out
+``trees``         any file tree a run leaves, measured and deleted without recursion
+``nbval_worker``  the child process that runs the copy under nbval, and its bounded record
+``monitor``       the run's limits, and the watcher of those the kernel does not enforce
+``mounts``        the sandbox's walls: bubblewrap's mounts and namespaces, the kernel's copy of the course
+``sandbox``       one sealed run (and the probe run before a class)
+``verify``        the grader's own check of the answers, outside the kernel; ``integrity`` reads the student's code
+``scoring``       marks, reproduction and flags of one run
+``pipeline``      one submission, end to end, into one gradebook row
+``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``)
+``gradebook``     what the instructor gets: the gradebook, roster, Canvas import, feedback, summary
+``fingerprints``, ``journal``, ``cluster``   grading on a Dask cluster
+``cli``           ``bertfamily-grade``, ``python -m bertfamily.grading student|grade``
 
-The names of :data:`_WHERE` are the package's interface (as before the split).
+The names of :data:`_WHERE` are the package's interface (as before the re-cut).
 """
 import importlib
 
@@ -22,22 +30,23 @@ _WHERE = {
     'main': 'cli',
     'REFERENCE': 'exercise',
     'Exercise': 'exercise',
-    'Invalid': 'exercise',
-    'Prepared': 'exercise',
+    'Invalid': 'submission',
+    'Prepared': 'submission',
     'Task': 'exercise',
     'exercise_tasks': 'exercise',
-    'prepare': 'exercise',
-    'read_submission': 'exercise',
-    'MODEL_SOURCE': 'gradebook',
-    'SANITIZE': 'gradebook',
-    'STATUSES': 'gradebook',
-    'Row': 'gradebook',
-    '_sanitizers': 'gradebook',
+    'prepare': 'submission',
+    'read_submission': 'submission',
+    'MODEL_SOURCE': 'pipeline',
+    'SANITIZE': 'pipeline',
+    'STATUSES': 'pipeline',
+    'Row': 'pipeline',
+    '_sanitizers': 'pipeline',
     'apply_roster': 'gradebook',
-    'collect': 'gradebook',
+    'collect': 'classroom',
     'feedback_markdown': 'gradebook',
-    'grade_class': 'gradebook',
-    'grade_submission': 'gradebook',
+    'grade_class': 'classroom',
+    'LocalPool': 'classroom',
+    'grade_submission': 'pipeline',
     'gradebook_fields': 'gradebook',
     'read_roster': 'gradebook',
     'summary': 'gradebook',

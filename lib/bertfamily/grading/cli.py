@@ -9,14 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bertfamily import kernels
+from bertfamily.grading.classroom import LocalPool, _jobs_default, collect, grade_class
 from bertfamily.grading.exercise import REFERENCE, Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
-    SANITIZE,
-    _jobs_default,
     apply_roster,
-    collect,
-    grade_class,
     read_roster,
     summary,
     write_canvas,
@@ -24,6 +21,7 @@ from bertfamily.grading.gradebook import (
     write_gradebook,
 )
 from bertfamily.grading.marks import _print_report, grade
+from bertfamily.grading.pipeline import SANITIZE
 from bertfamily.grading.sandbox import UNSAFE_FLAG, Limits, SandboxMissing, require_sandbox
 from bertfamily.grading.student import write_student
 from bertfamily.grading.verify import package_changes
@@ -117,16 +115,15 @@ def _main_gradebook(argv) -> int:
         if args.feedback and Path(args.feedback).resolve() in {p.parent for p in written}:
             raise ValueError(f"--feedback {args.feedback} is a folder of submissions: choose another folder")
         exercise = Exercise.load(args.reference)
-        if args.scheduler:
-            from bertfamily.grading import cluster
-            rows = cluster.grade_class(args.submissions, exercise, limits, args.sanitize, scheduler=args.scheduler,
-                                       out=out, jobs=args.jobs, strict_outputs=args.strict_outputs,
-                                       resume=args.resume, force=args.force)
+        if args.scheduler:  # distributed stays optional: imported only here
+            from bertfamily.grading.cluster import DaskCluster
+            executor = DaskCluster(args.scheduler, out=out, jobs=args.jobs, resume=args.resume, force=args.force)
         elif args.resume:
             raise ValueError("--resume continues a run on a cluster: it needs --scheduler (local: --scheduler local)")
         else:
-            rows = grade_class(args.submissions, exercise, limits, args.jobs, args.sanitize,
-                               strict_outputs=args.strict_outputs)
+            executor = LocalPool(args.jobs)
+        rows = grade_class(args.submissions, exercise, limits, sanitize=args.sanitize,
+                           strict_outputs=args.strict_outputs, executor=executor)
         if roster is not None:
             rows = apply_roster(rows, exercise, roster, args.pattern)
         write_gradebook(rows, exercise, out, force=args.force, roster=roster is not None)

@@ -20,10 +20,6 @@ gone) says what was graded, and ``--resume`` grades only the rest.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
-import platform
 import signal
 import sys
 import tempfile
@@ -33,24 +29,30 @@ import uuid
 from collections import Counter, deque
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from bertfamily.grading.exercise import REFERENCE, Exercise
-from bertfamily.grading.gradebook import Row, _sanitizers, collect, grade_submission
-from bertfamily.grading.sandbox import Limits
+from bertfamily.grading.classroom import ClassSettings, _cores
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.fingerprints import (  # noqa: F401  (the tests reach them here)
+    _FINGERPRINT,
+    LIBRARIES,
+    _digest,
+    differences,
+    file_digest,
+    fingerprint,
+    worker_problems,
+)
+from bertfamily.grading.journal import JOURNAL_SUFFIX, Journal, journal_path, run_settings  # noqa: F401
+from bertfamily.grading.monitor import Limits
+from bertfamily.grading.pipeline import Row, error_row, grade_submission
+from bertfamily.grading.submission import link_problem
 
-#: What a worker must have as the instructor has it, besides the course package: the libraries
-#: whose versions can change what a notebook prints, and what runs it.
-LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "nbval", "nbclient", "nbformat", "ipykernel", "pytest")
 #: A submission running on this many workers that died gets an ``error`` row, not another try.
 KILLS = 2
 #: Seconds between two looks at the scheduler (workers come and go, tasks finish).
 POLL_S = 0.5
 #: Seconds to fetch a finished row from its worker.
 RESULT_TIMEOUT_S = 60
-JOURNAL_SUFFIX = ".journal"
-_JOURNAL_FORMAT = "bertfamily-grade journal 1"
 
 
 class Interrupted(ValueError):
@@ -65,99 +67,11 @@ class WorkerReplaced(RuntimeError):
     """A task pinned to a worker process reached its replacement at the same address."""
 
 
-# --------------------------------------------------------------------------- fingerprints
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def file_digest(path) -> str | None:
-    """The SHA-256 of a file's bytes, or None when it cannot be read."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(2**20), b""):
-                h.update(block)
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
-def package_digest(folder=None) -> str:
-    """A digest of every file of the course package (names and bytes; compiled caches left out)."""
-    folder = Path(folder or Path(__file__).resolve().parents[1])
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                       and p.suffix not in (".pyc", ".pyo")):
-        h.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-#: This process's fingerprint, computed once (a worker computes its own on its first check).
-_FINGERPRINT: dict = {}
-
-
-def fingerprint() -> dict:
-    """What must be the same on the instructor's machine and on every worker, by name."""
-    if not _FINGERPRINT:
-        import bertfamily
-        _FINGERPRINT.update({
-            "Python": platform.python_version(),
-            "bertfamily version": bertfamily.__version__,
-            "bertfamily files (SHA-256 of all)": package_digest(),
-            f"reference notebook {REFERENCE.name}": file_digest(REFERENCE) or "absent",
-            **{f"{name} version": _version(name) for name in LIBRARIES}})
-    return dict(_FINGERPRINT)
-
-
-def _short(value: str) -> str:
-    return value[:12] + "…" if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
-
-
-def differences(expected: dict, found: dict) -> list[str]:
-    """What differs between the instructor's fingerprint and a worker's, in words."""
-    return [f"{key}: {_short(str(found.get(key, 'missing')))} on the worker, {_short(str(value))} here"
-            for key, value in expected.items() if found.get(key) != value]
-
-
-_SANDBOX: list = []
-
-
-def sandbox_problem(limits: Limits) -> str | None:
-    """Why this machine cannot run the sandbox that ``limits`` asks for (None: it can), checked once."""
-    from bertfamily.grading import sandbox
-
-    check = getattr(sandbox, "sandbox_problem", None)
-    if check is None or not getattr(limits, "sandbox", True):
-        return None
-    if not _SANDBOX:
-        _SANDBOX.append(check())
-    return _SANDBOX[0]
-
-
-def worker_problems(expected: dict, limits: Limits) -> list[str]:
-    """Why this process may not grade for an instructor whose fingerprint is ``expected`` (none: it may)."""
-    problem = sandbox_problem(limits)
-    return differences(expected, fingerprint()) + ([f"no sandbox: {problem}"] if problem else [])
-
-
 def _worker_check(expected: dict, limits: Limits, dask_worker) -> tuple[str, list[str]]:
     return dask_worker.id, worker_problems(expected, limits)
 
 
 # --------------------------------------------------------------------------- the task, on a worker
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
 
 def grade_bytes(data: bytes, display: str, exercise: Exercise, limits: Limits, sanitize: str,
                 strict_outputs: bool, expected: dict, worker_id: str | None = None, host_threads: int = 1,
@@ -183,96 +97,6 @@ def grade_bytes(data: bytes, display: str, exercise: Exercise, limits: Limits, s
         path.write_bytes(data)
         path.chmod(0o400)
         return (grader or grade_submission)(path, display, exercise, limits, sanitize, strict_outputs)
-
-
-# --------------------------------------------------------------------------- the journal
-
-def journal_path(out) -> Path:
-    """The journal of a run that writes the gradebook ``out``: ``out`` + ``.journal``, beside it."""
-    out = Path(out)
-    return out.with_name(out.name + JOURNAL_SUFFIX)
-
-
-class Journal:
-    """One JSON line per finished row, keyed by the submission's name and the SHA-256 of its bytes,
-    after a first line with the settings that decide the rows. Each line is flushed to disk as it
-    is written, so an interrupted run keeps every row it finished."""
-
-    def __init__(self, path: Path, settings: dict, rows: dict, handle):
-        self.path, self.settings, self.rows, self._handle = path, settings, rows, handle
-
-    @classmethod
-    def open(cls, path, settings: dict, resume: bool, force: bool) -> "Journal":
-        """With ``resume``, keep the rows of an existing journal written with the same settings;
-        without it, an existing journal that holds rows is replaced only with ``force``."""
-        path = Path(path)
-        rows = {}
-        if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            if resume:
-                rows = cls._read(path, lines, settings)
-            elif len(lines) > 1 and not force:
-                raise ValueError(f"{path} holds rows of an earlier run that did not finish: pass --resume to keep "
-                                 "them (and grade only the rest), or --force to start over")
-        elif not path.parent.is_dir():
-            raise ValueError(f"no folder {path.parent} for the journal {path.name}")
-        # written afresh (the kept rows first): a line cut short by a crash is not continued
-        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                             delete=False)
-        journal = cls(path, settings, {}, handle)
-        journal._write({"journal": _JOURNAL_FORMAT, "settings": settings})
-        for (_, digest), row in rows.items():
-            journal.add(digest, row)
-        os.replace(handle.name, path)
-        return journal
-
-    @staticmethod
-    def _read(path, lines, settings) -> dict:
-        try:
-            head = json.loads(lines[0]) if lines else {}
-        except json.JSONDecodeError:
-            head = {}
-        if head.get("journal") != _JOURNAL_FORMAT:
-            raise ValueError(f"{path} is not a journal of bertfamily-grade: move it away, or grade without --resume")
-        if head["settings"] != settings:
-            differ = [k for k in settings if k != "course" and head["settings"].get(k) != settings[k]]
-            parts = [f"{', '.join(differ)} differ"] if differ else []
-            then = head["settings"].get("course")
-            then = then if isinstance(then, dict) else {}
-            changed = [f"{key} {_short(str(then.get(key)))} then, {_short(str(now))} now"
-                       for key, now in settings["course"].items() if then.get(key) != now]
-            if changed:
-                parts.append("the course changed since: " + ", ".join(changed))
-            raise ValueError(f"{path} was written with other settings ({'; '.join(parts)}): grade with the same "
-                             "options and course to resume, or pass --force without --resume to start over")
-        rows = {}
-        for line in lines[1:]:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash: that submission is graded again
-            rows[(entry["submission"], entry["sha256"])] = Row(**entry["row"])
-        return rows
-
-    def _write(self, entry: dict) -> None:
-        self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-
-    def add(self, digest: str, row: Row) -> None:
-        self.rows[(row.submission, digest)] = row
-        self._write({"submission": row.submission, "sha256": digest, "row": dataclasses.asdict(row)})
-
-    def close(self) -> None:
-        self._handle.close()
-
-
-def run_settings(exercise: Exercise, limits: Limits, sanitize: str, strict_outputs: bool, course: dict) -> dict:
-    """What decides a row besides the submission: a journal's rows are reused only under the same."""
-    reference = json.dumps(exercise.reference, sort_keys=True, ensure_ascii=False).encode()
-    return {"exercise": f"{exercise.name} {_digest(reference)}", "limits": dataclasses.asdict(limits),
-            "sanitize": _digest(sanitize.encode()), "strict_outputs": strict_outputs,
-            "course": course}
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -333,12 +157,6 @@ def dashboard(client) -> str:
     if "dashboard" in client.scheduler_info().get("services", {}) and client.run_on_scheduler(has_bokeh):
         return f"Dask dashboard: {client.dashboard_link}"
     return "the scheduler has no dashboard (it needs bokeh where it runs: pip install 'bertfamily[grader]')"
-
-
-def _linked(path) -> bool:
-    """Whether ``path`` or a folder above it is a symbolic link (its bytes are not what is graded)."""
-    path = Path(path)
-    return any(p.is_symlink() for p in (path, *path.parents))
 
 
 def _host(address: str) -> str:
@@ -442,10 +260,9 @@ class _Run:
             item.kills += 1
             item.died_on += (wid[0],)
         if item.kills >= KILLS:
-            max_score = len(self.task_args[0].graded)
-            self.finished(item, Row(item.display, "error", 0, max_score, dict.fromkeys(
-                (t.name for t in self.task_args[0].graded), 0),
-                f"the grading worker died while running it, {item.kills} times ({', '.join(item.died_on)}); "
+            self.finished(item, error_row(
+                item.display, self.task_args[0],
+                f"error: the grading worker died while running it, {item.kills} times ({', '.join(item.died_on)}); "
                 "not tried again: grade it alone to see why"))
             self.say(f"{item.display}: {item.kills} workers died while grading it: an error row, no further try")
         else:
@@ -515,43 +332,46 @@ def _interrupted(reason: str, journal: Journal, found: list, out) -> Interrupted
         f"{left} and writes {out}.")
 
 
-def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits(), sanitize=None, *,
-                scheduler: str, out, jobs: int = 1, strict_outputs: bool = False, resume: bool = False,
-                force: bool = False, progress: bool = True, patience: float = 120.0, grader=None) -> list[Row]:
-    """Grade every submission under ``paths`` on the Dask cluster at ``scheduler`` (``local``: one
-    started here with ``jobs`` workers); the rows of :func:`bertfamily.grading.gradebook.grade_class`,
-    sorted by submission. Finished rows go to the journal beside ``out`` (the gradebook, written by
-    the caller); ``resume`` reuses the rows there. Raises :class:`Interrupted` when the run stops
-    before every row is in (Ctrl-C, the scheduler gone, every worker refused for ``patience`` s)."""
-    from tqdm.auto import tqdm
+class DaskCluster:
+    """The executor of :func:`~bertfamily.grading.classroom.grade_class` on the Dask cluster at
+    ``scheduler`` (``local``: one started here with ``jobs`` workers). Links and unreadable files are
+    graded here; the rest go to the cluster as their bytes, one task each. Finished rows go to the
+    journal beside ``out`` (the gradebook, written by the caller); ``resume`` reuses the rows there.
+    Raises :class:`Interrupted` when the run stops before every row is in (Ctrl-C, the scheduler gone,
+    every worker refused for ``patience`` s). ``grader`` stands in for grade_submission (tests)."""
 
-    from bertfamily.grading.gradebook import SANITIZE
+    def __init__(self, scheduler: str, *, out, jobs: int = 1, resume: bool = False, force: bool = False,
+                 patience: float = 120.0, grader=None):
+        self.scheduler, self.out, self.jobs, self.resume, self.force = scheduler, out, jobs, resume, force
+        self.patience, self.grader = patience, grader
 
-    exercise = exercise or Exercise.load()
-    sanitizers = _sanitizers(sanitize or SANITIZE)
-    found = collect(paths)
-    course = fingerprint()
-    journal = Journal.open(journal_path(out), run_settings(exercise, limits, sanitizers, strict_outputs, course),
-                           resume, force)
-    try:
-        rows, todo = [], []
-        for path, display in found:
-            digest = file_digest(path)
-            if digest is None or _linked(path):  # unreadable, or a link: the grader's own row, made here
-                rows.append(grade_submission(path, display, exercise, limits, sanitizers, strict_outputs))
-            elif (display, digest) in journal.rows:
-                rows.append(journal.rows[(display, digest)])
-            else:
-                todo.append(_Item(path, display, digest))
-        if resume and len(rows) > 0:
-            print(f"resuming: {len(rows)} of {len(found)} submissions already graded ({journal.path})",
-                  file=sys.stderr)
-        if todo:
-            rows += _grade_remote(todo, found, journal, exercise, limits, sanitizers, strict_outputs, course,
-                                  scheduler, out, jobs, progress, patience, grader, tqdm)
-    finally:
-        journal.close()
-    return sorted(rows, key=lambda r: r.submission)
+    def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
+        from tqdm.auto import tqdm
+
+        exercise, limits, sanitizers, strict_outputs = (settings.exercise, settings.limits, settings.sanitize,
+                                                        settings.strict_outputs)
+        course = fingerprint()
+        journal = Journal.open(journal_path(self.out), run_settings(exercise, limits, sanitizers, strict_outputs,
+                                                                    course), self.resume, self.force)
+        try:
+            rows, todo = [], []
+            for path, display in found:
+                digest = file_digest(path)
+                if digest is None or link_problem(path) is not None:  # the grader's own row, made here
+                    rows.append(grade_submission(*settings.args(path, display)))
+                elif (display, digest) in journal.rows:
+                    rows.append(journal.rows[(display, digest)])
+                else:
+                    todo.append(_Item(path, display, digest))
+            if self.resume and len(rows) > 0:
+                print(f"resuming: {len(rows)} of {len(found)} submissions already graded ({journal.path})",
+                      file=sys.stderr)
+            if todo:
+                rows += _grade_remote(todo, found, journal, exercise, limits, sanitizers, strict_outputs, course,
+                                      self.scheduler, self.out, self.jobs, progress, self.patience, self.grader, tqdm)
+        finally:
+            journal.close()
+        return rows
 
 
 def _grade_remote(todo, found, journal, exercise, limits, sanitizers, strict_outputs, course, scheduler, out,

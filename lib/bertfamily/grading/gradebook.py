@@ -1,7 +1,7 @@
-"""Regrading a class: every submission graded in its own run, into a gradebook, feedback and an LMS export.
+"""What the instructor gets from a class's rows: the gradebook CSV, the roster's ids and missing
+students, Canvas's import, one feedback file per submission, and the summary table.
 
-Each submission is read (a readable notebook? this exercise?), repaired into the copy that runs,
-run under nbval in a sandbox, and scored task by task; the submitted file is only ever read.
+The rows come from :func:`bertfamily.grading.classroom.grade_class`.
 """
 from __future__ import annotations
 
@@ -9,218 +9,13 @@ import csv
 import dataclasses
 import os
 import re
-import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertfamily.grading.exercise import ROOT, Exercise, Invalid, prepare, read_submission
-from bertfamily.grading.sandbox import Limits, SandboxMissing, run_sandboxed
-from bertfamily.grading.scoring import REPRODUCED, score_run
-from bertfamily.grading.verify import exports
-
-#: The nbval sanitizers that ``make test`` uses.
-SANITIZE = ROOT / "tests" / "sanitize.cfg"
-STATUSES = ("graded", "invalid", "timeout", "error", "missing")
-#: Where a model came from is not compared: a student online saw "loaded ... from the Hugging Face
-#: hub", the grader (offline) prints "no model hub here: built ..." (bertfamily.models.load_pretrained).
-#: The exercise's own line (bertfamily.models.exercise_source) says the same for the transformers code
-#: students write.
-MODEL_SOURCE = (r"(loaded \S+ from the Hugging Face hub \(pretrained weights\)|the Hugging Face hub is "
-                r"reachable: [^\n]*|(the hub was reachable but the download failed \(\w+\); )?no model hub "
-                r"here: [^\n]*)", "MODEL SOURCE")
-#: What one grading job needs: the kernel of the exercise with BERT-base and DistilBERT, and nbval.
-JOB_MIB = 1843
-
-
-@dataclass
-class Row:
-    """One line of the gradebook."""
-    submission: str
-    status: str
-    score: int | None
-    max_score: int
-    tasks: dict
-    detail: str
-    outputs: str = ""      # whether the stored outputs reproduced, per task where they did not
-    flags: str = ""        # what the instructor should look at: forged or typed answers, tampering code
-    student: str = ""      # the roster's id, with --roster
-    read_by_hand: str = ""  # free-text answers for the instructor (never scored)
-    feedback: dict = field(default_factory=dict, compare=False)  # task -> ✗ lines and hints
-
-
-def _sanitizers(path=SANITIZE) -> str:
-    """The nbval sanitize file of a run: the grader's own pattern first, then the course's."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"no nbval sanitize file at {path}: pass --sanitize FILE")
-    regex, replace = MODEL_SOURCE
-    return f"[grading-model-source]\nregex: {regex}\nreplace: {replace}\n\n" + path.read_text(encoding="utf-8")
-
-
-def _outputs_text(outputs: dict) -> str:
-    if not outputs:
-        return ""
-    if all(v == REPRODUCED for v in outputs.values()):
-        return REPRODUCED
-    return "; ".join(f"{task}: {v}" for task, v in outputs.items() if v != REPRODUCED)
-
-
-def grade_submission(path, display: str, exercise: Exercise, limits: Limits, sanitize: str,
-                     strict_outputs: bool = False) -> Row:
-    """Grade one submitted file (only read, never written): its gradebook row."""
-    empty = dict.fromkeys((t.name for t in exercise.graded), None)
-    max_score = len(exercise.graded)
-    try:
-        link = _link(path)
-        if link:
-            raise Invalid(link)
-        data = Path(path).read_bytes()
-        nb = read_submission(data, exercise.tasks, exercise.name)
-    except (Invalid, OSError) as exc:
-        reason = str(exc) if isinstance(exc, Invalid) else f"cannot read the file ({exc.strerror})"
-        return Row(display, "invalid", None, max_score, empty, reason)
-    try:
-        prepared = prepare(nb, exercise)
-        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, Path(path).name)
-        s = score_run(prepared, exercise, run, limits, strict_outputs)
-    except SandboxMissing:
-        raise
-    except Exception as exc:  # one submission never stops the class: its row says what went wrong
-        why = f"{type(exc).__name__}: {exc}".strip()[:200]
-        return Row(display, "error", None, max_score, empty, f"error: the grader failed on this submission ({why})",
-                   flags=f"read by hand: the grader failed on it ({type(exc).__name__})")
-    return Row(display, s.status, sum(s.marks.values()), max_score, s.marks, "; ".join(s.problems + s.notes),
-               _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback,
-               read_by_hand="; ".join(s.read_by_hand))
-
-
-def _link(path) -> str | None:
-    """Why a path is not graded when it is a symbolic link, or lies in a linked folder (None: it is not)."""
-    path = Path(path)
-    for part in [path, *path.parents]:
-        if part.is_symlink():
-            target = os.readlink(part)
-            where = "it is" if part == path else f"its folder {part} is"
-            return (f"not graded: {where} a symbolic link (to {target}); hand in the notebook itself "
-                    "(a link can point at the reference solution or at a classmate's file)")
-    return None
-
-
-def collect(paths) -> list[tuple[Path, str]]:
-    """The files to grade, as (path, name in the gradebook): each file given, and every ``*.ipynb``
-    under each folder given (``.ipynb_checkpoints`` left out), once each, sorted by name."""
-    found = {}
-    for given in paths:
-        path = Path(given)
-        if path.is_dir() and not path.is_symlink():
-            members = [p for p in _notebooks(path) if ".ipynb_checkpoints" not in p.parts]
-            if not members:
-                raise ValueError(f"nothing to grade in {given}: the folder holds no .ipynb file")
-        elif path.is_file() or path.is_symlink():
-            members = [path]
-        elif path.exists():
-            raise ValueError(f"{given} is neither a file nor a folder")
-        else:
-            raise ValueError(f"no such file or folder: {given}")
-        for member in members:  # by the path given, not the file it leads to: two links are two rows
-            found.setdefault(os.path.abspath(member), (member, str(member)))
-    if not found:
-        raise ValueError("nothing to grade: give notebooks or folders of notebooks")
-    return sorted(found.values(), key=lambda item: item[1])
-
-
-def _notebooks(folder: Path) -> list[Path]:
-    """Every ``*.ipynb`` under ``folder``, links included (graded as refused), linked folders not entered."""
-    found = []
-    for top, dirs, files in os.walk(folder):
-        found += [Path(top) / f for f in files if f.endswith(".ipynb")]
-        found += [Path(top) / d for d in dirs if d.endswith(".ipynb") and os.path.islink(os.path.join(top, d))]
-    return found
-
-
-def _grade_one(args) -> Row:
-    return grade_submission(*args)
-
-
-def _pool(work, jobs, rows, bar) -> list:
-    """Grade ``work`` in a pool of ``jobs`` processes, appending the rows; return the work whose worker
-    died (a broken pool loses every submission that had not finished)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
-
-    from .sandbox import die_with_parent
-
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=die_with_parent) as pool:
-        futures, taken = {pool.submit(_grade_one, args): args for args in work}, set()
-        try:
-            for future in as_completed(futures):
-                rows.append(future.result())
-                taken.add(future)
-                bar.update()
-            return []
-        except BrokenProcessPool:
-            done = {f for f in futures if f.done() and not f.cancelled() and f.exception() is None}
-            for future in done - taken:
-                rows.append(future.result())
-                bar.update()
-            return [args for f, args in futures.items() if f not in done]
-
-
-def _worker_died(args) -> Row:
-    _, name, exercise, *_ = args
-    return Row(name, "error", None, len(exercise.graded), dict.fromkeys(t.name for t in exercise.graded),
-               "error: the grading worker died while this submission ran, twice (the other submissions "
-               "were graded)")
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _jobs_default() -> int:
-    """One job per core, but no more than the free memory holds (about 1.8 GiB each)."""
-    import psutil
-    return max(1, min(_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
-
-
-def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits(), jobs: int = 1,
-                sanitize=SANITIZE, progress: bool = True, strict_outputs: bool = False) -> list[Row]:
-    """Grade every submission under ``paths`` (see :func:`collect`), ``jobs`` at a time; rows sorted
-    by submission, so the gradebook does not depend on the order given or on ``jobs``."""
-    import importlib.util
-
-    from tqdm.auto import tqdm
-
-    if jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, got {jobs}")
-    missing = [m for m in ("pytest", "nbval", "psutil") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ValueError(f"the grader needs {', '.join(missing)}: install the test extras "
-                         "(pip install -e '.[test]', as make setup does)")
-    exercise = exercise or Exercise.load()
-    sanitizers = _sanitizers(sanitize)
-    found = collect(paths)
-    if limits.threads is None:  # share the cores between the kernels that run at once
-        limits = dataclasses.replace(limits, threads=max(1, _cores() // max(1, min(jobs, len(found)))))
-    work = [(path, name, exercise, limits, sanitizers, strict_outputs) for path, name in found]
-    rows = []
-    with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
-        if jobs == 1:
-            for args in work:
-                rows.append(_grade_one(args))
-                bar.update()
-        else:
-            lost = _pool(work, min(jobs, len(work)), rows, bar)
-            for args in lost:  # a worker died under them: each alone, in a worker of its own
-                if _pool([args], 1, rows, bar):
-                    rows.append(_worker_died(args))
-                    bar.update()
-    return sorted(rows, key=lambda r: r.submission)
-
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.pipeline import STATUSES, Row
+from bertfamily.grading.scoring import REPRODUCED
 
 # --------------------------------------------------------------------------- a roster
 
@@ -259,19 +54,38 @@ def student_id(name: str, pattern: str) -> str | None:
     return found.group("id") if found else None
 
 
+def _attribution(name: str, pattern: str, roster: dict) -> tuple[str, str]:
+    """(the student a file name belongs to, or "", and what is ambiguous about it, or ""). A file name
+    that is a roster id (``alice-2.ipynb``) is that student's; a name that starts with several roster
+    ids (``alice-2_late.ipynb`` with alice and alice-2 on the roster) is nobody's until renamed."""
+    stem = Path(name).name.removesuffix(".ipynb")
+    if stem in roster:
+        return stem, ""
+    found = student_id(name, pattern) or ""
+    starts = {r for r in roster if stem.startswith(r) and stem[len(r):len(r) + 1] in ("_", "-", ".", " ")}
+    candidates = sorted(starts | ({found} & set(roster)))
+    if len(candidates) > 1:
+        return "", (f"ambiguous: the file name could be {' or '.join(c + chr(39) + 's' for c in candidates)} (roster "
+                    "ids), so it counts for nobody: rename the file or pass --pattern")
+    return found, ""
+
+
 def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTERN) -> list[Row]:
     """Rows with the student id filled in; students of the roster without a submission get a
-    ``missing`` row; a student with two submissions, or a file matching nobody, is said in ``detail``."""
+    ``missing`` row; a student with two submissions, a file matching nobody, or a file name that could
+    be two students' (:func:`_attribution`: attributed to neither), is said in ``detail``."""
     if "id" not in re.compile(pattern).groupindex:
         raise ValueError(f"--pattern must have a group named id, as in {ID_PATTERN!r}, got {pattern!r}")
     rows = [dataclasses.replace(r) for r in rows]
-    seen = Counter()
+    seen, ambiguous = Counter(), {}
     for r in rows:
-        r.student = student_id(r.submission, pattern) or ""
+        r.student, ambiguous[id(r)] = _attribution(r.submission, pattern, roster)
         seen[r.student] += 1
     for r in rows:
         extra = []
-        if r.student not in roster:
+        if ambiguous[id(r)]:
+            extra.append(ambiguous[id(r)])
+        elif r.student not in roster:
             extra.append(f"not on the roster (id {r.student!r} from the file name)" if r.student
                          else f"no student id in the file name (--pattern {pattern!r})")
         elif seen[r.student] > 1:
@@ -381,17 +195,38 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
     return "\n".join(lines)
 
 
+def feedback_names(rows) -> list[str]:
+    """One file name per row with a submission, never the same twice in a run (letter case aside): the
+    submission's name where no other submission has it (``alice.ipynb`` -> ``alice.md``), else that
+    name and a digest of its whole path (``late/alice.ipynb`` -> ``alice-3f2a9c1e.md``), longer until
+    every name differs (a file named like another's digest cannot take that student's feedback)."""
+    import hashlib
+
+    stems = [Path(r.submission).name.removesuffix(".ipynb") for r in rows]
+    digests = [hashlib.sha256(r.submission.encode("utf-8", "surrogatepass")).hexdigest() for r in rows]
+    shared = Counter(stem.casefold() for stem in stems)
+    names = [f"{stem}.md" if shared[stem.casefold()] == 1 else f"{stem}-{digest[:8]}.md"
+             for stem, digest in zip(stems, digests)]
+    for length in (16, 64):
+        taken = Counter(n.casefold() for n in names)
+        clash = [i for i, n in enumerate(names) if taken[n.casefold()] > 1]
+        if not clash:
+            break
+        for i in clash:
+            names[i] = f"{stems[i]}-{digests[i][:length]}.md"
+    taken = Counter(n.casefold() for n in names)
+    return [n if taken[n.casefold()] == 1 else f"{i}-{n}" for i, n in enumerate(names)]
+
+
 def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
-    """One Markdown file per submission in ``folder`` (created), named after the submission."""
+    """One Markdown file per submission in ``folder`` (created), named by :func:`feedback_names`;
+    none is written twice in a run."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written, used = [], Counter()
-    for r in rows:
-        if not r.submission:
-            continue
-        stem = Path(r.submission).stem
-        used[stem] += 1
-        path = folder / (f"{stem}.md" if used[stem] == 1 else f"{stem}-{used[stem]}.md")
+    handed = [r for r in rows if r.submission]
+    written = []
+    for r, name in zip(handed, feedback_names(handed)):
+        path = folder / name
         path.write_text(feedback_markdown(r, exercise) + "\n", encoding="utf-8")
         written.append(path)
     return written

@@ -40,8 +40,14 @@ ATTRIBUTES = {("sys", "modules"), ("sys", "settrace"), ("sys", "setprofile"), ("
 STRINGS = ("/proc", "/grader", "bertfamily-grade", "vnd.bertfamily", "/sys/", "/dev/shm")
 #: What a solution may call on ``checks`` (the exercise's own check cells call the rest).
 CHECKS_ALLOWED = ("check_", "for_the_instructor")
-#: IPython magics that honest solutions use (timing, plots, installs); any other escape is read.
-MAGICS = {"timeit", "time", "matplotlib", "pip", "load_ext", "autoreload", "config"}
+#: IPython magics whose line or body is Python code the kernel runs: the grader reads that code as
+#: the cell's own (with the options each takes an argument for, which are not code).
+CODE_MAGICS = {"time": "", "timeit": "nrp", "prun": "DlsT", "capture": None, "debug": ""}
+#: Magics that run no Python code of the student's: displays, plots, installs, settings.
+MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", "aimport", "config", "env", "cd",
+          "pwd", "ls", "who", "whos", "precision", "xmode", "html", "HTML", "javascript", "js", "latex", "markdown",
+          "svg"}
+MAX_MAGIC_DEPTH = 8
 
 
 def _python(source: str) -> str:
@@ -58,16 +64,80 @@ MAX_SOURCE = 200_000  # characters of one cell the grader parses (a long solutio
 
 
 def _tree(source: str):
-    """The AST of a cell, or None when it is not Python (the run reports that); :class:`Unreadable`
-    when it is too large or deep to parse, which is read by hand."""
+    """The AST of a cell, the code its magics run included (:func:`_read`), or None when it is not
+    Python (the run reports that); :class:`Unreadable` when it is too large or deep to parse, which is
+    read by hand."""
+    return _read(source)[0]
+
+
+def _magic(node):
+    """(name, line, body or None) of a magic IPython runs (``get_ipython().run_cell_magic('time', '',
+    'x = 1')``) whose arguments are written out; None for any other node."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _on_ipython(node.func) \
+            and node.func.attr in ("run_line_magic", "run_cell_magic") and not node.keywords \
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
+            and len(node.args) == (2 if node.func.attr == "run_line_magic" else 3):
+        return node.args[0].value, node.args[1].value, node.args[2].value if len(node.args) == 3 else None
+    return None
+
+
+def _first_word(text: str) -> tuple[str, str]:
+    parts = text.strip().split(None, 1)
+    return (parts[0], parts[1] if len(parts) == 2 else "") if parts else ("", "")
+
+
+def _without_options(line: str, takes: str) -> str:
+    """A magic's line without its leading options (``-n 1 -r3 -q f(x)`` -> ``f(x)``); ``takes``: the
+    options whose argument is the next word."""
+    rest = line.strip()
+    while rest.startswith("-") and len(rest) > 1 and not rest[1].isspace():
+        flag, rest = _first_word(rest)
+        if len(flag) == 2 and flag[1] in takes:
+            _, rest = _first_word(rest)
+    return rest
+
+
+def magic_code(name: str, line: str, body: str | None) -> list[str] | None:
+    """The Python code a magic runs (from its line and its body): [] for a magic that runs none, None
+    for one that runs code the grader cannot read (a shell, another interpreter, a file)."""
+    if name in MAGICS:
+        return []
+    if name not in CODE_MAGICS:
+        return None
+    takes = CODE_MAGICS[name]
+    code = [] if takes is None else [_without_options(line, takes)]
+    return [c for c in code + [body or ""] if c.strip()]
+
+
+def _read(source: str, depth: int = 0):
+    """(the AST of a cell with the code of its magics appended, the magics whose code it cannot read)."""
     if len(source) > MAX_SOURCE:
         raise Unreadable(f"{len(source):,} characters")
     try:
-        return ast.parse(_python(source))
+        tree = ast.parse(_python(source))
     except (SyntaxError, ValueError):
-        return None
+        return None, []
     except (RecursionError, MemoryError) as exc:
         raise Unreadable("nested too deeply") from exc
+    inner, unread = [], []
+    for node in ast.walk(tree):
+        found = _magic(node)
+        if found is None:
+            continue
+        name, line, body = found
+        code = magic_code(name, line, body)
+        if code is None or (code and depth >= MAX_MAGIC_DEPTH):
+            unread.append(f"%%{name}" if body is not None else f"%{name}")
+            continue
+        for piece in code:
+            sub, more = _read(piece, depth + 1)
+            if sub is None:  # code that is not Python: read by hand
+                unread.append(f"%%{name}" if body is not None else f"%{name}")
+            else:
+                inner += sub.body
+                unread += more
+    tree.body += inner
+    return tree, unread
 
 
 def authored(nb, exercise) -> list[tuple[int, str, str]]:
@@ -111,10 +181,12 @@ def suspicious(nb, exercise) -> list[str]:
     expected = _expected_values()
     for index, source, course in authored(nb, exercise):
         try:
-            tree = _tree(source)
+            tree, unread = _read(source)
         except Unreadable as why:
             said.append(f"cell {index} cannot be read by the grader ({why})")
             continue
+        if unread:
+            said.append(f"cell {index} runs {', '.join(dict.fromkeys(unread))}, whose code the grader does not read")
         if tree is None:
             continue  # not Python: the run reports the error
         try:
@@ -191,10 +263,6 @@ def _findings(tree, imported, expected) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("system", "getoutput") and _on_ipython(node.func):
             found.append("runs a shell command (!)")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("run_line_magic", "run_cell_magic") and _on_ipython(node.func) \
-                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value not in MAGICS:
-            found.append(f"runs the magic %{node.args[0].value}")
     return found
 
 
@@ -215,14 +283,13 @@ def _on_ipython(func) -> bool:
 
 
 def _only_magics(tree) -> bool:
-    """True when every use of get_ipython is a magic that honest solutions use (IPython writes ``%timeit``
-    as ``get_ipython().run_line_magic('timeit', ...)``)."""
+    """True when every use of get_ipython is a magic written out (IPython writes ``%timeit x`` as
+    ``get_ipython().run_line_magic('timeit', 'x')``): its code is read (:func:`_read`), or said."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
             parent = next((p for p in ast.walk(tree) if isinstance(p, ast.Attribute) and p.value is node), None)
             call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is parent), None)
-            if parent is None or parent.attr not in ("run_line_magic", "run_cell_magic") or call is None \
-                    or not call.args or not isinstance(call.args[0], ast.Constant) or call.args[0].value not in MAGICS:
+            if parent is None or call is None or _magic(call) is None:
                 return False
     return True
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading import trees
+from bertfamily.grading.nbval_worker import inside, pending, process_tree
 
 POLL_S = 0.1
 DISK_POLL_S = 1.0
@@ -48,15 +49,6 @@ class Limits:
     cpu_factor: float = 1.5  # CPU a run may use: this times its share of cores (its threads), after a grace
 
 
-def _tree(pid) -> list:
-    import psutil
-    try:
-        root = psutil.Process(pid)
-        return [root] + root.children(recursive=True)
-    except psutil.Error:
-        return []
-
-
 def _alive(proc) -> bool:
     import psutil
     try:
@@ -70,7 +62,7 @@ def kill_tree(pid) -> None:
     Killing the sandbox's first process ends every process of its PID namespace, daemons included."""
     import psutil
     for _ in range(50):
-        procs = [p for p in _tree(pid) if _alive(p)]
+        procs = [p for p in process_tree(pid) if _alive(p)]
         if not procs:
             return
         for proc in procs:
@@ -138,20 +130,6 @@ def _cpu(tree) -> float:
     return total
 
 
-def inside(tree):
-    """A process of the run inside the sandbox (its kernel), through which the grader sees the
-    sandbox's own file system (``/proc/PID/root``); None before the kernel starts."""
-    import psutil
-    for p in tree[1:]:
-        try:
-            if p.name() != "bwrap" and any("ipykernel" in part for part in p.cmdline()) \
-                    and os.path.isdir(f"/proc/{p.pid}/root/sandbox"):
-                return p
-        except (psutil.Error, OSError):
-            pass
-    return None
-
-
 def tmpfs_used(kernel) -> tuple[int, bool]:
     """Bytes in the sandbox's capped file systems (its root and /dev/shm), and whether one is full."""
     used, full = 0, False
@@ -165,11 +143,6 @@ def tmpfs_used(kernel) -> tuple[int, bool]:
         used += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
         full = full or fs.f_bavail * fs.f_frsize < 2**16
     return used, full
-
-
-def _pending(record) -> int | None:
-    from bertfamily.grading.nbval_worker import pending
-    return pending(record)
 
 
 def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tuple[str, str, int | None]:
@@ -190,10 +163,10 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tu
 
     def stop(status, reason, cell=None):
         kill_tree(proc.pid)
-        return status, reason, _pending(record) if cell is None else cell
+        return status, reason, pending(record) if cell is None else cell
 
     while proc.poll() is None:
-        tree = _tree(proc.pid)
+        tree = process_tree(proc.pid)
         if len(tree) > limits.processes:
             return stop("error", f"too many processes: the run started more than {limits.processes}")
         seen, used, deleted = set(), 0, 0
@@ -225,7 +198,7 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tu
                 pass
             if full or sampled + deleted + capped > limits.disk_mib * 2**20:
                 return stop("error", f"out of disk: the run wrote more than {limits.disk_mib} MiB")
-        if kernel is not None and not _alive(kernel) and _pending(record) is not None:
+        if kernel is not None and not _alive(kernel) and pending(record) is not None:
             # nbval waits for a dead kernel's reply until the cell timeout; give it a moment to
             # report (a timed-out cell whose kernel nbval stopped itself), then call it a death.
             died = died or time.monotonic()

@@ -56,14 +56,15 @@ class SandboxMissing(RuntimeError):
 def sandbox_env(folder, threads: int | None = None) -> dict:
     """The environment of a kernel: PATH and locale only, offline, HOME and caches inside ``folder``.
 
-    Nothing else of the instructor's environment passes (no tokens, keys, credentials, proxies).
+    Nothing else of the instructor's environment passes (no tokens, keys, credentials, proxies; the
+    ``PATH`` is Python's folder and the system's, none of the instructor's own).
     The numerical kernels are pinned as for the committed outputs (:mod:`bertfamily.kernels`), with
     ``threads`` torch threads (the grader gives each of its jobs cores / jobs). In the sandbox
     ``folder`` is :data:`INSIDE`, the run's folder as the kernel sees it.
     """
     folder = Path(folder)
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
     for name, sub in (("HOME", "home"), ("TMPDIR", "tmp"), ("IPYTHONDIR", "home/.ipython"),
                       ("JUPYTER_CONFIG_DIR", "home/.jupyter"), ("JUPYTER_DATA_DIR", "home/.jupyter-data"),
                       ("JUPYTER_RUNTIME_DIR", "home/.jupyter-runtime"), ("MPLCONFIGDIR", "home/.matplotlib"),
@@ -120,7 +121,8 @@ def namespaces() -> list[str]:
 #: nothing in ``/proc/1/environ``). A grader that runs as root gives the sandbox an unprivileged outer
 #: user: in a mount namespace of its own, it first binds each host path the kernel needs (which root
 #: can reach, under its own home too) onto the run's ``view/`` folder, hands the kernel its connection
-#: file, then leaves root. Its arguments: the launch file and the connection file.
+#: file, then leaves root. Its arguments: the launch file and the connection file (jupyter_client fills
+#: in ``{connection_file}`` in every argument, this code included: it must not contain that word).
 LAUNCHER = r'''
 import ctypes, json, os, sys
 spec = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -140,7 +142,7 @@ for number, arg in enumerate(spec["args"]):
             if libc.mount(arg.encode(), view.encode(), None, 0x1000 | 0x4000, None) != 0:  # MS_BIND | MS_REC
                 sys.exit(f"the grader could not bind {arg} for the sandbox: {os.strerror(ctypes.get_errno())}")
             arg = view
-    args.append(arg.replace("{connection_file}", sys.argv[2]))
+    args.append(arg.replace("@connection_file@", sys.argv[2]))
 if ids:
     os.chown(sys.argv[2], *ids)
     os.setgroups([])
@@ -230,7 +232,7 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
 def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> Path:
     """The launch file of one run's kernel (see :data:`LAUNCHER`)."""
     args = bwrap_args(folder, runtime, limits, submitted, python_roots(), package_dir())
-    args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "@connection_file@"]
     path = folder / "launch.json"
     ids = outer_ids()
     if ids:  # the outer user reaches the run's view/ (and nothing else of the run's folder)

@@ -133,15 +133,38 @@ def _use_kernel(spec: dict) -> None:
     nbval.kernel.NbvalKernelspecManager.get_kernel_spec = get_kernel_spec
 
 
+def process_tree(pid) -> list:
+    """A process and all its descendants (psutil processes; empty when it is gone)."""
+    import psutil
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def inside(tree):
+    """A process of the run inside the sandbox (its kernel), through which the grader sees the
+    sandbox's own file system (``/proc/PID/root``); None before the kernel starts."""
+    import psutil
+    for p in tree[1:]:
+        try:
+            if p.name() != "bwrap" and any("ipykernel" in part for part in p.cmdline()) \
+                    and os.path.isdir(f"/proc/{p.pid}/root/sandbox"):
+                return p
+        except (psutil.Error, OSError):
+            pass
+    return None
+
+
 def file_sizes(where: list | str) -> set:
     """The sizes of the files now in a run's writable space: the sandbox's own file systems, seen
     through its kernel (``where == "sandbox"``), or the given folders."""
     from bertfamily.grading import trees
-    from bertfamily.grading.monitor import _tree, inside
 
     sizes = set()
     if where == "sandbox":
-        kernel = inside(_tree(os.getpid()))
+        kernel = inside(process_tree(os.getpid()))
         roots = [f"/proc/{kernel.pid}/root/.", f"/proc/{kernel.pid}/root/dev/shm/."] if kernel else []
     else:
         roots = list(where)
@@ -216,7 +239,9 @@ def main(argv) -> int:
         return pytest.main([notebook, "-c", ini, "--rootdir", str(Path(ini).parent), "-p", "nbval.plugin",
                             "-p", "no:cacheprovider", "--noconftest", "-q", "--color=no", "--nbval",
                             "--nbval-current-env", "--nbval-sanitize-with", sanitize,
-                            f"--nbval-cell-timeout={cell_timeout}"], plugins=[Recorder(stream)])
+                            f"--nbval-cell-timeout={cell_timeout}",  # a loaded machine starts kernels slowly
+                            f"--nbval-kernel-startup-timeout={max(60.0, float(cell_timeout)):g}"],
+                           plugins=[Recorder(stream)])
 
 
 def records(path) -> tuple[list[int], dict, bool]:

@@ -56,6 +56,7 @@ from bertfamily.grading.mounts import (  # noqa: F401
     INSIDE,
     UNSAFE_FLAG,
     SandboxMissing,
+    bwrap_options,
     bwrap_path,
     kernel_package,
     launch_command,
@@ -99,6 +100,9 @@ def sandbox_problem() -> str | None:
     bwrap = bwrap_path()
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    if "--size" not in bwrap_options():
+        return ("this bubblewrap is older than 0.5: it cannot cap the sandbox's files (--size); install "
+                "bubblewrap 0.5 or later (0.8 or later also forbids nested user namespaces)")
     ids = outer_ids()
     probe = [bwrap, *namespaces(), "--size", str(2**20), "--tmpfs", "/", "--ro-bind", "/usr", "/usr"]
     for system in ("/bin", "/lib", "/lib64"):

@@ -17,11 +17,12 @@ from itertools import zip_longest
 import nbformat
 
 from bertfamily.grading import integrity
+from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.marks import _MARK, _output_text, report
-from bertfamily.grading.sandbox import Limits
+from bertfamily.grading.monitor import Limits
 from bertfamily.grading.student import CHECK
-from bertfamily.grading.verify import answers_of, read_names, recheck_output, sent_answers
+from bertfamily.grading.verify import recheck_output
 
 REPRODUCED, NOT_STORED = "reproduced", "not checked: handed in without outputs"
 
@@ -122,6 +123,39 @@ def _marks(text: str) -> list[str]:
     return [f"{m.group(1)} {m.group(2)}" for m in map(_MARK.match, text.splitlines()) if m]
 
 
+def measured_names(exercise: Exercise) -> set[str]:
+    """The answers the reference solution measures as a file's size (``x = os.path.getsize(path)``, or
+    ``.st_size``): a submission's value of one must be the size of a file its run wrote."""
+    import ast
+
+    from bertfamily.grading.student import SOLUTION, _tags
+    names = set()
+    for cell in exercise.reference.cells:
+        if cell.cell_type != "code" or SOLUTION not in _tags(cell):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(
+                    (isinstance(n, ast.Attribute) and n.attr in ("getsize", "st_size")) for n in ast.walk(node.value)):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _sizes_before(results: dict, index: int) -> set:
+    """The sizes of the files the run held at the end of any cell before ``index``."""
+    return {size for i, entry in results.items() if i < index for size in entry.get("sizes") or ()}
+
+
+def _not_a_file(name: str, value, sizes: set) -> str | None:
+    """Why the answer ``name`` is not a size the run measured (None: a file of that size was there)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value in sizes:
+        return None  # not a number: the check says what is wrong
+    return f"`{name}` ({value:,}) is not the size of any file the run wrote: it earns no mark"
+
+
 def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_outputs: bool = False) -> Score:
     """Score the run of ``prepared`` (:func:`~bertfamily.grading.exercise.prepare`'s copy)."""
     nb = prepared.nb
@@ -135,6 +169,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     reads = {task.name: {n for _, source in task.checks for n in read_names(source)} - {
         n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
     typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()))
+    measured = measured_names(exercise)
     said = integrity.suspicious(nb, exercise)
     for index, entry in sorted(results.items()):
         if nb.cells[index].get("id") not in checked and sent_answers(entry["outputs"]):
@@ -176,6 +211,14 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                     score.flags.append(f"{task.name}: its check cell ran but its answers never reached the grader "
                                        "(the grader's exporter was stopped in the kernel)")
                 continue
+            sizes = _sizes_before(results, index) if measured else set()
+            for name in sorted(set(read_names(source)) & measured):
+                value = answers.get(name)
+                why = _not_a_file(name, value.get("plain") if isinstance(value, dict) else None, sizes)
+                if why:
+                    found.append(why)
+                    feedback.append(why)
+                    score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
             for name in _for_the_instructor(source):
                 text = (answers.get(name) or {}).get("plain")
                 if isinstance(text, str) and text.strip():

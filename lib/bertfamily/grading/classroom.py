@@ -1,0 +1,168 @@
+"""A class: the files to grade, and one :func:`grade_class` whose executor decides where each
+submission runs: :class:`LocalPool` (this machine: in this process, or a pool of processes) or
+:class:`~bertfamily.grading.cluster.DaskCluster`. Both run :func:`~bertfamily.grading.pipeline.grade_submission`
+for each file, with the same :class:`ClassSettings`; the rows come back sorted by submission, so the
+gradebook depends neither on the order given nor on where the rows were made.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.monitor import Limits, die_with_parent
+from bertfamily.grading.pipeline import SANITIZE, Row, error_row, grade_submission, sanitizers
+from bertfamily.grading.sandbox import probe_kernel
+
+#: What one grading job needs: the kernel of the exercise with BERT-base and DistilBERT, and nbval.
+JOB_MIB = 1843
+
+
+def collect(paths) -> list[tuple[Path, str]]:
+    """The files to grade, as (path, name in the gradebook): each file given, and every ``*.ipynb``
+    under each folder given (``.ipynb_checkpoints`` left out), once each, sorted by name."""
+    found = {}
+    for given in paths:
+        path = Path(given)
+        if path.is_dir() and not path.is_symlink():
+            members = [p for p in _notebooks(path) if ".ipynb_checkpoints" not in p.parts]
+            if not members:
+                raise ValueError(f"nothing to grade in {given}: the folder holds no .ipynb file")
+        elif path.is_file() or path.is_symlink():
+            members = [path]
+        elif path.exists():
+            raise ValueError(f"{given} is neither a file nor a folder")
+        else:
+            raise ValueError(f"no such file or folder: {given}")
+        for member in members:  # by the path given, not the file it leads to: two links are two rows
+            found.setdefault(os.path.abspath(member), (member, str(member)))
+    if not found:
+        raise ValueError("nothing to grade: give notebooks or folders of notebooks")
+    return sorted(found.values(), key=lambda item: item[1])
+
+
+def _notebooks(folder: Path) -> list[Path]:
+    """Every ``*.ipynb`` under ``folder``, links included (graded as refused), linked folders not entered."""
+    found = []
+    for top, dirs, files in os.walk(folder):
+        found += [Path(top) / f for f in files if f.endswith(".ipynb")]
+        found += [Path(top) / d for d in dirs if d.endswith(".ipynb") and os.path.islink(os.path.join(top, d))]
+    return found
+
+
+@dataclass(frozen=True)
+class ClassSettings:
+    """What every submission of a class is graded with (pickled to each worker as it is)."""
+    exercise: Exercise
+    limits: Limits
+    sanitize: str  # the sanitize file's text (pipeline.sanitizers)
+    strict_outputs: bool = False
+
+    def args(self, path, display: str, limits: Limits | None = None) -> tuple:
+        """The arguments of :func:`~bertfamily.grading.pipeline.grade_submission` for one file."""
+        return (path, display, self.exercise, limits or self.limits, self.sanitize, self.strict_outputs)
+
+
+class Executor(Protocol):
+    def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
+        """One row per (path, display) in ``found``, in any order."""
+
+
+def _grade_one(args) -> Row:
+    return grade_submission(*args)
+
+
+def _pool(work, jobs, rows, bar) -> list:
+    """Grade ``work`` in a pool of ``jobs`` processes, appending the rows; return the work whose worker
+    died (a broken pool loses every submission that had not finished)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent) as pool:
+        futures, taken = {pool.submit(_grade_one, args): args for args in work}, set()
+        try:
+            for future in as_completed(futures):
+                rows.append(future.result())
+                taken.add(future)
+                bar.update()
+            return []
+        except BrokenProcessPool:
+            done = {f for f in futures if f.done() and not f.cancelled() and f.exception() is None}
+            for future in done - taken:
+                rows.append(future.result())
+                bar.update()
+            return [args for f, args in futures.items() if f not in done]
+
+
+def _worker_died(args) -> Row:
+    _, name, exercise, *_ = args
+    return error_row(name, exercise, "error: the grading worker died while this submission ran, twice (the other "
+                                     "submissions were graded)")
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _jobs_default() -> int:
+    """One job per core, but no more than the free memory holds (about 1.8 GiB each)."""
+    import psutil
+    return max(1, min(_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
+
+
+class LocalPool:
+    """This machine: in this process when ``jobs`` is 1, else a pool of ``jobs`` spawned processes. A
+    kernel is started once first (:func:`~bertfamily.grading.sandbox.probe_kernel`); each kernel gets
+    cores / jobs threads; a submission whose worker died is graded again, alone, then gets an error row."""
+
+    def __init__(self, jobs: int = 1):
+        import importlib.util
+
+        if jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {jobs}")
+        missing = [m for m in ("pytest", "nbval", "psutil") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ValueError(f"the grader needs {', '.join(missing)}: install the test extras "
+                             "(pip install -e '.[test]', as make setup does)")
+        self.jobs = jobs
+
+    def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
+        from tqdm.auto import tqdm
+
+        limits = settings.limits
+        probe_kernel(limits)  # a kernel that cannot start here is said once, before anyone is graded
+        if limits.threads is None:  # share the cores between the kernels that run at once
+            limits = dataclasses.replace(limits, threads=max(1, _cores() // max(1, min(self.jobs, len(found)))))
+        work = [settings.args(path, name, limits) for path, name in found]
+        rows = []
+        with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
+            if self.jobs == 1:
+                for args in work:
+                    rows.append(_grade_one(args))
+                    bar.update()
+            else:
+                lost = _pool(work, min(self.jobs, len(work)), rows, bar)
+                for args in lost:  # a worker died under them: each alone, in a worker of its own
+                    if _pool([args], 1, rows, bar):
+                        rows.append(_worker_died(args))
+                        bar.update()
+        return rows
+
+
+def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits(), jobs: int = 1,
+                sanitize=SANITIZE, progress: bool = True, strict_outputs: bool = False, *,
+                executor: Executor | None = None) -> list[Row]:
+    """Grade every submission under ``paths`` (see :func:`collect`) with ``executor`` (default: a
+    :class:`LocalPool` of ``jobs``); rows sorted by submission, so the gradebook does not depend on the
+    order given, on ``jobs`` or on the executor."""
+    executor = executor or LocalPool(jobs)  # a bad --jobs is refused before anything is read
+    exercise = exercise or Exercise.load()
+    settings = ClassSettings(exercise, limits, sanitizers(sanitize or SANITIZE), strict_outputs)
+    rows = executor.grade(collect(paths), settings, progress)
+    return sorted(rows, key=lambda r: r.submission)

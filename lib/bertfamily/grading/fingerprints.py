@@ -1,0 +1,107 @@
+"""What must match between the instructor's machine and a grading worker: Python, the course package
+(its version and a digest of all its files), the exercise's reference notebook, the libraries that
+decide outputs, and a sandbox in which a kernel starts."""
+from __future__ import annotations
+
+import hashlib
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from bertfamily.grading import sandbox
+from bertfamily.grading.exercise import REFERENCE
+from bertfamily.grading.monitor import Limits
+
+#: What a worker must have as the instructor has it, besides the course package: the libraries
+#: whose versions can change what a notebook prints, and what runs it.
+LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "nbval", "nbclient", "nbformat", "ipykernel", "pytest")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path) -> str | None:
+    """The SHA-256 of a file's bytes, or None when it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(2**20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def package_digest(folder=None) -> str:
+    """A digest of every file of the course package (names and bytes; compiled caches left out)."""
+    folder = Path(folder or Path(__file__).resolve().parents[1])
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                       and p.suffix not in (".pyc", ".pyo")):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+#: This process's fingerprint, computed once (a worker computes its own on its first check).
+_FINGERPRINT: dict = {}
+
+
+def fingerprint() -> dict:
+    """What must be the same on the instructor's machine and on every worker, by name."""
+    if not _FINGERPRINT:
+        import bertfamily
+        _FINGERPRINT.update({
+            "Python": platform.python_version(),
+            "bertfamily version": bertfamily.__version__,
+            "bertfamily files (SHA-256 of all)": package_digest(),
+            f"reference notebook {REFERENCE.name}": file_digest(REFERENCE) or "absent",
+            **{f"{name} version": _version(name) for name in LIBRARIES}})
+    return dict(_FINGERPRINT)
+
+
+def _short(value: str) -> str:
+    return value[:12] + "…" if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
+
+
+def differences(expected: dict, found: dict) -> list[str]:
+    """What differs between the instructor's fingerprint and a worker's, in words."""
+    return [f"{key}: {_short(str(found.get(key, 'missing')))} on the worker, {_short(str(value))} here"
+            for key, value in expected.items() if found.get(key) != value]
+
+
+_SANDBOX: list = []
+
+
+def sandbox_problem_for(limits: Limits) -> str | None:
+    """Why this machine cannot run the sandbox that ``limits`` asks for, or start a kernel in it (one
+    probe run, :func:`~bertfamily.grading.sandbox.probe_kernel`); None: it can. Checked once."""
+    check = getattr(sandbox, "sandbox_problem", None)
+    if check is None or not getattr(limits, "sandbox", True):
+        return None
+    if not _SANDBOX:
+        problem = check()
+        if problem is None:
+            try:
+                sandbox.probe_kernel(limits)
+            except sandbox.SandboxMissing as exc:
+                problem = str(exc)
+        _SANDBOX.append(problem)
+    return _SANDBOX[0]
+
+
+def worker_problems(expected: dict, limits: Limits) -> list[str]:
+    """Why this process may not grade for an instructor whose fingerprint is ``expected`` (none: it may)."""
+    differ = differences(expected, fingerprint())
+    if differ:  # a worker that differs grades nothing: its sandbox need not be tried
+        return differ
+    problem = sandbox_problem_for(limits)
+    return [f"no sandbox: {problem}"] if problem else []
