@@ -235,6 +235,7 @@ def test_the_real_exercise_gets_full_marks(batch, exercise, name):
 # ------------------------------------------------------------------ the planted class (test_grading_kinds.py)
 
 
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_rows_are_sorted_and_complete(graded_tiny):
     handed = [r["submission"] for r in graded_tiny["rows"] if r["submission"]]
     assert handed == sorted(handed)
@@ -243,6 +244,7 @@ def test_rows_are_sorted_and_complete(graded_tiny):
     assert [r["student"] for r in graded_tiny["rows"] if not r["submission"]] == ["dora"]
 
 
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_an_edited_check_cell_is_restored_and_noted(graded_tiny):
     r = row(graded_tiny, "check_edited")
     assert (r["status"], r["score"]) == ("graded", str(GRADED)), r
@@ -250,6 +252,7 @@ def test_an_edited_check_cell_is_restored_and_noted(graded_tiny):
 
 
 @pytest.mark.parametrize("name", ["correct", "online"])
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_full_marks(graded_tiny, name):
     """The model answer, and the same run online (a progress widget and stderr lines stored)."""
     r = row(graded_tiny, name)
@@ -263,6 +266,7 @@ def test_full_marks(graded_tiny, name):
     ("check_deleted", "task3: its check cell was deleted; the course's copy was put back and run"),
     ("cleared", ""),
 ])
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_full_marks_after_an_accident(graded_tiny, name, note):
     """An honest student loses nothing for an editor, a deleted check cell or cleared outputs."""
     r = row(graded_tiny, name)
@@ -272,6 +276,7 @@ def test_full_marks_after_an_accident(graded_tiny, name, note):
         assert r["outputs"].count("not checked: handed in without outputs") == GRADED
 
 
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_an_output_typed_by_hand_is_reported_not_scored(graded_tiny):
     """The mark comes from the re-run; the stored output that does not reproduce is said beside it."""
     r = row(graded_tiny, "edited_output")
@@ -281,6 +286,7 @@ def test_an_output_typed_by_hand_is_reported_not_scored(graded_tiny):
 
 @pytest.mark.parametrize("name, said", [("cheat_check", "replaces bertfamily.checks.check_reduction"),
                                         ("cheat_print", "imports builtins")])
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_a_two_line_cheat_gains_nothing_and_is_flagged(graded_tiny, name, said):
     """A check replaced or print patched in the kernel changes nothing: the grader's check of the
     answer sent says ✗; the code that tried, and the typed 0.5, are flagged for the instructor."""
@@ -295,6 +301,7 @@ def test_a_two_line_cheat_gains_nothing_and_is_flagged(graded_tiny, name, said):
     ("wrong_answer", "task3", ["task3: ✗ Task 3 (the reduction)"]),
     ("syntax_error", "task2", ["task2: cell", "raised SyntaxError"]),
 ])
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_one_task_lost(graded_tiny, name, task, words):
     r = row(graded_tiny, name)
     assert r["status"] == "graded" and r["score"] == str(GRADED - 1), r
@@ -311,6 +318,7 @@ def test_one_task_lost(graded_tiny, name, task, words):
     ("other_assignment", "invalid", ["not this exercise"]),
     ("empty", "invalid", ["empty file"]),
 ])
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_broken_submissions(graded_tiny, name, status, words):
     r = row(graded_tiny, name)
     assert r["status"] == status, r
@@ -361,6 +369,7 @@ def serial(graded_tiny, tmp_path_factory):
     return names, out, args, grading.main(args), before
 
 
+@pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_serial_gradebook_matches_parallel(serial, graded_tiny, capfd):
     names, out, args, code, before = serial
     assert code == 0

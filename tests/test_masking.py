@@ -254,7 +254,7 @@ def test_tlm_padding_and_masking_across_the_pair():
 
 
 @pytest.mark.parametrize("first, second, message", [
-    ([[11], [12]], [[31]], "same number"),
+    ([[11], [12]], [[31]], "as many sentences"),
     ([[11], []], [[31], [32]], r"first_ids\[1\] is empty"),
     ([[11]], [[]], r"second_ids\[0\] is empty"),
     ([], [], "empty"),

@@ -223,7 +223,8 @@ def readme_with_runtimes(text: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*", default=list(EXPERIMENTS), choices=EXPERIMENTS)
+    parser.add_argument("experiments", nargs="*",
+                        help=f"which to train, of {', '.join(EXPERIMENTS)} (default: all of them)")
     parser.add_argument("--readme", action="store_true",
                         help="only rewrite the README's table of run times from the logs")
     parser.add_argument("--threads", type=int, default=None,
@@ -232,6 +233,10 @@ def main(argv=None) -> int:
                         help="keep the machine's own kernels (AMX, AVX-512) instead of pinning AVX2; "
                              "the course model and its students always train so")
     args = parser.parse_args(argv)
+    args.experiments = args.experiments or list(EXPERIMENTS)
+    unknown = [name for name in args.experiments if name not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown experiment {unknown[0]!r}: choose from {', '.join(EXPERIMENTS)}")
     if args.readme:
         readme = ROOT / "README.md"
         readme.write_text(readme_with_runtimes(readme.read_text(encoding="utf-8")), encoding="utf-8")

@@ -259,14 +259,16 @@ def die_with_parent() -> None:
         return
 
 
-def child_limits(file_bytes: int = MAX_FILE_BYTES):
+def child_limits(file_bytes: int = MAX_FILE_BYTES, group=None):
     """What the nbval worker (and so its kernel) starts with: no core dumps, one file at most
-    ``file_bytes``, and death with the grader."""
+    ``file_bytes``, death with the grader, and the run's cgroup (``group``, where one is delegated)."""
     def apply():  # pragma: no cover - runs in the child before exec
         import resource
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
         die_with_parent()  # the nbval worker (and, by bwrap's --die-with-parent, the kernel) ends with its grader
+        if group is not None:
+            group.join()
     return apply
 
 

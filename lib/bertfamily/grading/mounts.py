@@ -229,18 +229,26 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     return args
 
 
-def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> Path:
-    """The launch file of one run's kernel (see :data:`LAUNCHER`)."""
+def view_base() -> str:
+    """Where a root grader puts a run's ``view`` folder: a folder every user may cross (``/tmp``), so
+    that the unprivileged outer user reaches it wherever the run's own folder is."""
+    return "/tmp" if os.path.isdir("/tmp") and os.stat("/tmp").st_mode & 0o001 else "/var/tmp"
+
+
+def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> tuple[Path, Path | None]:
+    """The launch file of one run's kernel (see :data:`LAUNCHER`), and the empty ``view`` folder a root
+    grader binds the kernel's paths onto (None when the grader is not root); remove it after the run."""
+    import tempfile
+
     args = bwrap_args(folder, runtime, limits, submitted, python_roots(), package_dir())
     args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "@connection_file@"]
-    path = folder / "launch.json"
-    ids = outer_ids()
-    if ids:  # the outer user reaches the run's view/ (and nothing else of the run's folder)
-        (folder / "view").mkdir(mode=0o711)
-        os.chmod(folder, 0o711)
-    spec = {"bwrap": bwrap_path(), "args": args, "ids": ids, "view": str(folder / "view")}
+    path, ids, view = folder / "launch.json", outer_ids(), None
+    if ids:  # its binds exist only in the launcher's own mount namespace; the host sees empty entries
+        view = Path(tempfile.mkdtemp(prefix=f"bfg-{os.getpid()}-view-", dir=view_base()))
+        os.chmod(view, 0o711)
+    spec = {"bwrap": bwrap_path(), "args": args, "ids": ids, "view": str(view)}
     path.write_text(json.dumps(spec), encoding="utf-8")
-    return path
+    return path, view
 
 
 def package_dir() -> Path:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import nbformat
 
-from bertfamily.grading import trees
+from bertfamily.grading import cgroups, trees
 from bertfamily.grading.channel import ANSWERS_MIME, EXPORTER, kernel_checks_source, with_exports  # noqa: F401
 from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as before the split)
     CPU_GRACE_S,
@@ -137,7 +137,7 @@ def _sweep(base) -> None:
     """Remove the run folders of graders that are gone (a grading worker killed mid-run cannot clean up
     after itself): each folder's name holds the process id of the grader that made it. Whatever such a
     folder holds, and whether or not it can be removed, nothing here fails the run that sweeps."""
-    for where, prefix in ((Path(base), "bertfamily-grade-"), (Path("/tmp"), "bfg-")):
+    for where, prefix in ((Path(base), "bertfamily-grade-"), (Path("/tmp"), "bfg-"), (Path("/var/tmp"), "bfg-")):
         try:
             entries = [e for e in os.scandir(where) if e.name.startswith(prefix)]
         except OSError:
@@ -191,7 +191,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         require_sandbox()
     _sweep(run_base())
     folder = Path(tempfile.mkdtemp(prefix=f"bertfamily-grade-{os.getpid()}-", dir=run_base()))
-    proc = runtime = None
+    proc = runtime = view = group = None
     try:
         for sub in ("nb", "grader", "submitted", "worker", "worker/home", "worker/tmp"):
             (folder / sub).mkdir(mode=0o700)
@@ -215,7 +215,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         if ids:  # the kernel, an unprivileged user outside, makes its sockets there
             os.chown(runtime, *ids)
         if limits.sandbox:
-            argv, kernel_env = launch_command(write_launch(folder, runtime, limits, name)), {}
+            launch, view = write_launch(folder, runtime, limits, name)
+            argv, kernel_env = launch_command(launch), {}
         else:  # the kernel still imports the run's copy of the package (no answer key there)
             argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
             kernel_env = {"PYTHONPATH": str(folder / "course")}
@@ -227,8 +228,10 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
                str(folder / "sanitize.cfg"), str(folder / "pytest.ini"), str(folder / "kernel.json"),
                json.dumps(sizes_from)]
         file_bytes = min(MAX_FILE_BYTES, limits.disk_mib * 2**20)
+        group = cgroups.run_group(limits)  # the kernel's own limits, where a cgroup v2 tree is delegated
         proc = subprocess.Popen(cmd, cwd=folder / "nb", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=child_limits(file_bytes))
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=child_limits(file_bytes, group))
         tail = LogTail(proc.stdout)
         peak, cpu, began = [0], [0.0], time.monotonic()
         try:
@@ -242,17 +245,33 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         _, results, full = records(record)
         if full and not status:
             status, reason = "error", f"too much output: {FULL} ({RECORD_MAX // 2**20} MiB)"
+        if group is not None and group.out_of_memory() and status != "timeout":
+            status, reason = "error", (f"out of memory: the run used more than its {limits.memory_mib} MiB and "
+                                       f"{limits.disk_mib} MiB of files (the kernel's cgroup limit)")
     finally:
         if proc is not None and proc.poll() is None:
             kill_tree(proc.pid)
-        if runtime is not None and not runtime.is_relative_to(folder):
-            trees.remove_tree(runtime)
+        if group is not None:
+            group.close()
+        for outside in (runtime, view):
+            if outside is not None and not outside.is_relative_to(folder):
+                trees.remove_tree(outside)
         trees.remove_tree(folder)
     return {"status": status, "reason": reason, "cell": cell, "results": results, "exit_code": proc.returncode,
             "log": log, "peak_mib": peak[0] / 2**20, "cpu_s": cpu[0], "wall_s": time.monotonic() - began}
 
 
 _PROBED: dict = {}
+
+
+def _kernel_said(log: str) -> list[str]:
+    """The lines of a run's log that say why its kernel did not start (bubblewrap's own, and the errors
+    Python printed), else its last lines."""
+    lines = [line.rstrip() for line in log.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("bwrap:") or "execvp" in line
+            or (re.match(r"\s*[\w.]*(Error|Exception)\b", line) and "Kernel died before replying" not in line
+                and "raise " not in line)]
+    return list(dict.fromkeys(said))[-15:] or lines[-15:] or ["(nothing)"]
 
 
 def probe_kernel(limits: Limits) -> None:
@@ -276,8 +295,7 @@ def probe_kernel(limits: Limits) -> None:
             printed = "".join(o.get("text", "") for o in result.get("outputs", []))
             if run["status"] or result.get("outcome") != "passed" or "ready" not in printed:
                 why = run["reason"] or result.get("message") or f"the worker ended with code {run['exit_code']}"
-                lines = [line for line in run["log"].strip().splitlines() if line.strip()][-15:]
-                _PROBED[key] = f"{why}; what the kernel said:\n    " + "\n    ".join(lines or ["(nothing)"])
+                _PROBED[key] = f"{why}; what the kernel said:\n    " + "\n    ".join(_kernel_said(run["log"]))
             else:
                 _PROBED[key] = None
     if _PROBED[key]:
