@@ -443,6 +443,14 @@ def test_run_folders_of_graders_that_are_gone_are_swept(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"bertfamily-grade-{os.getpid()}-abc", "unrelated"]
 
 
+def _is_kernel(process) -> bool:
+    import psutil
+    try:
+        return process.name() != "bwrap" and "ipykernel_launcher" in process.cmdline()
+    except psutil.Error:  # gone, or a zombie, between the listing and the look
+        return False
+
+
 @pytest.mark.sandbox
 def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
     """SIGKILL to ``bertfamily-grade`` while two kernels run: its pool workers, their nbval workers and
@@ -470,7 +478,7 @@ def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
         while time.monotonic() < deadline and len(kernels) < 2:
             time.sleep(0.5)
             family = psutil.Process(grader.pid).children(recursive=True)
-            kernels = [p for p in family if p.name() != "bwrap" and "ipykernel_launcher" in p.cmdline()]
+            kernels = [p for p in family if _is_kernel(p)]
         assert len(kernels) == 2, "the two kernels never started"
         family = psutil.Process(grader.pid).children(recursive=True)
         grader.send_signal(signal.SIGKILL)

@@ -148,6 +148,7 @@ if ids:
     os.setgroups([])
     os.setgid(ids[1])
     os.setuid(ids[0])
+os.dup2(1, 2)  # nbval sends a kernel's stderr to /dev/null: bubblewrap's and Python's errors go to the log
 os.execve(spec["bwrap"], args, {})
 '''
 

@@ -237,7 +237,7 @@ def main(argv) -> int:
 
     with open(record, "w", encoding="utf-8") as stream:
         return pytest.main([notebook, "-c", ini, "--rootdir", str(Path(ini).parent), "-p", "nbval.plugin",
-                            "-p", "no:cacheprovider", "--noconftest", "-q", "--color=no", "--nbval",
+                            "-p", "no:cacheprovider", "--noconftest", "-q", "--tb=short", "--color=no", "--nbval",
                             "--nbval-current-env", "--nbval-sanitize-with", sanitize,
                             f"--nbval-cell-timeout={cell_timeout}",  # a loaded machine starts kernels slowly
                             f"--nbval-kernel-startup-timeout={max(60.0, float(cell_timeout)):g}"],

@@ -268,9 +268,8 @@ def _kernel_said(log: str) -> list[str]:
     """The lines of a run's log that say why its kernel did not start (bubblewrap's own, and the errors
     Python printed), else its last lines."""
     lines = [line.rstrip() for line in log.splitlines() if line.strip()]
-    said = [line for line in lines if line.startswith("bwrap:") or "execvp" in line
-            or (re.match(r"\s*[\w.]*(Error|Exception)\b", line) and "Kernel died before replying" not in line
-                and "raise " not in line)]
+    said = [line for line in lines if line.startswith("bwrap:") or (
+        re.match(r"[A-Za-z_][\w.]*(Error|Exception): ", line) and "Kernel died before replying" not in line)]
     return list(dict.fromkeys(said))[-15:] or lines[-15:] or ["(nothing)"]
 
 
