@@ -11,6 +11,7 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 LAYERS = [
     {"student"},
     {"exercise", "marks", "channel", "trees", "cgroups"},
+    {"literals"},
     {"submission", "integrity", "nbval_worker"},
     {"monitor", "mounts", "verify"},
     {"sandbox"},

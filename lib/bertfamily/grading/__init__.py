@@ -13,6 +13,7 @@ its own; tests/test_grading_layers.py keeps it so):
 ``mounts``        the sandbox's walls: bubblewrap's mounts and namespaces, the kernel's copy of the course
 ``sandbox``       one sealed run (and the probe run before a class)
 ``verify``        the grader's own check of the answers, outside the kernel; ``integrity`` reads the student's code
+                  (``literals``: which answers are typed rather than computed)
 ``scoring``       marks, reproduction and flags of one run
 ``pipeline``      one submission, end to end, into one gradebook row
 ``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``)

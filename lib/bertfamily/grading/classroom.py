@@ -39,10 +39,16 @@ def collect(paths) -> list[tuple[Path, str]]:
         else:
             raise ValueError(f"no such file or folder: {given}")
         for member in members:  # by the path given, not the file it leads to: two links are two rows
-            found.setdefault(os.path.abspath(member), (member, str(member)))
+            found.setdefault(os.path.abspath(member), (member, display_name(member)))
     if not found:
         raise ValueError("nothing to grade: give notebooks or folders of notebooks")
     return sorted(found.values(), key=lambda item: item[1])
+
+
+def display_name(path) -> str:
+    """A path as text for the gradebook and the feedback: bytes of the name that are not UTF-8 (a
+    zip of Latin-1 names) are written as ``\\xff``, so that every file gets a row and a name."""
+    return os.fsencode(os.fspath(path)).decode("utf-8", "backslashreplace")
 
 
 def _notebooks(folder: Path) -> list[Path]:

@@ -11,7 +11,12 @@ tasks whose check reads it get no mark, and the row says why.
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.machinery
+import os
+import sys
 
+from bertfamily.grading.literals import bindings, chain, folded, imported_names, literal_names
 from bertfamily.grading.student import SOLUTION, _tags
 
 #: Modules no solution of the exercise needs, and what importing them can do to a graded run.
@@ -19,7 +24,9 @@ MODULES = {"gc": "reach any object of the interpreter", "ctypes": "write the int
            "runpy": "run the grader's exporter", "importlib": "swap modules", "builtins": "replace built-ins",
            "subprocess": "run programs", "signal": "signal processes", "socket": "open sockets",
            "pty": "open terminals", "multiprocessing": "start processes", "_thread": "start threads",
-           "threading": "start threads", "IPython": "reach the kernel's machinery"}
+           "threading": "start threads", "IPython": "reach the kernel's machinery",
+           "pkgutil": "import by name", "zipimport": "import from archives", "marshal": "load compiled code",
+           "code": "run code from a string", "codeop": "compile code from a string"}
 NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name", "exec": "runs code from a string",
          "eval": "runs code from a string", "compile": "compiles code from a string",
          "get_ipython": "reaches the kernel's machinery", "setattr": "sets attributes by name",
@@ -43,8 +50,11 @@ CHECKS_ALLOWED = ("check_", "for_the_instructor")
 #: IPython magics whose line or body is Python code the kernel runs: the grader reads that code as
 #: the cell's own (with the options each takes an argument for, which are not code).
 CODE_MAGICS = {"time": "", "timeit": "nrp", "prun": "DlsT", "capture": None, "debug": ""}
-#: Magics that run no Python code of the student's: displays, plots, installs, settings.
-MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", "aimport", "config", "env", "cd",
+#: ``%config`` executes its line (``%config A.b = expr``): read as code too.
+CODE_MAGICS["config"] = ""
+#: Magics that run no Python code of the student's: displays, plots, installs, settings. (Their line
+#: is still code where it holds ``{expr}``, which IPython evaluates in every line: :func:`expansions`.)
+MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", "aimport", "env", "cd",
           "pwd", "ls", "who", "whos", "precision", "xmode", "html", "HTML", "javascript", "js", "latex", "markdown",
           "svg"}
 MAX_MAGIC_DEPTH = 8
@@ -97,16 +107,49 @@ def _without_options(line: str, takes: str) -> str:
     return rest
 
 
+def expansions(line: str) -> list[str] | None:
+    """The Python expressions IPython may evaluate in a magic's line before it runs (``{expr}``, as
+    ``str.format`` does; ``{{`` is a brace): None when a brace is left unbalanced."""
+    found, depth, start, i = [], 0, 0, 0
+    while i < len(line):
+        if depth == 0 and line.startswith(("{{", "}}"), i):
+            i += 2
+            continue
+        if line[i] == "{":
+            depth += 1
+            start = i + 1 if depth == 1 else start
+        elif line[i] == "}" and depth:
+            depth -= 1
+            if depth == 0 and line[start:i].strip():
+                found.append(f"({line[start:i]})")
+        i += 1
+    return None if depth else found
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+
+
 def magic_code(name: str, line: str, body: str | None) -> list[str] | None:
-    """The Python code a magic runs (from its line and its body): [] for a magic that runs none, None
-    for one that runs code the grader cannot read (a shell, another interpreter, a file)."""
+    """The Python code a magic runs (its line's ``{expr}`` expansions, its line, its body): [] for a
+    magic that runs none, None for one that runs code the grader cannot read (a shell, another
+    interpreter, a file, an expansion that is not Python)."""
+    expanded = expansions(line)
+    line_is_code = CODE_MAGICS.get(name, None) is not None
+    if line_is_code:  # a line of code may hold braces of its own (a dict): read what parses
+        expanded = [e for e in expanded or [] if _parses(e)]
+    elif expanded is None:
+        return None
     if name in MAGICS:
-        return []
+        return expanded
     if name not in CODE_MAGICS:
         return None
-    takes = CODE_MAGICS[name]
-    code = [] if takes is None else [_without_options(line, takes)]
-    return [c for c in code + [body or ""] if c.strip()]
+    code = [_without_options(line, CODE_MAGICS[name])] if line_is_code else []
+    return [c for c in expanded + code + [body or ""] if c.strip()]
 
 
 def _read(source: str, depth: int = 0):
@@ -155,27 +198,13 @@ def authored(nb, exercise) -> list[tuple[int, str, str]]:
     return found
 
 
-def _imported(tree) -> dict:
-    """Names bound by imports in a tree, and the module each stands for."""
-    names = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0] if not alias.asname \
-                    else alias.name
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
-
-
 def suspicious(nb, exercise) -> list[str]:
     """Where the student's own code does what no solution needs (see the module docstring)."""
     said, imported = [], {}
     for cell in nb.cells:  # the names modules have anywhere in the notebook (checks: the course's cell)
         if cell.cell_type == "code":
             try:
-                imported.update(_imported(_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
+                imported.update(imported_names(_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
             except (Unreadable, RecursionError):
                 pass
     expected = _expected_values()
@@ -211,46 +240,47 @@ def _expected_values() -> set:
     return values | {checks.kept_in_fp32(), split["linear weights"], split["embedding tables"]}
 
 
-def _chain(node) -> list[str]:
-    """``a.b.c`` as ['a', 'b', 'c'] (the names of an attribute chain; empty when it does not start
-    with a name)."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else list(reversed(parts))
-
-
 def _findings(tree, imported, expected) -> list[str]:
     found = []
+    arithmetic = (ast.BinOp, ast.UnaryOp)
+    inner = {id(c) for n in ast.walk(tree) if isinstance(n, arithmetic) for c in ast.iter_child_nodes(n)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                found.append(f"imports {'.' * node.level}{node.module or ''} (a relative import: code the grader "
+                             "does not read)")
             for module in modules:
                 why = MODULES.get(module.split(".")[0])
                 if why:
                     found.append(f"imports {module} ({why})")
+                elif module and not _installed(module.split(".")[0]):
+                    found.append(f"imports {module}, which is not installed (a module the run wrote? its code "
+                                 "is not read by the grader)")
                 names = [f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [module]
                 if any(n.startswith(CALCULATORS) for n in names + [module]):
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
         elif isinstance(node, ast.Name) and node.id in NAMES:
             found.append(f"uses {node.id} ({NAMES[node.id]})")
         elif isinstance(node, ast.Attribute):
-            chain = _chain(node)
-            if chain and chain[0] in imported:
-                chain = imported[chain[0]].split(".") + chain[1:]
-            if len(chain) >= 2 and (chain[-2], chain[-1]) in ATTRIBUTES:
-                found.append(f"uses {chain[-2]}.{chain[-1]}")
-            elif len(chain) >= 2 and chain[-2] == "checks" and not chain[-1].startswith(CHECKS_ALLOWED) \
-                    and not chain[-1].isupper():
-                found.append(f"asks bertfamily.checks for {chain[-1]} (the answer key)")
+            names = chain(node)
+            if names and names[0] in imported:
+                names = imported[names[0]].split(".") + names[1:]
+            if len(names) >= 2 and (names[-2], names[-1]) in ATTRIBUTES:
+                found.append(f"uses {names[-2]}.{names[-1]}")
+            elif len(names) >= 2 and names[-2] == "checks" and not names[-1].startswith(CHECKS_ALLOWED) \
+                    and not names[-1].isupper():
+                found.append(f"asks bertfamily.checks for {names[-1]} (the answer key)")
             if isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, (ast.Name, ast.Attribute)) \
-                    and _chain(node.value) and _chain(node.value)[0] in imported:
-                found.append(f"replaces {'.'.join(chain[:-1])}.{node.attr}")
+                    and chain(node.value) and chain(node.value)[0] in imported:
+                found.append(f"replaces {'.'.join(names[:-1])}.{node.attr}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(s in node.value for s in STRINGS):
             found.append(f"names {node.value[:40]!r}")
-        elif isinstance(node, ast.Constant) and _number_of(node.value) in expected:
-            found.append(f"holds the number {node.value!r}, an answer the checks expect")
+        elif isinstance(node, ast.Constant) and _python_file(node.value):
+            found.append(f"names a Python file {node.value[:40]!r} (code the grader does not read)")
+        elif isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Call)) and id(node) not in inner \
+                and folded(node) in expected:
+            found.append(f"holds the number {folded(node)!r}, an answer the checks expect")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in SHADOWED:
             found.append(f"defines {node.name} (shadows what the grader's exporter uses)")
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in SHADOWED:
@@ -258,7 +288,7 @@ def _findings(tree, imported, expected) -> list[str]:
         elif isinstance(node, ast.alias) and node.asname in SHADOWED and node.asname != node.name:
             found.append(f"imports something as {node.asname} (shadows what the grader's exporter uses)")
         if isinstance(node, ast.ClassDef) and (node.name.endswith(("Model", "Linear", "Module"))
-                                               or any("Module" in ".".join(_chain(b)) for b in node.bases)):
+                                               or any("Module" in ".".join(chain(b)) for b in node.bases)):
             found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("system", "getoutput") and _on_ipython(node.func):
@@ -266,15 +296,25 @@ def _findings(tree, imported, expected) -> list[str]:
     return found
 
 
-def _number_of(value):
-    """An int for an int, or for a string of digits (``"66362880"``); None otherwise."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.replace("_", "").strip().isdigit() and len(value) < 30:
-        return int(value.replace("_", ""))
-    return None
+def _python_file(value) -> bool:
+    """A file name of Python code (``helper.py``): a module the run writes, then imports or runs."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return isinstance(value, str) and value.strip().lower().endswith((".py", ".pth", ".pyc"))
+
+
+@functools.lru_cache(maxsize=None)
+def _installed(top: str) -> bool:
+    """True for a module the grader's Python has (built-in, standard library or installed), found
+    without importing it and without looking in the current folder."""
+    if top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
+        return True
+    here = os.path.abspath(os.getcwd())
+    paths = [p for p in sys.path if p and os.path.isdir(p) and os.path.abspath(p) != here]
+    try:
+        return importlib.machinery.PathFinder.find_spec(top, paths) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _on_ipython(func) -> bool:
@@ -294,59 +334,28 @@ def _only_magics(tree) -> bool:
     return True
 
 
-_CONVERSIONS = {"int", "float", "round", "abs", "str", "Decimal", "Fraction", "tensor", "array", "int64", "float64"}
-
-
-def _constant(node, text: bool = False) -> bool:
-    """True for an expression made of literals only: numbers and arithmetic (``66_362_880 * 4 / 2**20``),
-    a number written as text and converted (``int("66362880")``), or picked from a literal list
-    (``[66795472][0]``)."""
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, bool) or node.value is None:
-            return False
-        return isinstance(node.value, (int, float)) or (text and isinstance(node.value, str))
-    if isinstance(node, ast.UnaryOp):
-        return _constant(node.operand, text)
-    if isinstance(node, ast.BinOp):
-        return _constant(node.left, text) and _constant(node.right, text)
-    if isinstance(node, ast.Call) and node.args and not node.keywords:
-        name = _chain(node.func)[-1:] if isinstance(node.func, (ast.Name, ast.Attribute)) else []
-        return bool(name) and name[0] in _CONVERSIONS and all(_constant(a, True) for a in node.args)
-    if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.List, ast.Tuple)):
-        return all(_constant(e, text) for e in node.value.elts)
-    return False
-
-
 def typed_answers(nb, exercise, answers: dict) -> dict:
-    """The answers the student typed as numbers: {name: cell index} for each name in ``answers`` (the
-    names the checks read) whose every assignment in the student's code is a number literal."""
-    typed, computed = {}, set()
+    """The answers the student typed rather than computed: {name: cell index} for each name in
+    ``answers`` (the names the checks read) that the student's code binds, every binding being made of
+    literals (:func:`literal_names`), whatever wraps them."""
+    trees = []
     for index, source, _ in authored(nb, exercise):
         try:
             tree = _tree(source)
         except Unreadable:
             continue  # said by suspicious()
-        if tree is None:
-            continue
+        if tree is not None:
+            trees.append((index, tree))
+    course = [_tree(c.source) for c in exercise.reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c)]
+    given = set(bindings([t for t in course if t is not None])[0])  # the data the course's cells give
+    known = literal_names([t for _, t in trees], given)
+    typed = {}
+    for index, tree in trees:
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    pairs = [(target, node.value)]
-                    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
-                            and len(target.elts) == len(node.value.elts):  # a, b = 1, 2
-                        pairs = list(zip(target.elts, node.value.elts))
-                    for name, value in pairs:
-                        if isinstance(name, ast.Name) and name.id in answers and _constant(value):
-                            typed.setdefault(name.id, index)
-                        else:  # computed, unpacked, or an attribute or item of something
-                            computed.update(n.id for n in ast.walk(name) if isinstance(n, ast.Name))
-            elif isinstance(node, (ast.AugAssign, ast.For, ast.comprehension, ast.NamedExpr, ast.withitem)):
-                target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
-                if target is not None:
-                    computed.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                computed.update(_imported(node))
-            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                computed.add(node.name)
-    return {name: index for name, index in typed.items() if name not in computed}
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and name.id in answers and name.id in known:
+                        typed.setdefault(name.id, index)
+    return typed

@@ -114,7 +114,36 @@ def _holdings(proc, seen: set, devices: set) -> tuple[int, int]:
                 disk += info.st_blocks * 512
         except OSError:
             pass
-    return memory, disk
+    return memory, disk + _mapped_deleted(proc.pid, seen, devices)
+
+
+def _mapped_deleted(pid: int, seen: set, devices: set) -> int:
+    """Bytes of the files a process keeps mapped after closing and deleting them, on one of
+    ``devices``: no name and no descriptor holds them, only the mapping (``mmap``, then ``unlink``)."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            lines = [line for line in maps if line.rstrip().endswith("(deleted)")]
+    except OSError:
+        return 0
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/") or parts[5].startswith(("/memfd:", "/dev/zero")):
+            continue
+        try:
+            major, minor = (int(x, 16) for x in parts[3].split(":"))
+            key = (os.makedev(major, minor), int(parts[4]))
+        except ValueError:
+            continue
+        if key in seen or key[0] not in devices:
+            continue
+        seen.add(key)
+        start, end = (int(x, 16) for x in parts[0].split("-"))
+        try:  # the whole file stays on disk while any part of it is mapped
+            total += os.stat(f"/proc/{pid}/map_files/{parts[0]}").st_blocks * 512
+        except OSError:
+            total += end - start
+    return total
 
 
 def _cpu(tree) -> float:

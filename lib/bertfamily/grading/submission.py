@@ -130,7 +130,7 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
     if len(data) > MAX_NOTEBOOK_BYTES:
         raise Invalid(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB: not a notebook of {reference_name}")
     try:
-        content = json.loads(data.decode("utf-8"))
+        content = json.loads(data.decode("utf-8-sig"))  # a byte-order mark some Windows editors write
     except UnicodeDecodeError:
         raise Invalid("not a notebook: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -139,6 +139,12 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
         raise Invalid("not a notebook: JSON nested too deeply") from None
     if not isinstance(content, dict) or content.get("nbformat") != 4:
         raise Invalid("not a notebook: JSON without 'nbformat': 4 (Jupyter notebooks since 2015 have it)")
+    for cell in content.get("cells") or []:  # Windows line ends: the same code as Jupyter shows it
+        source = cell.get("source") if isinstance(cell, dict) else None
+        if isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source)):
+            text = source if isinstance(source, str) else "".join(source)
+            if "\r" in text:
+                cell["source"] = text.replace("\r\n", "\n").replace("\r", "\n")
     fixed = repair_notebook(content)
     if fixed and repairs is not None:
         repairs.append("repaired before grading (the notebook opens in Jupyter as it is): " + ", ".join(fixed))
