@@ -2,6 +2,8 @@
 import os
 import sys
 
+import pytest
+
 from bertfamily import kernels
 
 # Pin the numerical kernels before anything imports torch: this process, the pytest-xdist workers
@@ -26,7 +28,52 @@ def _tolerant(original, abs_tol, rel_tol):
     return compare_outputs
 
 
+#: Test files that read one result made once per session (a fixture behind a file lock) run on one
+#: pytest-xdist worker, so that no other worker sits waiting for that lock (pytest_xdist_make_scheduler).
+SHARED_SCOPES = {"tests/test_grading_kinds.py": "the graded class", "tests/test_sandbox.py": "the graded class",
+                 "tests/test_gradebook.py": "the graded class",
+                 "tests/test_book.py": "the built book", "tests/test_browser.py": "the built book"}
+
+
+def _scope(nodeid: str) -> str:
+    """The unit of work of a test on pytest-xdist: its file (a notebook's cells, which share one
+    kernel, stay together and in order), or the group of files that share one result."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED_SCOPES.get(path, path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s --dist loadfile, with :data:`SHARED_SCOPES` one unit each."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _scope(nodeid)
+
+    return Grouped(config, log)
+
+
+def _schedule(items) -> None:
+    """The longest units of work first (the graded class, then the notebooks by the committed
+    benchmark's times; the order within a file stays), so that none is left for the end."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    try:
+        bench = json.loads((root / "lib" / "bertfamily" / "results" / "benchmark.json").read_text(encoding="utf-8"))
+        weight = {n["notebook"]: float(n["wall_s"] or 0) for n in bench.get("notebooks", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        weight = {}
+    weight.update({"the graded class": float("inf"), "the built book": 1e9})  # the two longest units
+    items.sort(key=lambda item: -weight.get(_scope(item.nodeid), 0.0))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
+    _schedule(items)
     for item in items:
         if hasattr(item, "output_timeout"):
             item.output_timeout = NBVAL_OUTPUT_TIMEOUT_S
@@ -35,5 +82,5 @@ def pytest_collection_modifyitems(session, config, items):
             tolerance = kernels.tolerance(cell.metadata["measured"])  # a malformed mark fails, in both modes
             if KERNEL_MODE == "tolerant":
                 item.compare_outputs = _tolerant(item.compare_outputs, *tolerance)
-        # `make test` runs under pytest-xdist with --dist loadfile: the cells of one notebook, which
-        # share one kernel, stay together and in order on one worker.
+        # `make test` runs under pytest-xdist with --dist loadfile (_scope): the cells of one
+        # notebook, which share one kernel, stay together and in order on one worker.

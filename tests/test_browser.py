@@ -467,7 +467,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path):
+def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
     """`make lab` starts JupyterLab in the course's .venv; a lesson opens, and its first code cell
     (the Colab cell: it imports the course package and prints the versions) runs in the kernel.
 
@@ -509,30 +509,28 @@ def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path):
             assert lab.poll() is None, "make lab stopped:\n" + (tmp_path / "lab.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "JupyterLab did not answer in 120 s"
             time.sleep(1)
-        from playwright.sync_api import sync_playwright
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(120_000)
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
-                       else route.abort())
-            page.goto(f"{base}/lab/tree/{lesson}?token={token}")
-            title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
-            try:
-                title.wait_for()
-                assert "One vocabulary for every language" in title.inner_text()
-                page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-            finally:
-                page.screenshot(path=str(tmp_path / "lab.png"))
-            cell = page.locator(".jp-Notebook .jp-CodeCell").first
-            cell.locator(".jp-InputArea-editor").click()
-            page.keyboard.press("Shift+Enter")
-            output = cell.locator(".jp-OutputArea-output").filter(has_text="bertfamily:")
-            output.first.wait_for()
-            text = cell.locator(".jp-OutputArea").inner_text()
-            assert "torch: 2.13.0" in text and "seed: 0" in text, text
-            assert "[1]" in cell.locator(".jp-InputPrompt").inner_text(), "the cell ran once, in this kernel"
-            browser.close()
+        # the session's Chromium (one Playwright per thread), in a context of its own
+        page = browser_context.browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(120_000)
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
+                   else route.abort())
+        page.goto(f"{base}/lab/tree/{lesson}?token={token}")
+        title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
+        try:
+            title.wait_for()
+            assert "One vocabulary for every language" in title.inner_text()
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+        finally:
+            page.screenshot(path=str(tmp_path / "lab.png"))
+        cell = page.locator(".jp-Notebook .jp-CodeCell").first
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        output = cell.locator(".jp-OutputArea-output").filter(has_text="bertfamily:")
+        output.first.wait_for()
+        text = cell.locator(".jp-OutputArea").inner_text()
+        assert "torch: 2.13.0" in text and "seed: 0" in text, text
+        assert "[1]" in cell.locator(".jp-InputPrompt").inner_text(), "the cell ran once, in this kernel"
+        page.context.close()
     finally:
         if lab.poll() is None:
             os.killpg(lab.pid, signal.SIGTERM)  # make and the JupyterLab it started (its own group)

@@ -91,8 +91,27 @@ def shared_ngrams(text: str, others, n: int = 8) -> float:
 
 def near_copy_groups(texts, n: int = 8, threshold: float = 0.5) -> list[int]:
     """A group number per text: two texts are in one group when either shares at least ``threshold`` of
-    its word ``n``-grams with the other (and groups join through shared members)."""
-    grams = [word_ngrams(t, n) for t in texts]
+    its word ``n``-grams with the other (and groups join through shared members).
+
+    Each n-gram is kept as a 64-bit hash in one sorted array (a few MiB for the whole corpus, where a
+    set of word tuples per text took hundreds)."""
+    import numpy as np
+
+    grams = [np.unique(np.array([hash(g) for g in word_ngrams(t, n)], dtype=np.int64)) for t in texts]
+    sizes = [len(g) for g in grams]
+    hashes = np.concatenate(grams) if grams else np.zeros(0, dtype=np.int64)
+    owner = np.repeat(np.arange(len(texts)), sizes)
+    order = np.argsort(hashes, kind="stable")
+    hashes, owner = hashes[order], owner[order]
+    starts = np.flatnonzero(np.r_[True, hashes[1:] != hashes[:-1]])
+    ends = np.r_[starts[1:], len(hashes)]
+    shared = {}  # (i, j), i < j: how many n-grams the two texts share
+    for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+        members = owner[start:end].tolist()
+        for a in range(len(members)):
+            for b in range(a + 1, len(members)):
+                pair = (members[a], members[b])
+                shared[pair] = shared.get(pair, 0) + 1
     parent = list(range(len(texts)))
 
     def root(i):
@@ -101,19 +120,9 @@ def near_copy_groups(texts, n: int = 8, threshold: float = 0.5) -> list[int]:
             i = parent[i]
         return i
 
-    where = {}
-    for i, g in enumerate(grams):
-        for gram in g:
-            where.setdefault(gram, []).append(i)
-    for i, g in enumerate(grams):
-        shared = {}
-        for gram in g:
-            for j in where[gram]:
-                if j > i:
-                    shared[j] = shared.get(j, 0) + 1
-        for j, count in shared.items():
-            if count >= threshold * min(len(g), len(grams[j])):
-                parent[root(j)] = root(i)
+    for (i, j), count in sorted(shared.items()):
+        if count >= threshold * min(sizes[i], sizes[j]):
+            parent[root(j)] = root(i)
     return [root(i) for i in range(len(texts))]
 
 

@@ -60,6 +60,7 @@ MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", 
 MAX_MAGIC_DEPTH = 8
 
 
+@functools.lru_cache(maxsize=4096)
 def _python(source: str) -> str:
     """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become)."""
     from IPython.core.inputtransformer2 import TransformerManager

@@ -300,6 +300,30 @@ def _imports(source: str, module: str) -> set[str]:
     return found
 
 
+_ANSWERING: dict = {}
+
+
+def _answering(signature: tuple, target: Path) -> frozenset:
+    """The modules of a copy of the package that compute answers: the calculators and every module
+    that imports one. Read once per version of the package (``signature``: each module's size and
+    time), not once per run."""
+    if signature not in _ANSWERING:
+        _ANSWERING.clear()
+        _ANSWERING[signature] = _read_answering(signature, target)
+    return _ANSWERING[signature]
+
+
+def _read_answering(signature: tuple, target: Path) -> frozenset:
+    modules = {m: target.joinpath(*m.split(".")).with_suffix(".py") for m, _, _ in signature}
+    gone = {m for m in modules if m in CALCULATORS}
+    while True:
+        more = {m for m, p in modules.items() if m not in gone and m != "checks"
+                and _imports(p.read_text(encoding="utf-8", errors="replace"), m) & gone}
+        if not more:
+            return frozenset(gone)
+        gone |= more
+
+
 def kernel_package(dest: Path) -> Path:
     """The course package as the kernel sees it, copied into ``dest``: as installed now, without the
     grader, without the calculators of answers (:data:`CALCULATORS`) and every module that imports one,
@@ -309,14 +333,8 @@ def kernel_package(dest: Path) -> Path:
     shutil.copytree(source, target, ignore=lambda top, names: [
         n for n in names if n in HIDDEN and Path(top) == source or n == "__pycache__"])
     modules = {".".join(p.relative_to(target).with_suffix("").parts): p for p in target.rglob("*.py")}
-    gone = {m for m in modules if m in CALCULATORS}
-    while True:
-        more = {m for m, p in modules.items() if m not in gone and m != "checks"
-                and _imports(p.read_text(encoding="utf-8", errors="replace"), m) & gone}
-        if not more:
-            break
-        gone |= more
-    for module in gone:
+    signature = tuple(sorted((m, p.stat().st_size, p.stat().st_mtime_ns) for m, p in modules.items()))
+    for module in _answering(signature, target):
         modules[module].unlink()
     (target / "checks.py").write_text(kernel_checks_source(), encoding="utf-8")
     return target
