@@ -165,3 +165,20 @@ def test_data_the_courses_cells_give_is_not_a_literal_even_in_a_changed_course_c
     typed.source = "x = max(42, 0)\nnote = 'typed'"
     found = integrity.typed_answers(nb, ex, names)  # y = 2 * x: a literal too
     assert found["x"] == nb.cells.index(typed) and set(found) == {"x", "y"}, found
+
+
+def test_a_notebook_with_ids_on_some_cells_only_has_the_others_matched_by_their_code():
+    """nbformat 4.4 saved with ids on the check cells only: the course's set-up cell, without its id,
+    is still the course's (not flagged as the student's, not run twice)."""
+    ex = tiny()
+    content = json.loads(nbformat.writes(grading.model_answer(ex.reference)))
+    content["nbformat_minor"] = 4
+    checks = {cid for t in ex.tasks for cid, _ in t.checks}
+    for cell in content["cells"]:
+        if cell.get("id") not in checks:
+            cell.pop("id", None)
+    nb = grading.read_submission(json.dumps(content).encode(), ex.tasks, ex.name, [])
+    prepared = grading.prepare(nb, ex)
+    ids = [c.get("id") for c in prepared.nb.cells]
+    assert ids.count("setup") == 1 and "setup-course" not in ids, ids
+    assert integrity.suspicious(prepared.nb, ex) == [], integrity.suspicious(prepared.nb, ex)

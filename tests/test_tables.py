@@ -11,5 +11,6 @@ def test_int8_quality_prints_a_row_per_encoder(capsys):
                         "changed": 0.02, "loss": Interval(2.0, 0.5, 3.5)}}
     tables.int8_quality(quality, {"fp32": 86.7, "int8": 22.1})
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3 and lines[1].startswith("fp32") and "0.970" in lines[2]
-    assert lines[2].rstrip().endswith("2.0 [0.5, 3.5]") and "[" not in lines[1]
+    assert len(lines) == 5 and lines[1].startswith("fp32") and "0.970" in lines[2] and "[" not in lines[1]
+    assert lines[4].startswith("  int8") and lines[4].rstrip().endswith("2.0 [0.5, 3.5]")
+    assert max(len(line) for line in lines) <= 75

@@ -179,10 +179,11 @@ def _only_added(student: str, reference: str) -> bool:
 
 
 def _match_by_source(cells, reference) -> int:
-    """Give cells without a known id the id of the reference code cell with the same code (in order);
-    the number matched. Solution cells are matched by what follows them (see ``_owners``)."""
-    known = {c.get("id") for c in reference.cells}
-    free = [c for c in reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c)]
+    """Give code cells without a course id (none, or one an editor made up) the id of the reference
+    code cell with the same code that the notebook lacks (in order); the number matched. Solution
+    cells are matched by what follows them (see ``_owners``)."""
+    known, present = {c.get("id") for c in reference.cells}, {c.get("id") for c in cells}
+    free = [c for c in reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c) and c.id not in present]
     matched = 0
     for cell in cells:
         if cell.cell_type != "code" or cell.get("id") in known:
@@ -220,8 +221,9 @@ def prepare(nb, exercise) -> Prepared:
     out, notes = copy.deepcopy(nb), []
     out.nbformat, out.nbformat_minor = 4, max(5, out.get("nbformat_minor", 5))
     known = {c.get("id") for c in reference.cells}
-    if not any(c.get("id") in known for c in out.cells):
-        matched = _match_by_source(out.cells, reference)
+    none_known = not any(c.get("id") in known for c in out.cells)
+    matched = _match_by_source(out.cells, reference)  # cells saved without an id (all, or some)
+    if none_known:
         notes.append((None, f"the notebook has no cell ids (saved by an older editor): {matched} of the course's "
                             "cells were recognised by their code"))
     seen = set()
