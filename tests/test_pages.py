@@ -36,9 +36,8 @@ HIDDEN_OUTPUT = {"remove-output", "remove-cell"}
 #: What myst-nb shows in place of an output's text/plain when the output has it.
 RICHER = ("application/vnd.jupyter.widget-view+json", "application/javascript", "text/html", "image/svg+xml",
           "image/png", "image/jpeg", "text/markdown", "text/latex")
-#: What is known not to meet a rule yet, per rule: lesson 4's code cells are still long (issue 40).
-NOT_YET = {"test_visible_code_cells_are_short": {"book/04_albert.ipynb"},
-           "test_no_wrapping_artefacts": {"book/04_albert.ipynb"}}
+#: What is known not to meet a rule yet, per rule (none now; a lesson named here is xfail, strictly).
+NOT_YET: dict[str, set] = {}
 
 
 def lessons() -> list[str]:
@@ -49,7 +48,7 @@ def lessons() -> list[str]:
 
 def _params(rule: str):
     return [pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="lesson 4's code cells are not yet shortened to the rule (issue 40)"))
+        strict=True, reason="known not to meet this rule yet (NOT_YET)"))
         if name in NOT_YET.get(rule, ()) else name for name in lessons()]
 
 
