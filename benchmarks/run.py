@@ -49,10 +49,10 @@ from bertfamily.measurements import RESULTS, SCHEMA, load_results, masking_table
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2 ** 20
 
-#: The budgets of the course (CONTRIBUTING.md): each notebook under 90 s and 1.5 GiB on 2 cores,
+#: The budgets of the course (CONTRIBUTING.md): each notebook under 60 s and 1.5 GiB on 2 cores,
 #: Binder's 2 GiB limit for reference, ``make test`` within 8 minutes (issue 39), and our masking at
 #: least as fast as the transformers collator on the same batch.
-BUDGETS = {"notebook_wall_s": 90.0, "notebook_peak_mib": 1536.0, "binder_mib": 2048.0,
+BUDGETS = {"notebook_wall_s": 60.0, "notebook_peak_mib": 1536.0, "binder_mib": 2048.0,
            "make_test_s": 480.0, "masking_ratio": 1.0, "cores": 2}
 
 

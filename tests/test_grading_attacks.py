@@ -182,3 +182,13 @@ def test_a_notebook_with_ids_on_some_cells_only_has_the_others_matched_by_their_
     ids = [c.get("id") for c in prepared.nb.cells]
     assert ids.count("setup") == 1 and "setup-course" not in ids, ids
     assert integrity.suspicious(prepared.nb, ex) == [], integrity.suspicious(prepared.nb, ex)
+
+
+@pytest.mark.slow  # starts a kernel in the sandbox
+@pytest.mark.skipif(grading.sandbox.sandbox_problem() is not None, reason="no sandbox here")
+def test_an_honest_notebook_whose_name_is_not_utf8_keeps_its_marks(tmp_path):
+    klass = tmp_path / "class"
+    klass.mkdir()
+    nbformat.write(grading.model_answer(tiny().reference), klass / os.fsdecode(b"bob\xff.ipynb"))
+    (row,) = grading.grade_class([klass], tiny(), grading.Limits(cell_timeout=120, timeout=300), progress=False)
+    assert (row.status, row.score) == ("graded", 4) and row.submission.endswith("bob\\xff.ipynb"), row

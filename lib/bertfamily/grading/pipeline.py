@@ -7,6 +7,7 @@ shape, :func:`error_row`.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,7 +90,9 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
     try:
         prepared = prepare(nb, exercise)
         prepared.notes[:0] = [(None, what) for what in repairs]
-        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, Path(path).name)
+        # the name the kernel sees: bytes that are not UTF-8 (a zip of Latin-1 names) as ``\xff``
+        name = os.fsencode(Path(path).name).decode("utf-8", "backslashreplace")
+        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, name)
         s = score_run(prepared, exercise, run, limits, strict_outputs)
     except SandboxMissing:
         raise
