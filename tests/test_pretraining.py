@@ -171,3 +171,27 @@ def test_extra_encoder_inputs_reach_the_model_in_training_and_evaluation():
     without = evaluate_mlm(model, HeldOut(held.input_ids, held.labels, held.attention_mask))
     assert with_positions["targets"] == without["targets"] > 0
     assert with_positions["loss"] != without["loss"]  # the positions and language ids were used
+
+
+def test_lesson_1s_runs_in_worker_processes_equal_the_loop():
+    """Lesson 1 trains its nine runs two at a time in fresh worker processes: the same numbers as a
+    loop in this process, run by run, in order."""
+    from bertfamily.pretraining import HeldOut, in_processes, masking_run
+
+    g = torch.Generator().manual_seed(0)
+    train, test = torch.randint(5, 40, (12, 16), generator=g), torch.randint(5, 40, (6, 16), generator=g)
+    small = dict(vocab_size=40, mask_token_id=4, special_ids=[0, 1, 2, 3, 4])
+    held = HeldOut.fixed_mask(test, seed=1, **small)
+    config = tiny_bert_config(40, hidden=16, layers=1, heads=2, max_positions=16)
+    options = dict(steps=4, batch_size=4, lr=3e-3, eval_every=2, progress=False)
+    jobs = [(name, seed, train, config, small, held, {"held": held}, options)
+            for seed in (0, 1) for name in ("static", "dynamic")]
+    here = in_processes(masking_run, jobs, processes=1, progress=False)
+    there = in_processes(masking_run, jobs, processes=2, progress=False)
+    assert [r["held"] for r in here] == [r["held"] for r in there]
+    assert [r["history"].train_loss for r in here] == [r["history"].train_loss for r in there]
+    assert here[0]["history"].train_loss != here[1]["history"].train_loss  # static and dynamic differ
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        masking_run(("half", 0, train, config, small, held, {}, options))
+    with pytest.raises(ValueError, match="processes must be"):
+        in_processes(masking_run, jobs, processes=0)

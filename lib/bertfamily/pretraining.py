@@ -328,3 +328,74 @@ def mlm_steps(model, optimizer, schedule, batch: Callable, *, sequences: int, ba
         if after_step is not None:
             after_step(step + 1)
     return losses, epoch + 1
+
+
+# --------------------------------------------------------------------------- lesson 1's runs
+
+SCHEMES = {"static": 1, "static x10": 10, "dynamic": None}  # copies of the masks: None is dynamic
+
+
+def masking_run(job: tuple) -> dict:
+    """One run of lesson 1's comparison, on one thread: ``job`` is ``(scheme, seed, train, config,
+    small, held_out, blanks, options)``. A :func:`tiny_bert` from ``seed`` trained by :func:`train_mlm`
+    (``options``) on ``train`` masked by the scheme (:data:`SCHEMES`), then scored on the masks it
+    saw last (``own``) and on each of ``blanks``. Returns ``{"history": ..., "own": ..., **blanks}``.
+    (Shown in lesson 1: its lines fit the page's 75 columns.)"""
+    from .masking import DynamicMasking, StaticMasking
+    from .timing import threads
+
+    name, seed, train, config, small, held_out, blanks, options = job
+    if name not in SCHEMES:
+        raise ValueError(f"scheme must be one of {list(SCHEMES)}")
+    with threads(1):  # tiny matrices: runs side by side beat threads
+        g = torch.Generator().manual_seed(seed)
+        copies = SCHEMES[name]
+        if copies:
+            scheme = StaticMasking(train, copies=copies, generator=g,
+                                   **small)
+        else:
+            scheme = DynamicMasking(train, generator=g, **small)
+        model = tiny_bert(config, seed=seed)
+        history = train_mlm(model, scheme, generator=g,
+                            held_out=held_out, **options)
+        last = history.epochs - 1
+        seen = scheme(torch.arange(len(scheme)), last)  # its last masks
+        scored = {"own": seen, **blanks}
+        scores = {k: evaluate_mlm(model, b) for k, b in scored.items()}
+        return {"history": history, **scores}
+
+
+def in_processes(function: Callable, jobs: Sequence, processes: int | None = None, progress: bool = True,
+                 desc: str = "runs") -> list:
+    """``[function(job) for job in jobs]``, run ``processes`` at a time (default: one per CPU) in worker
+    processes that are fresh interpreters (never forks of this one: see :mod:`bertfamily.tlm`). The
+    same results as the loop, which runs here instead where that start method is missing or with
+    ``processes=1``. ``function`` must be importable (defined in a module)."""
+    import os
+
+    from .tlm import _worker_context
+
+    jobs = list(jobs)
+    if processes is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        processes = max(1, min(len(jobs), cores))
+    if not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"processes must be a positive integer, got {processes!r}")
+    context = _worker_context()
+    bar = tqdm(total=len(jobs), desc=desc, disable=not progress)
+    results = []
+    if processes > 1 and context is not None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        from .env import quiet_import_noise
+
+        with ProcessPoolExecutor(processes, mp_context=context, initializer=quiet_import_noise) as pool:
+            for result in pool.map(function, jobs):
+                results.append(result)
+                bar.update()
+    else:
+        for job in jobs:
+            results.append(function(job))
+            bar.update()
+    bar.close()
+    return results
