@@ -105,7 +105,11 @@ def test_only_files_whose_bytes_were_written_are_measured(tmp_path):
     os.makedirs(deep)
     sizes = nbval_worker.file_sizes([str(tmp_path)])
     assert size in sizes and 2 in sizes and size + 1 not in sizes and size + 2 not in sizes, sizes
-    assert trees.written("model.pt", os.stat(tmp_path / "model.pt"), os.open(tmp_path, os.O_RDONLY))
+    folder = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert trees.written("model.pt", os.stat(tmp_path / "model.pt"), folder)
+    finally:
+        os.close(folder)
 
 
 def test_a_mapped_file_deleted_after_closing_still_counts(tmp_path):

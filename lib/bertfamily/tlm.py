@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-from tqdm.auto import tqdm
 
 from .masking import IGNORE_INDEX, mask_tokens, tlm_inputs
 from .pairs import (  # noqa: F401 (the lesson reads them as tlm.*)
@@ -43,7 +42,14 @@ from .pairs import (  # noqa: F401 (the lesson reads them as tlm.*)
     split_pairs,
     train_tokenizer,
 )
-from .pretraining import _check_steps, mlm_steps, tiny_bert, tiny_bert_config
+from .pretraining import (
+    START_METHOD,  # noqa: F401 (read as tlm.START_METHOD)
+    _check_steps,
+    in_processes,
+    mlm_steps,
+    tiny_bert,
+    tiny_bert_config,
+)
 from .timing import threads
 
 OBJECTIVES = ("mlm", "tlm")
@@ -143,25 +149,6 @@ def _train_job(args):
     return model.state_dict(), losses
 
 
-#: How :func:`train_models` starts its workers. Not ``"fork"``: a forked child inherits the parent's
-#: memory as it is, and state the parent has initialised may be unusable there. A lesson's first
-#: cell asks ``torch.cuda.is_available()``, which initialises the CUDA driver where a GPU is
-#: visible; in a forked worker the first CUDA call (AdamW's ``step`` asks whether a CUDA graph is
-#: being captured, even for CPU tensors) then raises "CUDA error: initialization error" (issue 31,
-#: seen on torch 2.11 with a GPU). The fork server is a fresh interpreter, and each worker is
-#: forked from it. As with any such start method, a script that calls :func:`train_models` must do
-#: so under ``if __name__ == "__main__":`` (a notebook need not).
-START_METHOD = "forkserver"
-
-
-def _worker_context():
-    """The multiprocessing context of :data:`START_METHOD`, or None where it is missing (Windows)."""
-    import multiprocessing
-    if START_METHOD not in multiprocessing.get_all_start_methods():
-        return None
-    return multiprocessing.get_context(START_METHOD)
-
-
 def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]], *, steps: int,
                  batch_size: int = 32, processes: int | None = None, model_kw: dict | None = None,
                  progress: bool = True, **train_kw):
@@ -170,15 +157,14 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
     Each model is trained on one thread, from ``tiny_model(vocab_size, seed=seed)`` with a generator
     seeded by ``seed``, exactly as a serial loop would; the jobs are independent, so they run in
     ``processes`` worker processes at once (default: one per CPU, at most one per job), which on a
-    2-core machine halves the wall time. The workers are fresh interpreters (:data:`START_METHOD`),
+    2-core machine halves the wall time (:func:`~bertfamily.pretraining.in_processes`). The workers
+    are fresh interpreters (:data:`~bertfamily.pretraining.START_METHOD`),
     never forks of this process: they inherit its environment variables (the pinned kernels) but
     nothing it has set up, such as CUDA, which a forked child cannot use. Where that start method
     is missing (Windows), or with ``processes=1``, the jobs run one after the other in this
     process. The results are the same either way. Returns ``(models, losses)``, two dicts keyed by
     ``(objective, seed)``.
     """
-    import os
-
     jobs = [(str(o), int(s)) for o, s in jobs]
     if not jobs or len(set(jobs)) != len(jobs):
         raise ValueError(f"jobs must be distinct (objective, seed) pairs, got {jobs!r}")
@@ -187,29 +173,7 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
             raise ValueError(f"objective must be one of {TRAINING_OBJECTIVES}, got {objective!r}")
     model_kw = dict(model_kw or {})
     args = [(vocab_size, first, second, o, s, steps, batch_size, model_kw, train_kw) for o, s in jobs]
-    if processes is None:
-        processes = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                        else (os.cpu_count() or 1))
-    if not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be a positive integer, got {processes!r}")
-    context = _worker_context()
-    bar = tqdm(total=len(jobs), desc="models", disable=not progress)
-    results = {}
-    if processes > 1 and context is not None:
-        from concurrent.futures import ProcessPoolExecutor
-
-        from .env import quiet_import_noise  # imports no transformers: it runs before the worker imports it
-
-        # each worker quiets the import-time log lines (torchao's) before it imports this module
-        with ProcessPoolExecutor(processes, mp_context=context, initializer=quiet_import_noise) as pool:
-            for job, result in zip(jobs, pool.map(_train_job, args)):
-                results[job] = result
-                bar.update()
-    else:
-        for job, a in zip(jobs, args):
-            results[job] = _train_job(a)
-            bar.update()
-    bar.close()
+    results = dict(zip(jobs, in_processes(_train_job, args, processes, progress, desc="models")))
     models, losses = {}, {}
     for (objective, seed), (state, loss) in results.items():
         model = tiny_model(vocab_size, seed=seed, **model_kw)

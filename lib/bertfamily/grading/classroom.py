@@ -17,6 +17,7 @@ from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.monitor import Limits, die_with_parent
 from bertfamily.grading.pipeline import SANITIZE, Row, error_row, grade_submission, sanitizers
 from bertfamily.grading.sandbox import probe_kernel
+from bertfamily.grading.submission import printable
 
 #: What one grading job needs: the kernel of the exercise with BERT-base and DistilBERT, and nbval.
 JOB_MIB = 1843
@@ -39,16 +40,10 @@ def collect(paths) -> list[tuple[Path, str]]:
         else:
             raise ValueError(f"no such file or folder: {given}")
         for member in members:  # by the path given, not the file it leads to: two links are two rows
-            found.setdefault(os.path.abspath(member), (member, display_name(member)))
+            found.setdefault(os.path.abspath(member), (member, printable(member)))  # other encodings: \\xff
     if not found:
         raise ValueError("nothing to grade: give notebooks or folders of notebooks")
     return sorted(found.values(), key=lambda item: item[1])
-
-
-def display_name(path) -> str:
-    """A path as text for the gradebook and the feedback: bytes of the name that are not UTF-8 (a
-    zip of Latin-1 names) are written as ``\\xff``, so that every file gets a row and a name."""
-    return os.fsencode(os.fspath(path)).decode("utf-8", "backslashreplace")
 
 
 def _notebooks(folder: Path) -> list[Path]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.pipeline import STATUSES, Row
 from bertfamily.grading.scoring import REPRODUCED
+from bertfamily.grading.submission import printable
 
 # --------------------------------------------------------------------------- a roster
 
@@ -110,19 +111,11 @@ def _cell(value):
     """A CSV cell a spreadsheet shows as text: a string that starts like a formula (= + - @, or a tab or
     carriage return before one) gets a leading apostrophe, as OWASP recommends."""
     if isinstance(value, str):
-        value = _utf8(value)
+        value = printable(value)
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
 
-
-def _utf8(text: str) -> str:
-    """Text that UTF-8 can write: a file name's bytes that were not UTF-8 (``surrogateescape``) as ``\\xff``."""
-    try:
-        data = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate of another kind
-        data = text.encode("utf-8", "surrogatepass")
-    return data.decode("utf-8", "backslashreplace")
 
 
 def _atomic_csv(out, rows: list[list], force: bool) -> None:
@@ -237,8 +230,8 @@ def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
     handed = [r for r in rows if r.submission]
     written = []
     for r, name in zip(handed, feedback_names(handed)):
-        path = folder / _utf8(name)
-        path.write_text(_utf8(feedback_markdown(r, exercise)) + "\n", encoding="utf-8")
+        path = folder / printable(name)
+        path.write_text(printable(feedback_markdown(r, exercise)) + "\n", encoding="utf-8")
         written.append(path)
     return written
 

@@ -114,7 +114,7 @@ def _holdings(proc, seen: set, devices: set) -> tuple[int, int]:
                 disk += info.st_blocks * 512
         except OSError:
             pass
-    return memory, disk + _mapped_deleted(proc.pid, seen, devices)
+    return memory, disk
 
 
 def _mapped_deleted(pid: int, seen: set, devices: set) -> int:
@@ -225,6 +225,9 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tu
                 sampled += os.stat(record).st_size
             except OSError:
                 pass
+            # files mapped after deletion (no name, no descriptor): read here, once a second, not
+            # at every poll (a kernel's map has thousands of lines); `seen` holds the open ones
+            deleted += sum(_mapped_deleted(p.pid, seen, devices) for p in tree)
             if full or sampled + deleted + capped > limits.disk_mib * 2**20:
                 return stop("error", f"out of disk: the run wrote more than {limits.disk_mib} MiB")
         if kernel is not None and not _alive(kernel) and pending(record) is not None:

@@ -168,11 +168,13 @@ def file_sizes(where: list | str) -> set:
         roots = [f"/proc/{kernel.pid}/root/.", f"/proc/{kernel.pid}/root/dev/shm/."] if kernel else []
     else:
         roots = list(where)
-    for root in roots:  # the top levels first, so that a deep or wide tree cannot hide a saved model
-        for depth, prune in ((4, True), (64, False)):
+    for root in roots:
+        try:
+            trees.measure(root, max_entries=20_000, max_depth=64, sizes=sizes, one_filesystem=True)
+        except (trees.TooLarge, OSError):  # a deep or wide tree stopped the walk: the top levels still count
             try:
-                trees.measure(root, max_entries=20_000, max_depth=depth, sizes=sizes, one_filesystem=True,
-                              prune=prune)
+                trees.measure(root, max_entries=20_000, max_depth=4, sizes=sizes, one_filesystem=True,
+                              prune=True)
             except (trees.TooLarge, OSError):
                 pass
     return sizes

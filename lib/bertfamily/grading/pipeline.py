@@ -7,7 +7,6 @@ shape, :func:`error_row`.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from bertfamily.grading.monitor import Limits
 from bertfamily.grading.mounts import SandboxMissing
 from bertfamily.grading.sandbox import run_sandboxed
 from bertfamily.grading.scoring import REPRODUCED, score_run
-from bertfamily.grading.submission import Invalid, link_problem, prepare, read_submission
+from bertfamily.grading.submission import Invalid, link_problem, prepare, printable, read_submission
 
 #: The nbval sanitizers that ``make test`` uses.
 SANITIZE = ROOT / "tests" / "sanitize.cfg"
@@ -91,8 +90,7 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
         prepared = prepare(nb, exercise)
         prepared.notes[:0] = [(None, what) for what in repairs]
         # the name the kernel sees: bytes that are not UTF-8 (a zip of Latin-1 names) as ``\xff``
-        name = os.fsencode(Path(path).name).decode("utf-8", "backslashreplace")
-        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, name)
+        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, printable(Path(path).name))
         s = score_run(prepared, exercise, run, limits, strict_outputs)
     except SandboxMissing:
         raise

@@ -118,6 +118,17 @@ def repair_notebook(content: dict) -> list[str]:
     return [f"{what} ({n} times)" if n > 1 else what for what, n in said.items()]
 
 
+def printable(text) -> str:
+    """Text (or a path) that UTF-8 can write: the bytes of a file name that were not UTF-8 (a zip of
+    Latin-1 names; ``surrogateescape``) as ``\\xff``, for the gradebook, the feedback and the kernel."""
+    text = os.fspath(text)
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate of another kind
+        data = text.encode("utf-8", "surrogatepass")
+    return data.decode("utf-8", "backslashreplace")
+
+
 def read_submission(data: bytes, tasks, reference_name: str = "the exercise", repairs: list | None = None):
     """The notebook in ``data``, or :class:`Invalid` saying why it cannot be graded.
 
