@@ -15,6 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+try:  # 2 s less at start wherever the course is installed (bertfamily/imports.py says why)
+    import bertfamily.imports  # noqa: F401
+except ImportError:
+    pass
+
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_CELL_TAGS = ["hide-output", "nbval-ignore-output", "colab-setup"]
 

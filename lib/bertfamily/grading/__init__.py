@@ -25,6 +25,8 @@ The names of :data:`_WHERE` are the package's interface (as before the re-cut).
 """
 import importlib
 
+import bertfamily.imports  # noqa: F401  (before nbformat: 2 s less per process, bertfamily.imports says why)
+
 #: Where each name of the package's interface lives. They are imported when first used, so that a
 #: process that needs one module (the nbval worker of a run) does not import the others (torch).
 _WHERE = {
