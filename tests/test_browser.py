@@ -199,14 +199,25 @@ def folded_cells(doc: str) -> int:
 
 
 def code_width_problems(page) -> list[str]:
-    """No visible code cell scrolls sideways in the book's column: its longest line fits."""
-    wide = page.eval_on_selector_all(
+    """At the screenshots' 1280 pixels, a visible code cell's lines (formatted to 88 columns) fit the
+    book's column without wrapping, and no code, output or table scrolls sideways."""
+    wrapped = page.eval_on_selector_all(
         "main .cell_input pre",
+        "els => els.filter(e => e.offsetParent !== null).filter(e => {"
+        " const was = e.style.whiteSpace; e.style.whiteSpace = 'pre';"
+        " const over = e.scrollWidth > e.clientWidth + 1; e.style.whiteSpace = was; return over; })"
+        ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))")
+    wide = page.eval_on_selector_all(
+        "main pre, main table",
         "els => els.filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)"
         ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))")
+    problems = []
+    if wrapped:
+        problems.append(f"{len(wrapped)} code cells wrap at the column; the longest line of the first: "
+                        f"{wrapped[0].strip()[:70]!r}")
     if wide:
-        return [f"{len(wide)} code cells scroll sideways; the longest line of the first: {wide[0].strip()[:70]!r}"]
-    return []
+        problems.append(f"{len(wide)} blocks scroll sideways; the longest line of the first: {wide[0].strip()[:70]!r}")
+    return problems
 
 
 def folded_problems(page, expected: int) -> list[str]:
@@ -393,7 +404,7 @@ BROKEN = {  # what is removed from a copy of a built lesson page, and which chec
     "formula_not_marked": (r'<span class="math notranslate nohighlight">', '<span class="notranslate nohighlight">',
                            "formulas"),
     "formula_unbalanced": (r'(<span class="math notranslate nohighlight">\\\()', r"\g<1>{", "formulas"),
-    # without the stylesheet that wraps code at the column, 88-column lines scroll sideways
+    # without the stylesheet that sets code at the column's size, 88-column lines wrap
     "code_wrap_removed": (r'<link rel="stylesheet" type="text/css" href="\.\./_static/code-width\.css[^"]*" />', "",
                           "width"),
     "fold_opened": (r'<details class="admonition hide above-input([^"]*)">', r'<details class="admonition hide '

@@ -88,14 +88,16 @@ def repository_url() -> str:
 def colab_cell_source() -> str:
     """The first cell of every lesson: on Colab only, install the course; everywhere, report versions."""
     return (
-        "# On Colab, install the course package once per session (elsewhere this cell only reports versions).\n"
+        "# On Colab, install the course once per session (elsewhere this only reports versions).\n"
         "import sys, subprocess, importlib.util\n"
         "if \"google.colab\" in sys.modules and importlib.util.find_spec(\"bertfamily\") is None:\n"
-        f"    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", \"git+{repository_url()}\"], check=True)\n"  # noqa: E501 (the cell's own line)
+        f"    url = \"git+{repository_url()}\"\n"
+        "    pip = [sys.executable, \"-m\", \"pip\", \"install\", \"-q\", \"--no-deps\", url]\n"
+        "    subprocess.run(pip, check=True)\n"
         "    from bertfamily.install import install_requirements  # imports no torch\n"
         "    install_requirements(skip=(\"torch\",))  # keep Colab's own torch\n"
         "from bertfamily.kernels import pin\n"
-        "pin()  # the numerical kernels the committed outputs were made with (before torch starts)\n"
+        "pin()  # the kernels the stored outputs were made with (before torch starts)\n"
         "from bertfamily.env import report\n"
         "generator = report(seed=0)"
     )

@@ -52,15 +52,21 @@ def peak_memory_mib() -> float:
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
 
 
-def release_memory() -> bool:
+def release_memory() -> None:
     """Hand the memory that freed tensors leave behind back to the operating system.
 
     After a lesson drops a large model (``del model`` or ``model = None``), glibc keeps the freed
     pages for later allocations, so the process's resident memory stays at its peak. This runs the
     garbage collector, then glibc's ``malloc_trim(0)``, which returns the free pages. Where the C
-    library has no ``malloc_trim`` (macOS, Windows, musl), it only collects garbage. Returns whether
-    the pages were trimmed.
+    library has no ``malloc_trim`` (macOS, Windows, musl), it only collects garbage. It returns
+    nothing, so that a lesson's cell that ends with it shows nothing (:func:`trim_memory` says
+    whether the pages were trimmed).
     """
+    trim_memory()
+
+
+def trim_memory() -> bool:
+    """What :func:`release_memory` does; returns whether the C library trimmed the free pages."""
     import ctypes
     import ctypes.util
     import gc

@@ -31,8 +31,18 @@ class Interval:
         match = re.fullmatch(r"([<>^]?)(\d*)(.*)", spec)
         align, width, number = match.groups()
         number = number or ".3f"
-        text = f"{self.estimate:{number}} [{self.low:{number}}, {self.high:{number}}]"
+        e, lo, hi = (_unsigned_zero(v, number) for v in (self.estimate, self.low, self.high))
+        text = f"{e} [{lo}, {hi}]"
         return f"{text:{align or '>'}{width}}" if width else text
+
+
+def _unsigned_zero(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec``, without the minus sign of a value that rounds to zero (-0.0)."""
+    text = format(value, spec)
+    try:
+        return format(0.0, spec) if float(text.rstrip("%")) == 0 else text
+    except ValueError:  # a format whose text is not a number
+        return text
 
 
 def _values(values, name: str) -> torch.Tensor:
