@@ -70,19 +70,43 @@ def _hwm_mib(pid: int) -> float:
     return 0.0
 
 
-class TreePeak:
-    """Peak resident memory (RSS) of a process tree, sampled from outside by a background thread.
+def _pss_mib(pid: int) -> float | None:
+    """A process's proportional set size (``Pss`` of ``/proc/PID/smaps_rollup``, Linux): its own
+    pages plus its share of the pages it shares, so that the PSS of processes add up to the memory
+    they hold together, each shared page once, as a cgroup (Binder's limit) counts it. None where
+    the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError):
+        pass
+    return None
 
-    Every ``interval`` seconds the thread sums the RSS of every process below ``root`` (its
-    children, their children, ...; and ``root`` itself with ``include_root``), with psutil, and
-    keeps the largest sum: ``sampled_mib``. It also keeps, per process, the peak that the
-    operating system recorded for that process alone (``VmHWM`` on Linux), which catches a spike
-    between two samples: ``largest_process_mib`` is the largest of those.
+
+def _process_mib(proc, shared: bool) -> float:
+    """One process's memory in a sum over a tree: its PSS where the tree has several processes
+    (``shared``) and the kernel gives it, its RSS otherwise."""
+    pss = _pss_mib(proc.pid) if shared else None
+    return pss if pss is not None else proc.memory_info().rss / MIB
+
+
+class TreePeak:
+    """Peak resident memory of a process tree, sampled from outside by a background thread.
+
+    Every ``interval`` seconds the thread sums the memory of every process below ``root`` (its
+    children, their children, ...; and ``root`` itself with ``include_root``) and keeps the
+    largest sum: ``sampled_mib``. A tree of one process counts its RSS; a tree of several (a
+    kernel and its worker processes, which map the same libraries) counts each one's proportional
+    set size, so that a page they share counts once, as the cgroup of a Binder session counts it.
+    It also keeps, per process, the peak that the operating system recorded for that process alone
+    (``VmHWM`` on Linux), which catches a spike between two samples: ``largest_process_mib`` is the
+    largest of those.
 
     ``peak_mib`` is the larger of the two. Both are lower bounds of the true peak of the tree
-    (sampling can miss a short spike of a child; one process's peak is part of the tree's), and
-    summing RSS counts pages that processes share once per process, which errs on the high side
-    for forked workers. Use it as a context manager::
+    (sampling can miss a short spike of a child; one process's peak is part of the tree's). Use it
+    as a context manager::
 
         with TreePeak() as peak:      # root: this process; only its descendants are counted
             subprocess.run(...)
@@ -113,12 +137,13 @@ class TreePeak:
         return ([self.root] if self.include_root else []) + procs
 
     def sample(self) -> float:
-        """Measure the tree once; return its RSS now in MiB (and update the peaks)."""
+        """Measure the tree once; return its memory now in MiB (and update the peaks)."""
         import psutil
         total = 0.0
-        for proc in self.tree():
+        procs = self.tree()
+        for proc in procs:
             try:
-                total += proc.memory_info().rss / MIB
+                total += _process_mib(proc, shared=len(procs) > 1)
             except psutil.Error:  # it ended between listing and reading
                 continue
             self.hwm[proc.pid] = max(self.hwm.get(proc.pid, 0.0), _hwm_mib(proc.pid))
@@ -512,7 +537,8 @@ def markdown(result: dict) -> str:
            f"{m['loadavg_before']} before, {after} after: on a machine shared with other work the times are "
            "inflated. Regenerate with `make bench`.", "",
            f"Each notebook runs in a fresh kernel; wall time from kernel start to shutdown; peak memory is the "
-           f"largest resident memory (RSS) of the kernel's whole process tree, sampled every "
+           f"largest resident memory of the kernel's whole process tree (RSS; with worker processes, the "
+           f"sum of their proportional set sizes, each shared page once), sampled every "
            f"{result['sample_interval_s']} s, or the kernel's own recorded peak if larger. Budgets: under "
            f"{b['notebook_wall_s']:.0f} s and {b['notebook_peak_mib']:,.0f} MiB (1.5 GiB) per notebook on "
            f"{b['cores']} cores; Binder allows {b['binder_mib']:,.0f} MiB.", "",

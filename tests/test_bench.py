@@ -82,6 +82,34 @@ def test_tree_peak_sums_the_whole_tree_not_the_largest_process():
     assert peak.sampled_mib >= 320
 
 
+#: A child that, told to go, holds 200 MiB and forks: parent and child share those pages, unwritten.
+FORKED = textwrap.dedent("""
+    import os, sys
+    sys.stdin.readline()
+    block = b'z' * (200 * 2 ** 20)
+    pid = os.fork()
+    if pid == 0:
+        sys.stdin.read()
+        os._exit(0)
+    print("ready", flush=True)
+    sys.stdin.read()
+    os.waitpid(pid, 0)
+""")
+
+
+def test_tree_peak_counts_the_pages_forked_processes_share_once():
+    # as a cgroup (Binder's limit) counts them: summing RSS would count the 200 MiB twice
+    proc = _hold(FORKED)
+    with bench.TreePeak(root=proc.pid, include_root=True, interval=0.02) as peak:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ready"
+        _sampled_twice_more(peak)
+        proc.stdin.close()
+        assert proc.wait() == 0
+    assert 200 <= peak.sampled_mib < 320
+
+
 def test_tree_peak_rejects_a_bad_interval():
     with pytest.raises(ValueError, match="interval"):
         bench.TreePeak(interval=0)

@@ -398,7 +398,7 @@ BROKEN = {  # what is removed from a copy of a built lesson page, and which chec
     "figure_removed": (r'<img[^>]*src="\.\./_images/[^"]+"[^>]*>', "", "figures"),
     "glued_number_removed": (r'<span class="pasted-text">[^<]*</span>', "", "glue"),
     "binder_button_removed": (r'<li><a href="https://mybinder\.org[^"]*".*?</li>', "", "launch"),
-    "colab_points_elsewhere": (r'(colab\.research\.google\.com/[^"]*/)03_compression\.ipynb',
+    "colab_points_elsewhere": (r'(colab\.research\.google\.com/[^"]*/)04_albert\.ipynb',
                                r"\g<1>00_setup.ipynb", "launch"),
     "mathjax_removed": (r'<script defer="defer" src="\.\./_static/mathjax/tex-chtml\.js"></script>', "", "formulas"),
     "formula_not_marked": (r'<span class="math notranslate nohighlight">', '<span class="notranslate nohighlight">',
@@ -419,7 +419,7 @@ def test_checks_detect_removals(site, browser_context):
     check must still pass on each copy, so that each removal is told apart from the others.
     """
     html, base = site
-    doc = "book/03_compression"
+    doc = "book/04_albert"  # a page with every kind of content the checks look at, and a short one
     original = (html / f"{doc}.html").read_text(encoding="utf-8")
     checks = {
         "figures": lambda page: figure_problems(page, expected_figures(doc)),
