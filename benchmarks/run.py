@@ -85,11 +85,10 @@ def _pss_mib(pid: int) -> float | None:
     return None
 
 
-def _process_mib(proc, shared: bool) -> float:
-    """One process's memory in a sum over a tree: its PSS where the tree has several processes
-    (``shared``) and the kernel gives it, its RSS otherwise."""
-    pss = _pss_mib(proc.pid) if shared else None
-    return pss if pss is not None else proc.memory_info().rss / MIB
+
+
+#: A tree of several processes reads their PSS on every this many samples (the RSS on every one).
+PSS_EVERY = 10
 
 
 class TreePeak:
@@ -99,7 +98,9 @@ class TreePeak:
     children, their children, ...; and ``root`` itself with ``include_root``) and keeps the
     largest sum: ``sampled_mib``. A tree of one process counts its RSS; a tree of several (a
     kernel and its worker processes, which map the same libraries) counts each one's proportional
-    set size, so that a page they share counts once, as the cgroup of a Binder session counts it.
+    set size, so that a page they share counts once, as the cgroup of a Binder session counts it
+    (read every :data:`PSS_EVERY` samples; in between, cheap RSS readings less each process's shared
+    excess at the last reading: reading PSS often would slow the processes it measures).
     It also keeps, per process, the peak that the operating system recorded for that process alone
     (``VmHWM`` on Linux), which catches a spike between two samples: ``largest_process_mib`` is the
     largest of those.
@@ -122,6 +123,7 @@ class TreePeak:
         self.include_root = include_root
         self.sampled_mib = 0.0
         self.hwm = {}  # pid -> MiB
+        self._excess = {}  # pid -> its RSS - PSS (MiB) at the last reading of its PSS
         self.samples = 0
         self._before = set()
         self._stop = threading.Event()
@@ -141,9 +143,19 @@ class TreePeak:
         import psutil
         total = 0.0
         procs = self.tree()
+        # PSS walks a process's page tables (and takes its memory map's lock): read it every
+        # PSS_EVERY-th sample only, and in between take from each RSS the shared excess (RSS - PSS)
+        # of the last reading (what a process grows by is its own)
+        fresh = self.samples % PSS_EVERY == 0
         for proc in procs:
             try:
-                total += _process_mib(proc, shared=len(procs) > 1)
+                rss = proc.memory_info().rss / MIB
+                if len(procs) > 1:
+                    pss = _pss_mib(proc.pid) if fresh or proc.pid not in self._excess else None
+                    if pss is not None:
+                        self._excess[proc.pid] = max(0.0, rss - pss)
+                    rss = max(0.0, rss - self._excess.get(proc.pid, 0.0))
+                total += rss
             except psutil.Error:  # it ended between listing and reading
                 continue
             self.hwm[proc.pid] = max(self.hwm.get(proc.pid, 0.0), _hwm_mib(proc.pid))
