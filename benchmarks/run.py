@@ -58,16 +58,21 @@ BUDGETS = {"notebook_wall_s": 60.0, "notebook_peak_mib": 1536.0, "binder_mib": 2
 
 # --------------------------------------------------------------------------- memory of a process tree
 
-def _hwm_mib(pid: int) -> float:
-    """The kernel's own record of a process's peak resident memory (``VmHWM``, Linux), 0 elsewhere."""
+def _status_mib(path: str, key: str) -> float | None:
+    """The ``key:`` line (in kB) of a ``/proc`` file, in MiB; None where there is no such file or line."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
+        with open(path, encoding="ascii") as lines:
+            for line in lines:
+                if line.startswith(key):
                     return int(line.split()[1]) / 1024  # kB
     except (OSError, ValueError):
         pass
-    return 0.0
+    return None
+
+
+def _hwm_mib(pid: int) -> float:
+    """The kernel's own record of a process's peak resident memory (``VmHWM``, Linux), 0 elsewhere."""
+    return _status_mib(f"/proc/{pid}/status", "VmHWM:") or 0.0
 
 
 def _pss_mib(pid: int) -> float | None:
@@ -75,16 +80,7 @@ def _pss_mib(pid: int) -> float | None:
     pages plus its share of the pages it shares, so that the PSS of processes add up to the memory
     they hold together, each shared page once, as a cgroup (Binder's limit) counts it. None where
     the kernel does not say."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
-            for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except (OSError, ValueError):
-        pass
-    return None
-
-
+    return _status_mib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 #: A tree of several processes reads their PSS on every this many samples (the RSS on every one).

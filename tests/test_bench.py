@@ -65,12 +65,10 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def test_tree_peak_sums_the_whole_tree_not_the_largest_process():
-    # a child and a grandchild of 160 MiB each, alive together: the tree holds >= 320 MiB,
-    # although neither process alone reaches 300 MiB
-    # rooted at the child, so that other descendants of the test process (a browser a session
-    # fixture started, say) cannot count; the grandchild starts only once the sampler has started
-    proc = _hold(PARENT.format(hold=HOLD.format(mib=160)))
+def _peak_of_tree(code: str):
+    """The TreePeak of a child running ``code``, rooted at it: told "go", it says "ready" and holds its
+    memory until its standard input closes, after the sampler has measured it twice more."""
+    proc = _hold(code)
     with bench.TreePeak(root=proc.pid, include_root=True, interval=0.02) as peak:
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -78,6 +76,15 @@ def test_tree_peak_sums_the_whole_tree_not_the_largest_process():
         _sampled_twice_more(peak)
         proc.stdin.close()
         assert proc.wait() == 0
+    return peak
+
+
+def test_tree_peak_sums_the_whole_tree_not_the_largest_process():
+    # a child and a grandchild of 160 MiB each, alive together: the tree holds >= 320 MiB,
+    # although neither process alone reaches 300 MiB
+    # rooted at the child, so that other descendants of the test process (a browser a session
+    # fixture started, say) cannot count; the grandchild starts only once the sampler has started
+    peak = _peak_of_tree(PARENT.format(hold=HOLD.format(mib=160)))
     assert 160 <= peak.largest_process_mib < 300
     assert peak.sampled_mib >= 320
 
@@ -99,14 +106,7 @@ FORKED = textwrap.dedent("""
 
 def test_tree_peak_counts_the_pages_forked_processes_share_once():
     # as a cgroup (Binder's limit) counts them: summing RSS would count the 200 MiB twice
-    proc = _hold(FORKED)
-    with bench.TreePeak(root=proc.pid, include_root=True, interval=0.02) as peak:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "ready"
-        _sampled_twice_more(peak)
-        proc.stdin.close()
-        assert proc.wait() == 0
+    peak = _peak_of_tree(FORKED)
     assert 200 <= peak.sampled_mib < 320
 
 
