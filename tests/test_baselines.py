@@ -24,6 +24,21 @@ def test_the_bigram_guesses_the_piece_between_its_neighbours():
         baselines.Bigram(train, 6, smoothing=0)
 
 
+def test_the_bigrams_top_five_are_the_five_best_scores():
+    """top5 ranks without logarithms; it must pick what scores() ranks highest, blank by blank."""
+    g = torch.Generator().manual_seed(0)
+    train = torch.randint(1, 40, (30, 12), generator=g)
+    bigram = baselines.Bigram(train, 41, special_ids=[0, 40], smoothing=3.0)
+    ids = torch.randint(1, 40, (20, 12), generator=g)
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    labels[:, 1::3] = ids[:, 1::3]
+    top = bigram.top5(HeldOut(ids, labels), batch=7)
+    rows, cols = torch.nonzero(labels != IGNORE_INDEX, as_tuple=True)
+    scores = bigram.scores(ids[rows, cols - 1], ids[rows, (cols + 1).clamp(max=11)])
+    best = scores.topk(5, dim=-1).values
+    assert torch.allclose(scores.gather(1, top), best, rtol=0, atol=1e-12)
+
+
 def test_the_ladder_scores_each_kind_of_hidden_blank():
     target = torch.tensor([1, 2, 3, 4])
     hidden = torch.tensor([True, True, True, False])

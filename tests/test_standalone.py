@@ -2,6 +2,7 @@
 
 The check itself, every notebook alone in an empty folder, runs in CI after make test (.ci/run).
 """
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,19 @@ def test_the_host_says_what_it_cannot_be():
     assert "installed here at Colab's versions: 4 of its packages (from torch, numpy; the first cell's dry run " \
            "added scipy); the other 636 are out of the first cell's reach" in lines
     assert "differs from Colab's: tqdm 4.67.2 here, 4.67.3 there" in lines
+
+
+def test_a_stalled_cell_is_said_and_the_notebook_run_once_more(tmp_path, monkeypatch):
+    """A cell that never ends (issue 39: seen in lesson 1 under nbclient, kernel idle) fails only if it
+    stalls twice, and the report says that it stalled."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("print('first')"), nbformat.v4.new_code_cell("import time\ntime.sleep(30)")]
+    nbformat.write(nb, tmp_path / "slow.ipynb")
+    monkeypatch.setattr(standalone, "CELL_TIMEOUT", 1)
+    result = standalone.execute(Path(sys.executable), tmp_path / "slow.ipynb", tmp_path, dict(os.environ))
+    assert result["error"] == "CellTimeoutError: a cell ran over 1 s twice (import time)"
+    assert result["stalled"] == "the cell that starts 'import time' ran over 1 s; the notebook ran again"
+    assert result["first_cell"] == "first\n"

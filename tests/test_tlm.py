@@ -148,11 +148,29 @@ def test_train_pairs_is_deterministic_and_checks_input():
         tlm.train_pairs(tiny_model(12), first, second, "nsp", steps=1, batch_size=4)
 
 
+def test_the_laid_out_pairs_serve_the_batches_training_batch_builds():
+    g = torch.Generator().manual_seed(0)
+    first = [torch.randint(5, 30, (int(n),), generator=g).tolist() for n in torch.randint(1, 9, (12,), generator=g)]
+    second = [torch.randint(5, 30, (int(n),), generator=g).tolist() for n in torch.randint(1, 9, (12,), generator=g)]
+    serve = tlm.laid_out(first, second)
+    for objective in tlm.OBJECTIVES:
+        for rows in ([0], [3, 1, 7], list(range(12)), [11, 2, 2]):
+            built = tlm.training_batch(first, second, rows, objective)
+            served = serve(torch.tensor(rows), objective)
+            assert served.keys() == built.keys()
+            assert all(torch.equal(served[k], built[k]) for k in built), (objective, rows)
+
+
 def test_alternating_objective_takes_mlm_and_tlm_steps_in_turn(monkeypatch):
     """XLM's recipe: step 1 packs each sentence alone, step 2 the pair together, and so on."""
     first, second = [[5, 6, 7]] * 8, [[8, 9]] * 8
-    layouts, real = [], tlm.training_batch
-    monkeypatch.setattr(tlm, "training_batch", lambda *a: layouts.append(a[-1]) or real(*a))
+    layouts, real = [], tlm.laid_out
+
+    def recorded(*args):
+        serve = real(*args)
+        return lambda rows, objective: layouts.append(objective) or serve(rows, objective)
+
+    monkeypatch.setattr(tlm, "laid_out", recorded)
     losses = tlm.train_pairs(tiny_model(12), first, second, tlm.ALTERNATING, steps=5, batch_size=4,
                              generator=torch.Generator().manual_seed(0), progress=False)
     assert layouts == ["mlm", "tlm", "mlm", "tlm", "mlm"] and len(losses) == 5

@@ -92,8 +92,16 @@ class Bigram:
         rows, cols = torch.nonzero(held_out.labels != IGNORE_INDEX, as_tuple=True)
         left = ids[rows, (cols - 1).clamp(min=0)]
         right = ids[rows, (cols + 1).clamp(max=ids.shape[1] - 1)]
-        out = [self.scores(left[i:i + batch], right[i:i + batch]).topk(5, dim=-1).indices
-               for i in range(0, len(rows), batch)]
+        # ranked as scores() ranks, without its logarithms: exp(scores) up to a factor per row,
+        # (follows[l, w] + k u_w) * (precedes[r, w] + k u_r) / (counts_w + k)
+        k, u = self.smoothing, self.unigram
+        per_piece = 1.0 / (self.counts + k)
+        out = []
+        for i in range(0, len(rows), batch):
+            l, r = left[i:i + batch], right[i:i + batch]
+            before = self._dense(self.follows, l).add_(k * u)
+            after = self._dense(self.precedes, r).add_(k * u[r, None]).mul_(per_piece)
+            out.append(before.mul_(after).topk(5, dim=-1).indices)
         return torch.cat(out)
 
 

@@ -416,6 +416,7 @@ def learning_rate(step: int, settings: dict = COURSE) -> float:
 
 
 @torch.no_grad()
+@torch.no_grad()
 def blank_predictions(model, held_out, batch_size: int = 128) -> dict:
     """Per blank of ``held_out``: the model's five best guesses (``top5``, best first), the true piece
     (``target``), the loss (nats) and whether the word was ``hidden`` (the input holds ``[MASK]`` or a

@@ -62,7 +62,7 @@ CONDITIONS = ("with", "without", "mismatched")
 __all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "ALTERNATING",
            "TRAINING_OBJECTIVES", "CONDITIONS",
            "train_tokenizer", "split_pairs", "encode_pairs", "keep_short", "monolingual_inputs", "training_batch",
-           "tiny_model", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_predictions",
+           "tiny_model", "laid_out", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_predictions",
            "blank_accuracy", "attention_to_first",
            "blank_attention"]
 
@@ -99,6 +99,22 @@ def training_batch(first, second, rows, objective: str) -> dict[str, torch.Tenso
     return monolingual_inputs(a + b, [0] * len(a) + [1] * len(b))
 
 
+def laid_out(first, second, objectives=OBJECTIVES):
+    """Every pair laid out once per objective; returns ``serve(rows, objective)``, which gives the
+    same tensors as ``training_batch(first, second, rows, objective)`` by taking the rows and cutting
+    them to their longest one, without building them again at every step."""
+    n = len(first)
+    full = {o: training_batch(first, second, range(n), o) for o in objectives}
+
+    def serve(rows, objective):
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        index = rows if objective == "tlm" else torch.cat([rows, rows + n])  # MLM: firsts, then seconds
+        part = {k: v[index] for k, v in full[objective].items()}
+        width = int(part["attention_mask"].sum(1).max())
+        return {k: v[:, :width].contiguous() for k, v in part.items()}
+    return serve
+
+
 def train_pairs(model, first, second, objective: str, *, steps: int, batch_size: int = 32,
                 lr: float = 5e-3, warmup: int = 20, probability: float = 0.15,
                 generator: torch.Generator | None = None, progress: bool = True,
@@ -121,13 +137,15 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
     vocab = model.config.vocab_size
     layouts = OBJECTIVES if objective == ALTERNATING else (objective,)
     step = iter(range(steps))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, foreach=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / max(warmup, 1), max(0.0, (steps - s) / max(steps - warmup, 1))))
 
+    serve = laid_out(first, second, layouts)
+
     def batch(rows, epoch):
         layout = layouts[next(step) % len(layouts)]
-        pairs = training_batch(first, second, rows.tolist(), layout)
+        pairs = serve(rows, layout)
         corrupted, labels = mask_tokens(pairs["input_ids"], vocab_size=vocab, mask_token_id=MASK,
                                         special_ids=range(len(SPECIAL_TOKENS)), probability=probability,
                                         special_mask=pairs["special_mask"], generator=generator)
@@ -243,14 +261,20 @@ def italian_blanks(first, second, condition: str, *, shift: int = 1) -> Blanks:
 
 
 @torch.no_grad()
-def blank_predictions(model, blanks: Blanks, batch_size: int = 512) -> torch.Tensor:
-    """``model``'s top guess at each blank: one token id per row of ``blanks``."""
+def blank_predictions(model, blanks: Blanks, batch_size: int = 512, rows=None) -> torch.Tensor:
+    """``model``'s top guess at each blank: one token id per row of ``blanks``, or per row of
+    ``rows`` (a bool mask or indices: ``blank_predictions(m, b, rows=r)`` is
+    ``blank_predictions(m, b)[r]``, without running the model on the other rows)."""
     model.eval()
+    inputs, labels_all = blanks.inputs, blanks.labels
+    if rows is not None:
+        rows = torch.as_tensor(rows)
+        inputs, labels_all = {k: v[rows] for k, v in inputs.items()}, labels_all[rows]
     guesses = []
-    for start in range(0, len(blanks), batch_size):
+    for start in range(0, len(labels_all), batch_size):
         part = slice(start, start + batch_size)
-        batch = {k: v[part] for k, v in blanks.inputs.items()}
-        labels = blanks.labels[part]
+        batch = {k: v[part] for k, v in inputs.items()}
+        labels = labels_all[part]
         hidden = model.bert(input_ids=batch["input_ids"], **_model_inputs(batch)).last_hidden_state
         guesses.append(model.cls(hidden[labels != IGNORE_INDEX]).argmax(-1))
     return torch.cat(guesses)
