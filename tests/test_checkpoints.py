@@ -171,14 +171,8 @@ def test_the_course_models_blocks_know_their_articles(course):
     assert bool((data.test_articles[1:] >= data.test_articles[:-1]).all())  # in article order
 
 
-def test_the_stored_course_model_gives_the_logged_scores(course):
-    data, log = course
-    model = ck.load_course_model(data)
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
-        scores = ck.blank_scores(model, data.held_out)
-    for group in ("hidden", "kept"):
-        for key in ("top1", "top5", "loss"):
-            assert scores[group][key] == pytest.approx(log["final"][group][key], abs=1e-3 if key == "loss" else 2e-3)
+# The stored course model and its students give the scores their logs hold: lesson 1 (cell c1facts0) and
+# lesson 2 (cell cd1logck) score them anyway and check that, hidden, under nbval in every `make test`.
 
 
 @pytest.mark.slow
@@ -239,17 +233,6 @@ def test_the_course_distil_log_holds_every_arm(course_distil):
     # the two arms from the teacher's layers start from the same scores; random init starts elsewhere
     start = {arm: runs[arm]["evaluations"][0]["hidden"]["top1"] for arm in runs}
     assert start["distilled"] == start["hard labels"] != start["random init"]
-
-
-@pytest.mark.parametrize("arm", list(ck.COURSE_DISTIL["arms"]))
-def test_the_stored_students_give_the_logged_scores(course_distil, arm):
-    data, log = course_distil
-    model = ck.load_course_student(data, arm)
-    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
-        scores = ck.blank_scores(model, data.held_out)
-    for key in ("top1", "top5", "loss"):
-        assert scores["hidden"][key] == pytest.approx(log["runs"][arm]["final"]["hidden"][key],
-                                                      abs=1e-3 if key == "loss" else 2e-3)
 
 
 def test_the_students_start_from_the_teachers_layers_0_and_2_or_random_weights(course):
