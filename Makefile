@@ -31,10 +31,15 @@ help:
 	@echo "make check      fast static checks: lint, Colab cells, environment.yml"
 
 # The virtual environment is (re)made only when pyproject.toml changed since the last install.
+# uv installs the same versions as pip (checked: the same `pip list`) in 10 s instead of 90; it does
+# not read pip's configuration, so pip's find-links (where a machine keeps its torch wheel) are passed
+# on. Where uv fails, pip installs as before.
+UV_LINKS = $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[book,test]'
+	$(BIN)/python -m pip install -q --upgrade pip uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[book,test]' $(UV_LINKS) \
+		|| $(BIN)/python -m pip install -q -e '.[book,test]'
 	touch $(STAMP)
 
 setup: $(STAMP)
