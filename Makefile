@@ -70,7 +70,7 @@ test: $(STAMP) lint
 	$(BIN)/python tools/nb.py colab-cell --check
 	$(BIN)/python tools/nb.py environment --check
 	$(BIN)/python tools/nb.py format --check
-	$(BIN)/python -m pytest $(NOTEBOOKS) tests $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile --durations=15
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book and not slow" -n $(JOBS)

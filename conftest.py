@@ -21,10 +21,10 @@ def pytest_report_header(config):
     return f"numerical kernels: {kernels.describe()}"
 
 
-def _tolerant(original, abs_tol, rel_tol):
+def _tolerant(original, abs_tol, rel_tol, any_text=False):
     """nbval's comparison, after numbers within the cell's stated tolerance are taken as equal."""
     def compare_outputs(test, ref, skip_compare=None):
-        return original(kernels.reconcile_outputs(test, ref, abs_tol, rel_tol), ref, skip_compare)
+        return original(kernels.reconcile_outputs(test, ref, abs_tol, rel_tol, any_text), ref, skip_compare)
     return compare_outputs
 
 
@@ -81,6 +81,7 @@ def pytest_collection_modifyitems(session, config, items):
         if cell is not None and "measured" in cell.get("metadata", {}):
             tolerance = kernels.tolerance(cell.metadata["measured"])  # a malformed mark fails, in both modes
             if KERNEL_MODE == "tolerant":
-                item.compare_outputs = _tolerant(item.compare_outputs, *tolerance)
+                item.compare_outputs = _tolerant(item.compare_outputs, *tolerance,
+                                                 kernels.any_text(cell.metadata["measured"]))
         # `make test` runs under pytest-xdist with --dist loadfile (_scope): the cells of one
         # notebook, which share one kernel, stay together and in order on one worker.

@@ -250,16 +250,19 @@ def test_train_models_workers_are_not_forks_of_the_caller():
     # caller. Workers forked from the caller die (BrokenProcessPool); fresh interpreters do not.
     # What it proves: no worker inherits the caller's memory, so nothing the caller initialised
     # (CUDA, thread pools, locks) reaches them. What it cannot: that CUDA itself works in a worker.
+    # train_models (lesson 6) and lesson 1's runs start their workers with in_processes, tried here on
+    # a function that needs no import, so that the workers start in a second rather than in ten.
     code = (
         "import os\n"
-        "from bertfamily import tlm\n"
+        "from bertfamily.pretraining import in_processes\n"
         "os.register_at_fork(after_in_child=lambda: os._exit(17))\n"
-        "first, second = [[5, 6, 7], [6, 7, 5, 8]] * 2, [[8, 9], [9, 10, 11]] * 2\n"
-        "_, losses = tlm.train_models(12, first, second, [('mlm', 0), ('tlm', 0)], processes=2, steps=2,\n"
-        "                             batch_size=2, model_kw={'max_positions': 16}, progress=False)\n"
-        "print(sorted(losses))\n"
+        "print(in_processes(abs, [-1, -2, -3], processes=2, progress=False))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "[('mlm', 0), ('tlm', 0)]" in done.stdout
+    assert "[1, 2, 3]" in done.stdout
     assert tlm.START_METHOD != "fork"
+    forked = code.replace("from bertfamily.pretraining import in_processes", "from bertfamily import pretraining\n"
+                          "pretraining.START_METHOD = 'fork'\nin_processes = pretraining.in_processes")
+    done = subprocess.run([sys.executable, "-c", forked], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "BrokenProcessPool" in done.stderr, "the hook must end forked workers"
