@@ -277,6 +277,21 @@ def test_run_says_what_it_accepts(tmp_path, capsys):
         bench.run_notebook(tmp_path / "nothing.ipynb")
 
 
+def test_a_stalled_notebook_runs_once_more_and_says_so(tmp_path):
+    """A cell over the limit (issue 39: nbclient waiting on after an `interact` cell, the kernel
+    idle) gets the notebook run again in a fresh kernel; the row says it stalled."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("import time\ntime.sleep(30)")]
+    nbformat.write(nb, tmp_path / "sleepy.ipynb")
+    row = bench.run_notebook(tmp_path / "sleepy.ipynb", timeout=1)
+    assert row["status"] == "failed" and row["error"].startswith("CellTimeoutError: A cell timed out"), row
+    assert row["stalled"].startswith("a cell ran over 1 s (CellTimeoutError: A cell timed out"), row
+    assert "timed_out" not in row
+
+
 def test_masking_comparison_on_a_tiny_batch():
     import torch
 
