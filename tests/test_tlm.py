@@ -132,6 +132,17 @@ def test_blanks_mask_each_second_side_token_once():
         tlm.italian_blanks(first[:1], second[:1], "mismatched")
 
 
+def test_predictions_on_some_rows_are_those_rows_of_all():
+    """Lesson 6 guesses only the rows hiding a lexicon word: the same guesses, without the rest."""
+    first, second = [[5, 6, 7], [8, 9], [6, 5]], [[7, 10, 11], [11], [9, 10]]
+    blanks = tlm.italian_blanks(first, second, "with")
+    model = tiny_model(12).eval()
+    every = tlm.blank_predictions(model, blanks)
+    keep = torch.tensor([True, False, True, False, True, True])[:len(blanks)]
+    assert torch.equal(tlm.blank_predictions(model, blanks, rows=keep), every[keep])
+    assert torch.equal(tlm.blank_predictions(model, blanks, rows=torch.tensor([2, 0])), every[[2, 0]])
+
+
 def test_train_pairs_is_deterministic_and_checks_input():
     first, second = [[5, 6, 7]] * 8, [[8, 9]] * 8
     runs = []
