@@ -221,17 +221,16 @@ def run_notebook(path, timeout: int = 300, interval: float = 0.05, progress=None
     been seen to wait on after a cell of ``ipywidgets.interact``, the kernel idle (issue 39). The
     notebook then runs once more in a fresh kernel, and ``stalled`` says so; a second stall fails.
     """
-    row = _run_notebook_once(path, timeout, interval, progress)
-    row["stalled"] = None
-    if row.pop("timed_out"):
-        again = _run_notebook_once(path, timeout, interval, None)
-        again["stalled"] = f"a cell ran over {timeout} s ({row['error']}); the notebook ran again"
-        row = again
-        row.pop("timed_out")
-    return row
+    row, timed_out = _run_notebook_once(path, timeout, interval, progress)
+    stalled = None
+    if timed_out:
+        stalled = f"a cell ran over {timeout} s ({row['error']}); the notebook ran again"
+        row, _ = _run_notebook_once(path, timeout, interval, None)
+    return {**row, "stalled": stalled}
 
 
-def _run_notebook_once(path, timeout: int, interval: float, progress) -> dict:
+def _run_notebook_once(path, timeout: int, interval: float, progress) -> tuple[dict, bool]:
+    """One run of :func:`run_notebook`: its row, and whether a cell ran over ``timeout``."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError
@@ -251,23 +250,24 @@ def _run_notebook_once(path, timeout: int, interval: float, progress) -> dict:
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=advance)
     row = {"notebook": _name(path), "status": "ok", "error": None, "cells": cells,
-           "loadavg_start": round(os.getloadavg()[0], 2), "timed_out": False}
+           "loadavg_start": round(os.getloadavg()[0], 2)}
+    timed_out = False
     start = time.perf_counter()
     with TreePeak(interval=interval) as peak:
         try:
             client.execute()
         except Exception as err:  # a failing cell, a timeout, a dead kernel: record it and go on
             row["status"] = "failed"
-            row["timed_out"] = isinstance(err, CellTimeoutError)
+            timed_out = isinstance(err, CellTimeoutError)
             lines = [l for l in str(err).strip().splitlines() if l.strip()]
-            line = (lines[0] if row["timed_out"] else lines[-1]) if lines else ""  # a timeout's first line says it
+            line = (lines[0] if timed_out else lines[-1]) if lines else ""  # a timeout's first line says it
             row["error"] = f"{type(err).__name__}: {line}"[:300]
     row["wall_s"] = round(time.perf_counter() - start, 2)
     row.update(peak_rss_mib=round(peak.peak_mib, 1), sampled_tree_mib=round(peak.sampled_mib, 1),
                largest_process_mib=round(peak.largest_process_mib, 1), samples=peak.samples)
     if progress is not None and done[0] < cells:  # cells a failure skipped
         progress.update(cells - done[0])
-    return row
+    return row, timed_out
 
 
 # --------------------------------------------------------------------------- masking throughput

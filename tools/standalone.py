@@ -88,7 +88,8 @@ for attempt in (1, 2):
         client.execute()
         error = None
     except CellTimeoutError as exc:
-        # a cell that never ends, its kernel idle: seen twice in lesson 1 (issue 39), never under nbval.
+        # a cell that never ends, its kernel idle: seen after the interact cells of lessons 1 and 3
+        # (issue 39), never under nbval.
         # Said in the report, and run once more in a fresh kernel; a second stall fails.
         lines = [l.strip() for l in str(exc).splitlines() if l.strip() and not set(l.strip()) <= set("-")]
         after = next((i + 1 for i, l in enumerate(lines) if l.startswith("Here is a preview")), len(lines))
@@ -152,6 +153,14 @@ def execute(python: Path, notebook: Path, cwd: Path, env: dict) -> dict:
     if line is None:
         return {"seconds": 0.0, "error": f"runner failed: {done.stderr.strip()[-400:]}", "first_cell": ""}
     return json.loads(line[len("RESULT "):])
+
+
+def report(stem: str, result: dict) -> None:
+    """One notebook's line, and a second one where it stalled once and ran again."""
+    print(f"  {stem:<24} {'ok' if not result['error'] else 'FAILED':<7} {result['seconds']:6.1f} s  "
+          f"{result['error'] or ''}", flush=True)
+    if result.get("stalled"):
+        print(f"  {stem}: stalled once: {result['stalled']}", flush=True)
 
 
 def first_cell_problems(result: dict, colab: bool) -> str | None:
@@ -491,10 +500,7 @@ def colab(notebooks: list[Path], work: Path) -> list[tuple[str, dict]]:
         state = after
         result["error"] = colab_verdict(result, changed)
         results.append((path.stem, result))
-        print(f"  {path.stem:<24} {'ok' if not result['error'] else 'FAILED':<7} {result['seconds']:6.1f} s  "
-              f"{result['error'] or ''}", flush=True)
-        if result.get("stalled"):
-            print(f"  {path.stem}: stalled once: {result['stalled']}", flush=True)
+        report(path.stem, result)
     return results
 
 
@@ -519,10 +525,7 @@ def binder(notebooks: list[Path], work: Path) -> list[tuple[str, dict]]:
         result = execute(venv / "bin" / "python", repo / rel, (repo / rel).parent, env)
         result["error"] = result["error"] or first_cell_problems(result, colab=False)
         results.append((path.stem, result))
-        print(f"  {path.stem:<24} {'ok' if not result['error'] else 'FAILED':<7} {result['seconds']:6.1f} s  "
-              f"{result['error'] or ''}", flush=True)
-        if result.get("stalled"):
-            print(f"  {path.stem}: stalled once: {result['stalled']}", flush=True)
+        report(path.stem, result)
     return results
 
 
