@@ -108,13 +108,20 @@ class TreePeak:
         with TreePeak() as peak:      # root: this process; only its descendants are counted
             subprocess.run(...)
         peak.peak_mib
+
+    ``root`` is a process id, None (this process), or a function that returns the id once there is
+    one and None before (a notebook's kernel, which starts inside the block).
     """
 
     def __init__(self, root: int | None = None, interval: float = 0.05, include_root: bool = False):
         import psutil
         if not isinstance(interval, (int, float)) or interval <= 0:
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
-        self.root = psutil.Process(os.getpid() if root is None else root)
+        if root is None:
+            root = os.getpid()
+        # a callable root is asked on every sample until it names a process (a kernel not yet started)
+        self._find_root = root if callable(root) else None
+        self.root = None if callable(root) else psutil.Process(root)
         self.interval = float(interval)
         self.include_root = include_root
         self.sampled_mib = 0.0
@@ -128,6 +135,14 @@ class TreePeak:
     def tree(self) -> list:
         """The processes counted now."""
         import psutil
+        if self.root is None:
+            pid = self._find_root()
+            if pid is None:
+                return []
+            try:
+                self.root = psutil.Process(pid)
+            except psutil.Error:
+                return []
         try:
             procs = [p for p in self.root.children(recursive=True) if p.pid not in self._before]
         except psutil.Error:
@@ -253,7 +268,10 @@ def _run_notebook_once(path, timeout: int, interval: float, progress) -> tuple[d
            "loadavg_start": round(os.getloadavg()[0], 2)}
     timed_out = False
     start = time.perf_counter()
-    with TreePeak(interval=interval) as peak:
+    # rooted at the kernel, once it has started: the caller's other children (a test runner's
+    # browser, a second notebook) are not the notebook's memory; the kernel's workers are
+    kernel_pid = lambda: client.km.provisioner.pid if client.km and client.km.provisioner else None
+    with TreePeak(root=kernel_pid, include_root=True, interval=interval) as peak:
         try:
             client.execute()
         except Exception as err:  # a failing cell, a timeout, a dead kernel: record it and go on

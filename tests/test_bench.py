@@ -267,6 +267,34 @@ def test_a_measured_make_test_replaces_the_estimate():
     assert bench.pytest_closing("no pytest here") is None
 
 
+def test_a_notebook_is_measured_by_its_kernel_not_by_its_callers_other_children(tmp_path):
+    """CI's failure of stop 43: a one-line notebook measured 3,462 MiB, the memory of a process the
+    test runner started beside it. The sampler is rooted at the kernel: a sibling that holds 400 MiB
+    for the whole run does not count, and 200 MiB the notebook itself allocates does."""
+    import threading
+
+    siblings = []
+
+    def start_sibling():  # as a session fixture's browser would: started by the caller, mid-run
+        siblings.append(_hold(HOLD.format(mib=400)))
+        assert siblings[0].stdout.readline().strip() == "ready"
+
+    for code, low, high in [("x = 1", 20, 350), ("block = b'k' * (200 * 2 ** 20)", 200, 550)]:
+        _notebook(tmp_path / "nb.ipynb", "import time\n" + code + "\ntime.sleep(1)")
+        siblings.clear()
+        timer = threading.Timer(0.3, start_sibling)  # after the sampler has started
+        timer.start()
+        try:
+            row = bench.run_notebook(tmp_path / "nb.ipynb", interval=0.02)
+        finally:
+            timer.join()
+            for sibling in siblings:
+                sibling.stdin.close()
+                sibling.wait()
+        assert row["status"] == "ok", row
+        assert low <= row["peak_rss_mib"] < high, (code, row)
+
+
 def test_run_says_what_it_accepts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main([str(tmp_path / "missing.ipynb"), "--skip-book"])
