@@ -270,7 +270,9 @@ def _run_notebook_once(path, timeout: int, interval: float, progress) -> tuple[d
     start = time.perf_counter()
     # rooted at the kernel, once it has started: the caller's other children (a test runner's
     # browser, a second notebook) are not the notebook's memory; the kernel's workers are
-    kernel_pid = lambda: client.km.provisioner.pid if client.km and client.km.provisioner else None
+    def kernel_pid():
+        return client.km.provisioner.pid if client.km and client.km.provisioner else None
+
     with TreePeak(root=kernel_pid, include_root=True, interval=interval) as peak:
         try:
             client.execute()
