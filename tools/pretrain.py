@@ -53,7 +53,8 @@ def masking(progress) -> dict:
             ck.halve(model)  # the metrics of the weights as stored
             seen = scheme(torch.arange(len(scheme)), history.epochs - 1)  # the masks of its last epoch
             runs[name].append({"seed": seed, "epochs": history.epochs, "curve_steps": history.eval_steps,
-                               "curve_loss": history.eval_loss, "own": evaluate_mlm(model, seen),
+                               "curve_loss": history.eval_loss, "first_losses": history.train_loss[:5],
+                               "own": evaluate_mlm(model, seen),
                                "new": evaluate_mlm(model, data.new_mask), "held": evaluate_mlm(model, data.held_out),
                                "seconds": round(time.perf_counter() - start, 1)})
             if seed in s["stored_seeds"]:
@@ -107,6 +108,7 @@ def sharing(progress) -> dict:
             ck.halve(model)
             runs[name].append({"seed": seed, "parameters": count_parameters(model),
                                "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
+                               "first_losses": history.train_loss[:5],
                                "held": evaluate_mlm(model, data.held_out), "new": evaluate_mlm(model, data.new_mask),
                                "seconds": round(seconds, 1), "threads": torch.get_num_threads()})
             if seed in s["stored_seeds"]:
