@@ -48,6 +48,9 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    # pytest-xdist would hand out the files with the most tests first; the order is _schedule's
+    config.option.loadscopereorder = False
+
     class Grouped(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             return _scope(nodeid)
@@ -55,20 +58,54 @@ def pytest_xdist_make_scheduler(config, log):
     return Grouped(config, log)
 
 
-def _schedule(items) -> None:
-    """The longest units of work first (the graded class, then the notebooks by the committed
-    benchmark's times; the order within a file stays), so that none is left for the end."""
+def unit_weights(bench: dict) -> dict:
+    """How long each unit of work takes, from a benchmark result (benchmark.json): the seconds of
+    ``make_test.units`` where it has them, else the notebooks' times, with the graded class and the
+    built book first."""
+    weight = {"the graded class": float("inf"), "the built book": 1e9}  # the two longest, unmeasured
+    weight.update({n["notebook"]: float(n["wall_s"] or 0) for n in bench.get("notebooks", [])})
+    weight.update({unit: float(s) for unit, s in ((bench.get("make_test") or {}).get("units") or {}).items()})
+    return weight
+
+
+def _schedule(items, bench: dict | None = None) -> None:
+    """The longest units of work first (:func:`unit_weights` of the committed benchmark), so that
+    none is left for the end; the order within a unit stays."""
     import json
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent
+    if bench is None:
+        path = Path(__file__).resolve().parent / "lib" / "bertfamily" / "results" / "benchmark.json"
+        try:
+            bench = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            bench = {}
     try:
-        bench = json.loads((root / "lib" / "bertfamily" / "results" / "benchmark.json").read_text(encoding="utf-8"))
-        weight = {n["notebook"]: float(n["wall_s"] or 0) for n in bench.get("notebooks", [])}
-    except (OSError, ValueError, KeyError, TypeError):
-        weight = {}
-    weight.update({"the graded class": float("inf"), "the built book": 1e9})  # the two longest units
+        weight = unit_weights(bench)
+    except (KeyError, TypeError, ValueError, AttributeError):  # a benchmark of another shape
+        weight = unit_weights({})
     items.sort(key=lambda item: -weight.get(_scope(item.nodeid), 0.0))
+
+
+#: ``make bench`` sets this to a file: the seconds each unit of work of `make test` took (its tests'
+#: setup, call and teardown, summed, as the workers report them) are written there at the end, and
+#: recorded in the benchmark, from which :func:`_schedule` orders the next run.
+UNIT_TIMES = os.environ.get("BERTFAMILY_UNIT_TIMES")
+_unit_seconds: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    if UNIT_TIMES and "PYTEST_XDIST_WORKER" not in os.environ:  # the controller sees every worker's reports
+        unit = _scope(report.nodeid)
+        _unit_seconds[unit] = _unit_seconds.get(unit, 0.0) + float(report.duration or 0.0)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if UNIT_TIMES and "PYTEST_XDIST_WORKER" not in os.environ and _unit_seconds:
+        import json
+        from pathlib import Path
+        units = {u: round(s, 1) for u, s in sorted(_unit_seconds.items(), key=lambda kv: -kv[1])}
+        Path(UNIT_TIMES).write_text(json.dumps(units, indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.hookimpl(tryfirst=True)

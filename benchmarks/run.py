@@ -405,12 +405,16 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     """Wall time of the whole ``make test`` (lint, checks, every test and notebook, the strict build),
     run as a subprocess from ``cwd``: recorded as ``make_test`` with its ``wall_s``, exit status,
     pytest's closing line and the load average before and after (the machine is part of the number).
-    ``cmd`` is there for the tests, which time a stand-in instead."""
+    ``cmd`` is there for the tests, which time a stand-in instead. ``units``: the seconds each unit of
+    work took (a test file, a notebook, a group of files sharing one result), as conftest.py writes
+    them; the next `make test` hands out the longest first."""
     start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before = [round(x, 2) for x in os.getloadavg()]
+    units_file = Path(tempfile.mkdtemp(prefix="bertfamily-units-")) / "units.json"
+    env = {**os.environ, "BERTFAMILY_UNIT_TIMES": str(units_file)}  # conftest.py writes each unit's seconds
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
         rc, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as expired:
         rc = None
@@ -418,10 +422,17 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
             else (expired.stdout or "")
         output += f"\ntimed out after {timeout} s"
     wall = round(time.perf_counter() - t0, 2)
+    try:
+        units = json.loads(units_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        units = None  # a stand-in command, or a run that ended before pytest did
+    finally:
+        units_file.unlink(missing_ok=True)
+        units_file.parent.rmdir()
     return {"command": " ".join(cmd), "date": start, "wall_s": wall, "returncode": rc,
             "status": "ok" if rc == 0 else "failed", "pytest": pytest_closing(output),
             "loadavg_before": before, "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "output_tail": None if rc == 0 else output[-1500:]}
+            "output_tail": None if rc == 0 else output[-1500:], "units": units}
 
 
 def _honest_class(folder: Path, submissions: int) -> None:

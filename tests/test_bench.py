@@ -248,6 +248,18 @@ def test_make_test_is_measured_whole_and_recorded():
     assert found["status"] == "failed" and found["returncode"] is None and "timed out after 1 s" in found["output_tail"]
 
 
+def test_make_test_records_how_long_each_unit_took(tmp_path):
+    """The seconds of each unit of work, summed by the root conftest.py over a pytest-xdist run (the
+    controller sees every worker's reports), recorded with the make test they come from."""
+    command = (sys.executable, "-m", "pytest", "tests/test_stats.py", "tests/test_budget.py", "-q", "-n", "1",
+               "--dist", "loadfile", "-p", "no:cacheprovider")
+    found = bench.make_test_time(cmd=command, cwd=ROOT)
+    assert found["status"] == "ok", found["output_tail"]
+    assert set(found["units"]) == {"tests/test_stats.py", "tests/test_budget.py"}
+    assert all(isinstance(s, float) and s > 0 for s in found["units"].values()), found["units"]
+    assert bench.make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
+
+
 def test_a_measured_make_test_replaces_the_estimate():
     result = fake_result()
     result["make_test"] = {"command": "make test", "date": "2026-01-01T00:00:00+00:00", "wall_s": 470.0,
