@@ -92,16 +92,21 @@ def _schedule(items, bench: dict | None = None) -> None:
 #: recorded in the benchmark, from which :func:`_schedule` orders the next run.
 UNIT_TIMES = os.environ.get("BERTFAMILY_UNIT_TIMES")
 _unit_seconds: dict = {}
+_counting = [False]  # whether this process adds them up: the controller, which sees every worker's reports
+
+
+def pytest_configure(config):
+    _counting[0] = bool(UNIT_TIMES) and not hasattr(config, "workerinput")  # a pytest-xdist worker has it
 
 
 def pytest_runtest_logreport(report):
-    if UNIT_TIMES and "PYTEST_XDIST_WORKER" not in os.environ:  # the controller sees every worker's reports
+    if _counting[0]:
         unit = _scope(report.nodeid)
         _unit_seconds[unit] = _unit_seconds.get(unit, 0.0) + float(report.duration or 0.0)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if UNIT_TIMES and "PYTEST_XDIST_WORKER" not in os.environ and _unit_seconds:
+    if _counting[0] and _unit_seconds:
         import json
         from pathlib import Path
         units = {u: round(s, 1) for u, s in sorted(_unit_seconds.items(), key=lambda kv: -kv[1])}
