@@ -466,24 +466,25 @@ def course_model(data: CourseData, seed: int | None = None, settings: dict = COU
 
 
 def train_course_model(data: CourseData, steps: int | None = None, settings: dict = COURSE, progress=True,
-                       on_evaluation=None):
+                       on_evaluation=None, evaluate: bool = True):
     """Train the course model (or its first ``steps``): ``(model, log)``.
 
     ``log`` holds the training loss of every step and, every ``eval_every`` steps, the scores of
     :func:`blank_scores`; ``on_evaluation(model, log)`` is called after each evaluation (make pretrain
-    stores the weights there, so a run cut short still leaves its last model).
+    stores the weights there, so a run cut short still leaves its last model). ``evaluate=False``: the
+    training losses only (what the reproduction tests compare).
     """
     s = settings
     steps = steps or s["steps"]
     model = course_model(data, settings=s)
     log = _course_loop(data, model, s, steps, {"train_loss": [], "evaluations": []}, "course model", progress,
-                       on_evaluation)
+                       on_evaluation, evaluate=evaluate)
     model.eval()
     return model, log
 
 
 def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: str, progress, on_evaluation,
-                 loss=None) -> dict:
+                 loss=None, evaluate: bool = True) -> dict:
     """The course model's training loop, shared by its pretraining and its distillation: dynamic masks and
     batch order from a generator seeded ``s["seed"]``, AdamW with :func:`learning_rate`, the loss under
     :func:`autocast`, and :func:`blank_scores` on the validation blanks into ``log`` every ``eval_every``
@@ -500,7 +501,7 @@ def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: 
         return (*masking(rows, epoch), {})
 
     def after(step):
-        if step % s["eval_every"] == 0 or step == steps:
+        if evaluate and (step % s["eval_every"] == 0 or step == steps):
             log["evaluations"].append({"step": step, **blank_scores(model, data.validation)})
             model.train()
             if on_evaluation is not None:
@@ -548,12 +549,13 @@ def course_student(data: CourseData, teacher, arm: str = "distilled", settings: 
 
 
 def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None = None,
-                        settings: dict = COURSE_DISTIL, progress=True, on_evaluation=None):
+                        settings: dict = COURSE_DISTIL, progress=True, on_evaluation=None, evaluate: bool = True):
     """Train the student of ``arm`` (see :data:`COURSE_DISTIL`): ``(student, log)``.
 
     Every arm sees the same masked batches in the same order (the masking and order draw from a generator
     seeded ``settings["seed"]``), with the learning-rate shape of :func:`learning_rate`. ``log`` holds each
-    step's loss and, every ``eval_every`` steps (and at step 0), :func:`blank_scores` on the validation blanks.
+    step's loss and, every ``eval_every`` steps (and at step 0), :func:`blank_scores` on the validation blanks
+    (``evaluate=False``: the losses only).
     """
     from bertfamily.distillation import mlm_triple_loss
 
@@ -563,8 +565,8 @@ def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None =
     alpha_ce, alpha_mlm, alpha_cos = s["arms"][arm][1]
     loss = None if alpha_ce == alpha_cos == 0 and alpha_mlm == 1 else mlm_triple_loss(  # no teacher: plain MLM
         teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos)
-    log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.validation)}]}
-    log = _course_loop(data, student, s, steps, log, arm, progress, on_evaluation, loss=loss)
+    log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.validation)}] if evaluate else []}
+    log = _course_loop(data, student, s, steps, log, arm, progress, on_evaluation, loss=loss, evaluate=evaluate)
     student.eval()
     return student, log
 
