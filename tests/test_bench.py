@@ -248,14 +248,18 @@ def test_make_test_is_measured_whole_and_recorded():
     assert found["status"] == "failed" and found["returncode"] is None and "timed out after 1 s" in found["output_tail"]
 
 
-def test_make_test_records_how_long_each_unit_took(tmp_path):
+def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     """The seconds of each unit of work, summed by the root conftest.py over a pytest-xdist run (the
     controller sees every worker's reports), recorded with the make test they come from."""
-    command = (sys.executable, "-m", "pytest", "tests/test_stats.py", "tests/test_budget.py", "-q", "-n", "1",
-               "--dist", "loadfile", "-p", "no:cacheprovider")
-    found = bench.make_test_time(cmd=command, cwd=ROOT)
+    for name in ("test_one", "test_two"):  # each at least 0.2 s long: recorded as 0.2 s or more
+        (tmp_path / f"{name}.py").write_text("import time\n\n\ndef test_it():\n    time.sleep(0.2)\n", encoding="utf-8")
+    # two small files in a folder of their own, with the root conftest.py as a plugin (no torch to import)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    command = (sys.executable, "-m", "pytest", "test_one.py", "test_two.py", "-q", "-n", "1", "--dist", "loadfile",
+               "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path))
+    found = bench.make_test_time(cmd=command, cwd=tmp_path)
     assert found["status"] == "ok", found["output_tail"]
-    assert set(found["units"]) == {"tests/test_stats.py", "tests/test_budget.py"}
+    assert set(found["units"]) == {"test_one.py", "test_two.py"}
     assert all(isinstance(s, float) and s > 0 for s in found["units"].values()), found["units"]
     assert bench.make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
 
