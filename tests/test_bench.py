@@ -237,6 +237,13 @@ def test_make_test_is_measured_whole_and_recorded():
     assert found["pytest"] == "3 passed, 1 skipped" and found["output_tail"] is None
     assert len(found["loadavg_before"]) == len(found["loadavg_after"]) == 3 and found["date"].startswith("20")
     assert bench.make_test_time.__defaults__[0] == ("make", "test")  # what make bench measures
+    assert found["cpu_s"] >= 0
+
+    # the CPU time of the command's whole process tree: a child that computes for 1 s of CPU is counted
+    busy = (sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+            "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass'])")
+    found = bench.make_test_time(cmd=busy, cwd=ROOT)
+    assert found["status"] == "ok" and found["cpu_s"] >= 1.0, found
 
     failing = (sys.executable, "-c", "import sys; print('== 1 failed, 2 passed in 70.01s (0:01:10) =='); sys.exit(2)")
     found = bench.make_test_time(cmd=failing, cwd=ROOT)
