@@ -24,7 +24,8 @@ Every other cell is kept; outputs and execution counts are cleared, widget state
 ids are kept (so :func:`restore_solutions` can put the reference answers back, cell by cell). The
 website's ``{exercise}`` boxes become plain Markdown (a heading per task and its text), which Jupyter
 and Colab show as they are; ``student_version(nb, website=True)`` keeps them, for the page of the
-solution-free website (``make book-public``, ``tools/public_book.py``). ``write_student`` never writes to SOURCE, and refuses to overwrite an
+solution-free website (``make book-public``, ``tools/public_book.py``).
+``write_student`` never writes to SOURCE, and refuses to overwrite an
 existing DEST whose content differs unless ``force`` is given.
 """
 from __future__ import annotations
