@@ -409,9 +409,9 @@ def test_cli_prints_progress_and_summary(tmp_path, capsys):
 
 
 def test_readme_states_the_command_and_defaults():
-    """The instructor section names the command, every status, and the limits the code defaults to."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## For instructors: regrading a class"):]
+    """The instructors' manual names the command, every status, and the limits the code defaults to."""
+    manual = (ROOT / "docs" / "INSTRUCTORS.md").read_text(encoding="utf-8")
+    section = manual[manual.index("## Regrading a class"):]
     limits = grading.Limits()
     for words in ["bertfamily-grade", "--out gradebook.csv", "--force", "--jobs",
                   f"`--cell-timeout` (default {limits.cell_timeout:g} s)", f"`--timeout` ({limits.timeout:g} s)",
