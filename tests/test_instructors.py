@@ -83,7 +83,7 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
     exercise = Exercise.load()
     _plant(work, exercise.reference)
     for command in blocks("bash"):
-        command = command.replace("\\\n", " ")
+        command = command.replace("\\\n", " ").strip()
         if "bertfamily-grade" in command:
             command += " --jobs 2"  # two at a time, as on this machine's two cores
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=work, capture_output=True,
