@@ -506,7 +506,7 @@ class _Lab:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise AssertionError("make lab did not answer in 120 s:\n" + self.log_path.read_text()[-3000:])
+                raise AssertionError("make lab did not answer in 300 s:\n" + self.log_path.read_text()[-3000:])
             time.sleep(1)
 
     def page(self, browser_context):
