@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.integrity import _python
+from bertfamily.grading.integrity import MAX_SOURCE, _python
 from bertfamily.grading.student import SOLUTION, _tags, placeholder
 from bertfamily.grading.submission import Invalid, link_problem, read_submission
 
@@ -27,7 +27,10 @@ _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 
 
 def normalized(source: str) -> tuple:
-    """A cell's code as the tokens Python reads: comments, blank lines and spacing left out."""
+    """A cell's code as the tokens Python reads: comments, blank lines and spacing left out (a cell too
+    long to parse, or not Python: its lines, stripped)."""
+    if len(source) > MAX_SOURCE:
+        return tuple(line.strip() for line in source.splitlines() if line.strip())
     try:
         code = _python(source)
         tokens = tokenize.generate_tokens(io.StringIO(code).readline)
