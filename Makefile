@@ -4,9 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8000
-# make lab: the folder JupyterLab opens, and anything else to pass it (e.g. LAB_ARGS="--no-browser")
-LAB_DIR  ?= book
+# make lab: the folder JupyterLab opens, and anything else to pass it (e.g. LAB_ARGS="--no-browser");
+# make lab STUDENT=1 writes the student version (make student) and opens student/ instead of book/.
+# As root (containers, cloud machines, CI) JupyterLab refuses to start unless told: --allow-root is added.
+STUDENT  ?=
+LAB_DIR  ?= $(if $(STUDENT),student,book)
 LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # make test runs its tests on JOBS pytest-xdist workers (a notebook's cells stay together on one).
 # Three on two cores: a third of the suite waits (kernels starting, sandboxes, the browser), and a third
 # worker fills those waits (measured: 559 s with two, 500 s with three, this machine, same commit)
@@ -14,12 +18,14 @@ JOBS   ?= 3
 NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
-.PHONY: help setup book serve lab lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
+.PHONY: help setup book book-public serve lab lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
 
 help:
 	@echo "make book       set up .venv if needed, build the website into _build/html"
+	@echo "make book-public the website without the exercise's solutions, into _build/public/_build/html"
 	@echo "make serve      serve _build/html on http://localhost:$(PORT)"
 	@echo "make lab        open the lessons (book/) in JupyterLab, in the course's environment"
+	@echo "make lab STUDENT=1  write the student version (make student) and open it (student/) instead"
 	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
 	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
 	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
@@ -53,6 +59,11 @@ book: $(STAMP)
 	$(BIN)/jupyter-book build . --keep-going
 	@echo "The website: $(CURDIR)/_build/html/index.html"
 
+# The website as a class may see it: the exercise without its solutions (page, .ipynb download,
+# _sources, search index); tools/public_book.py then greps every file it built for solution text.
+book-public: $(STAMP)
+	$(BIN)/python tools/public_book.py --out _build/public
+
 serve: book
 	@echo "Serving on http://localhost:$(PORT) (Ctrl-C stops)"
 	$(BIN)/python -m http.server $(PORT) --directory _build/html
@@ -60,9 +71,15 @@ serve: book
 # The lessons in JupyterLab, run by the course's own .venv (its python3 kernel has bertfamily and
 # the pinned torch). JupyterLab is the `lab` extra of pyproject.toml, installed here on first use,
 # so that CI and Colab, which never open it, stay lighter.
+# STUDENT=1: the student version is written once; a student/ copy that exists (your work) is opened as it is.
+ROOT_NOTE := make lab: running as root (uid 0), so JupyterLab is started with --allow-root
 lab: $(STAMP)
 	@$(BIN)/python -c "import jupyterlab" 2>/dev/null || $(BIN)/python -m pip install -q -e '.[lab]'
-	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(LAB_ARGS)
+	@if [ -n "$(STUDENT)" ]; then if [ -f student/exercise_distilbert.ipynb ]; then \
+		echo "make lab: opening student/ as it is (your work there is kept; make student refreshes it)"; \
+		else $(MAKE) -s student; fi; fi
+	@$(if $(LAB_ROOT),echo "$(ROOT_NOTE)")
+	$(BIN)/jupyter lab --notebook-dir=$(LAB_DIR) $(LAB_ROOT) $(LAB_ARGS)
 
 # Unit tests, then every notebook of _toc.yml under nbval; tests/test_book.py builds the book
 # strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary;

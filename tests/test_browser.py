@@ -478,54 +478,85 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
-    """`make lab` starts JupyterLab in the course's .venv; a lesson opens, and its first code cell
-    (the Colab cell: it imports the course package and prints the versions) runs in the kernel.
+class _Lab:
+    """`make lab` started in the background (its own process group), and its JupyterLab once it answers."""
 
-    The lesson is a copy in a temporary folder (LAB_DIR), so that JupyterLab's autosave cannot touch
-    book/. `-o .venv/.installed` keeps make from reinstalling the environment first."""
-    import signal
-    import subprocess
-    import urllib.request
+    def __init__(self, tmp_path, make_args, cwd=ROOT):
+        import subprocess
+        import urllib.request
 
+        self.port, self.token = _free_port(), os.urandom(12).hex()
+        # no --allow-root here: as root (CI, this workplace's machines) `make lab` adds it itself
+        args = f"--no-browser --port={self.port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={self.token}"
+        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),  # no user settings, no news
+               "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "run")}
+        self.log_path = tmp_path / "lab.log"
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "lab", *make_args,
+                                         f"LAB_ARGS={args}"], cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT,
+                                        env=env, start_new_session=True)
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 300  # a loaded machine: make student, then JupyterLab's start
+        while True:  # the server answers once it is up
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/status?token={self.token}", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError("make lab did not answer in 300 s:\n" + self.log_path.read_text()[-3000:])
+            time.sleep(1)
+
+    def page(self, browser_context):
+        """A page of the session's Chromium (one Playwright per thread), in a context of its own."""
+        page = browser_context.browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(120_000)
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(self.base)
+                   else route.abort())
+        return page
+
+    def stop(self):
+        import signal
+        import subprocess
+
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)  # make and the JupyterLab it started (its own group)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.close()
+
+
+def _needs_lab():
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
     if not (ROOT / ".venv" / "bin" / "jupyter-lab").is_file():
         pytest.skip("JupyterLab is not installed in .venv: `make lab` (or pip install -e '.[lab]') installs it")
+
+
+def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
+    """`make lab` starts JupyterLab in the course's .venv (as root too: it adds --allow-root, and says
+    so); a lesson opens, and its first code cell (the Colab cell: it imports the course package and
+    prints the versions) runs in the kernel.
+
+    The lesson is a copy in a temporary folder (LAB_DIR), so that JupyterLab's autosave cannot touch
+    book/. `-o .venv/.installed` keeps make from reinstalling the environment first."""
+    _needs_lab()
     lesson = "05_multilingual.ipynb"
     copy = nbformat.read(ROOT / "book" / lesson, as_version=4)
     for cell in copy.cells:  # without its stored outputs, an output on the page is one the kernel made
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     nbformat.write(copy, tmp_path / lesson)
-    port, token = _free_port(), os.urandom(12).hex()
-    args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
-    if os.geteuid() == 0:  # CI and this workplace's machines run as root, which JupyterLab refuses unless told
-        args += " --allow-root"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),  # no user settings, no news
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "run")}
-    log = (tmp_path / "lab.log").open("w")
-    lab = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "lab", f"LAB_DIR={tmp_path}", f"LAB_ARGS={args}"],
-                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    lab = _Lab(tmp_path, [f"LAB_DIR={tmp_path}"])
     try:
-        deadline = time.monotonic() + 120
-        while True:  # the server answers once it is up
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert lab.poll() is None, "make lab stopped:\n" + (tmp_path / "lab.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "JupyterLab did not answer in 120 s"
-            time.sleep(1)
-        # the session's Chromium (one Playwright per thread), in a context of its own
-        page = browser_context.browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(120_000)
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
-                   else route.abort())
-        page.goto(f"{base}/lab/tree/{lesson}?token={token}")
+        said = lab.log_path.read_text()
+        assert ("--allow-root" in said) == (os.geteuid() == 0), said
+        page = lab.page(browser_context)
+        page.goto(f"{lab.base}/lab/tree/{lesson}?token={lab.token}")
         title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
         try:
             title.wait_for()
@@ -543,10 +574,41 @@ def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
         assert "[1]" in cell.locator(".jp-InputPrompt").inner_text(), "the cell ran once, in this kernel"
         page.context.close()
     finally:
-        if lab.poll() is None:
-            os.killpg(lab.pid, signal.SIGTERM)  # make and the JupyterLab it started (its own group)
-            try:
-                lab.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(lab.pid, signal.SIGKILL)
-        log.close()
+        lab.stop()
+
+
+def test_make_lab_student_opens_the_student_version(tmp_path, browser_context):
+    """`make lab STUDENT=1` writes the student version (make student) and opens student/: the exercise
+    with its placeholders, not the answer key. Run in a folder of links to the checkout (its Makefile,
+    .venv and book/), so that the student/ it writes is the test's own."""
+    _needs_lab()
+    work = tmp_path / "checkout"
+    work.mkdir()
+    for name in ("Makefile", ".venv", "book", "pyproject.toml", "lib", "tools", "tests"):
+        (work / name).symlink_to(ROOT / name)
+    lab = _Lab(tmp_path, ["STUDENT=1"], cwd=work)
+    try:
+        written = work / "student" / "exercise_distilbert.ipynb"
+        assert written.is_file(), lab.log_path.read_text()
+        page = lab.page(browser_context)
+        page.goto(f"{lab.base}/lab/tree/exercise_distilbert.ipynb?token={lab.token}")
+        title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
+        title.wait_for()
+        assert "Exercise: DistilBERT" in title.inner_text()
+        page.context.close()
+        # what JupyterLab opened (its cells are drawn as they scroll into view, so asked of its server)
+        import urllib.request
+        with urllib.request.urlopen(f"{lab.base}/api/contents/exercise_distilbert.ipynb?token={lab.token}",
+                                    timeout=30) as answer:
+            cells = json.loads(answer.read())["content"]["cells"]
+        code = "\n".join(c["source"] for c in cells)
+        assert "# YOUR CODE HERE" in code and 'load("distilbert-base-uncased")' not in code
+    finally:
+        lab.stop()
+    before = written.read_bytes()  # a second start keeps what the student wrote
+    written.write_bytes(before.replace(b"# YOUR CODE HERE", b"# MY WORK", 1))
+    lab = _Lab(tmp_path, ["STUDENT=1"], cwd=work)
+    try:
+        assert b"# MY WORK" in written.read_bytes() and "opening student/ as it is" in lab.log_path.read_text()
+    finally:
+        lab.stop()

@@ -15,7 +15,7 @@ LAYERS = [
     {"submission", "integrity", "nbval_worker"},
     {"monitor", "mounts", "verify"},
     {"sandbox"},
-    {"scoring"},
+    {"scoring", "copies"},
     {"pipeline"},
     {"classroom", "gradebook"},
     {"fingerprints"},

@@ -27,7 +27,7 @@ import re
 import sys
 
 #: The code paths the committed outputs were made with. Each variable was checked to matter or to
-#: be needed on AVX-512 machines (see README, "Reproducible anywhere"). Only set on AVX2 CPUs.
+#: be needed on AVX-512 machines (see CONTRIBUTING.md, "Reproducible anywhere"). Only set on AVX2 CPUs.
 ISA = {
     "ATEN_CPU_CAPABILITY": "avx2",     # ATen's own vectorised kernels (elementwise, reductions, softmax)
     "MKL_CBWR": "AVX2",                # MKL's conditional numerical reproducibility: the AVX2 branch

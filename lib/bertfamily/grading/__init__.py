@@ -14,7 +14,7 @@ its own; tests/test_grading_layers.py keeps it so):
 ``sandbox``       one sealed run (and the probe run before a class)
 ``verify``        the grader's own check of the answers, outside the kernel; ``integrity`` reads the student's code
                   (``literals``: which answers are typed rather than computed)
-``scoring``       marks, reproduction and flags of one run
+``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row
 ``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``)
 ``gradebook``     what the instructor gets: the gradebook, roster, Canvas import, feedback, summary
@@ -48,6 +48,7 @@ _WHERE = {
     'collect': 'classroom',
     'feedback_markdown': 'gradebook',
     'grade_class': 'classroom',
+    'copy_flags': 'copies',
     'LocalPool': 'classroom',
     'grade_submission': 'pipeline',
     'gradebook_fields': 'gradebook',

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from bertfamily.grading.copies import copy_flags
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.monitor import Limits, die_with_parent
 from bertfamily.grading.pipeline import SANITIZE, Row, error_row, grade_submission, sanitizers
@@ -161,9 +162,15 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
                 executor: Executor | None = None) -> list[Row]:
     """Grade every submission under ``paths`` (see :func:`collect`) with ``executor`` (default: a
     :class:`LocalPool` of ``jobs``); rows sorted by submission, so the gradebook does not depend on the
-    order given, on ``jobs`` or on the executor."""
+    order given, on ``jobs`` or on the executor. Copies (:mod:`~bertfamily.grading.copies`) are flagged
+    across the class, after every row is made."""
     executor = executor or LocalPool(jobs)  # a bad --jobs is refused before anything is read
     exercise = exercise or Exercise.load()
     settings = ClassSettings(exercise, limits, sanitizers(sanitize or SANITIZE), strict_outputs)
-    rows = executor.grade(collect(paths), settings, progress)
+    found = collect(paths)
+    rows = executor.grade(found, settings, progress)
+    copies = copy_flags(found, exercise)  # for the instructor to read: never a mark
+    for row in rows:
+        if copies.get(row.submission):
+            row.flags = "; ".join([row.flags, *copies[row.submission]] if row.flags else copies[row.submission])
     return sorted(rows, key=lambda r: r.submission)

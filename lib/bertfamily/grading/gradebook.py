@@ -254,7 +254,7 @@ def summary(rows, exercise: Exercise) -> str:
         lines += [f"  {n:>3} × {t}: {line}" for (t, line), n in mistakes.most_common()]
     flagged = [r.submission for r in rows if r.flags]
     if flagged:
-        lines.append(f"flagged (the grader's check disagrees with the notebook's): {', '.join(flagged)}")
+        lines.append(f"flagged, for you to read (the flags column): {', '.join(flagged)}")
     counts = {s: sum(r.status == s for r in rows) for s in STATUSES if s != "missing"}
     handed = [r for r in rows if r.status != "missing"]
     lines.append(f"{len(handed)} submissions: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))

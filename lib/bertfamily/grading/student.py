@@ -16,11 +16,16 @@ Cell tag convention (cell metadata ``tags``), read from the solution notebook:
 ``check`` on a code cell
     A call into :mod:`bertfamily.checks`; kept as it is, and locked in Jupyter (not editable, not
     deletable): the grader restores it from the course's copy anyway.
+``solutions-note`` on a markdown cell
+    Prose that tells the reader where the solutions are (the website's dropdowns): dropped from the
+    student version and from the solution-free website, which have none.
 
 Every other cell is kept; outputs and execution counts are cleared, widget state is dropped, and cell
 ids are kept (so :func:`restore_solutions` can put the reference answers back, cell by cell). The
 website's ``{exercise}`` boxes become plain Markdown (a heading per task and its text), which Jupyter
-and Colab show as they are. ``write_student`` never writes to SOURCE, and refuses to overwrite an
+and Colab show as they are; ``student_version(nb, website=True)`` keeps them, for the page of the
+solution-free website (``make book-public``, ``tools/public_book.py``).
+``write_student`` never writes to SOURCE, and refuses to overwrite an
 existing DEST whose content differs unless ``force`` is given.
 """
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-SOLUTION, CHECK = "solution", "check"
+SOLUTION, CHECK, SOLUTIONS_NOTE = "solution", "check", "solutions-note"
 PLACEHOLDER = "# YOUR CODE HERE"
 _SOLUTION_DIRECTIVE = re.compile(r"[`:]{3,}\s*\{solution")
 
@@ -101,20 +106,21 @@ def _plain_exercise(source: str, number: int) -> tuple[str, int]:
     return source.rstrip("\n"), number
 
 
-def student_version(nb):
-    """A new notebook: solutions replaced by placeholders, solution markdown dropped, outputs cleared."""
+def student_version(nb, website: bool = False):
+    """A new notebook: solutions replaced by placeholders, solution markdown dropped, outputs cleared;
+    with ``website``, the MyST of the ``{exercise}`` boxes is kept (for the solution-free website)."""
     out = copy.deepcopy(nb)
     cells, number = [], 0
     for index, cell in enumerate(out.cells):
         solution = SOLUTION in _tags(cell)
         if cell.cell_type == "markdown":
-            if solution:
+            if solution or SOLUTIONS_NOTE in _tags(cell):
                 continue
             if _SOLUTION_DIRECTIVE.search(cell.source):
                 raise ValueError(f"markdown cell {index} (id {cell.get('id')}) holds a solution "
                                  f"directive but is not tagged {SOLUTION!r}: tag it, or the answer "
                                  "would reach the student version")
-        if cell.cell_type == "markdown":
+        if cell.cell_type == "markdown" and not website:
             cell.source, number = _plain_exercise(cell.source, number)
         if cell.cell_type == "code":
             if solution:

@@ -1,0 +1,115 @@
+"""Copies, for the instructor to read: a submission whose solution cells are the published reference's,
+and submissions whose own code is identical to each other's. Flags, never marks: a copied answer that
+computes the right value still earns its marks, and the instructor decides.
+
+What is compared is the student's own code: every code cell of the submission that is neither one of
+the course's cells (set-up, checks) nor a placeholder of the student version, read as Python tokens
+(comments, blank lines and spacing do not count; IPython's magics as the calls they become). Answers
+short enough that anyone would write them alike are not flagged: a row is flagged only when the code
+in common has at least :data:`MIN_LINES` lines (the course's exercise: about 70 lines of solutions in
+its graded tasks). Only the submissions of one run are compared with each other.
+"""
+from __future__ import annotations
+
+import io
+import tokenize
+from collections import defaultdict
+from pathlib import Path
+
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.integrity import MAX_SOURCE, _python
+from bertfamily.grading.student import SOLUTION, _tags, placeholder
+from bertfamily.grading.submission import Invalid, link_problem, read_submission
+
+#: Lines of code in common (not comments, not blank) below which nothing is flagged.
+MIN_LINES = 20
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+
+
+def normalized(source: str) -> tuple:
+    """A cell's code as the tokens Python reads: comments, blank lines and spacing left out (a cell too
+    long to parse, or not Python: its lines, stripped)."""
+    if len(source) > MAX_SOURCE:
+        return tuple(line.strip() for line in source.splitlines() if line.strip())
+    try:
+        code = _python(source)
+        tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+        return tuple((t.type, "" if t.type in (tokenize.INDENT, tokenize.DEDENT) else t.string)
+                     for t in tokens if t.type not in _SKIP)
+    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError):
+        return tuple(line.strip() for line in source.splitlines() if line.strip())
+
+
+def code_lines(source: str) -> int:
+    """The lines of a cell that are code: not blank, not a comment."""
+    return sum(1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def _graded_solutions(exercise: Exercise) -> dict:
+    """{normalized code: (task name, its code lines)} of the reference's solution cells in graded tasks."""
+    by_id = {c.get("id"): c for c in exercise.reference.cells}
+    found = {}
+    for task in exercise.graded:
+        for cid in task.cells:
+            cell = by_id[cid]
+            if cell.cell_type == "code" and SOLUTION in _tags(cell) and code_lines(cell.source):
+                found[normalized(cell.source)] = (task.name, code_lines(cell.source))
+    return found
+
+
+def _course_cells(exercise: Exercise) -> set:
+    """The code a submission holds without the student writing any: the course's own cells, and the
+    placeholders of the student version."""
+    course = set()
+    for cell in exercise.reference.cells:
+        if cell.cell_type == "code":
+            course.add(normalized(placeholder(cell) if SOLUTION in _tags(cell) else cell.source))
+    return course
+
+
+def own_code(nb, exercise: Exercise) -> list[tuple[tuple, int]]:
+    """The student's own code cells of ``nb``, in order: (normalized code, its code lines)."""
+    course = _course_cells(exercise)
+    own = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and code_lines(cell.source):
+            tokens = normalized(cell.source)
+            if tokens not in course:
+                own.append((tokens, code_lines(cell.source)))
+    return own
+
+
+def reference_copy(own: list, exercise: Exercise) -> str | None:
+    """The flag of a submission whose solution cells are the reference's, verbatim; None if it is not."""
+    solutions = _graded_solutions(exercise)
+    copied = [solutions[tokens] for tokens, _ in own if tokens in solutions]
+    if sum(lines for _, lines in copied) < MIN_LINES:
+        return None
+    tasks = sorted({task for task, _ in copied}, key=lambda name: int(name.removeprefix("task")))
+    return (f"copy: the solution cells of {', '.join(tasks)} are the published reference's, verbatim "
+            f"({len(tasks)} of {len(exercise.graded)} graded tasks): read by hand")
+
+
+def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
+    """The copy flags of a class, {submission's name in the gradebook: [flag, ...]}, for the files
+    ``found`` ((path, name) pairs, as :func:`~bertfamily.grading.classroom.collect` gives them). A file
+    that cannot be read as a notebook is left out (its row says why)."""
+    flags, groups = defaultdict(list), defaultdict(list)
+    for path, name in found:
+        try:
+            if link_problem(path):
+                continue
+            nb = read_submission(Path(path).read_bytes(), exercise.tasks, exercise.name, [])
+        except (Invalid, OSError):
+            continue
+        own = own_code(nb, exercise)
+        said = reference_copy(own, exercise)
+        if said:
+            flags[name].append(said)
+        if sum(lines for _, lines in own) >= MIN_LINES:
+            groups[tuple(tokens for tokens, _ in own)].append(name)
+    for names in groups.values():
+        for name in names if len(names) > 1 else ():
+            others = ", ".join(n for n in names if n != name)
+            flags[name].append(f"copy: its own code is identical to that of {others}: read by hand")
+    return dict(flags)

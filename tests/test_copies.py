@@ -1,0 +1,102 @@
+"""Copies are flagged for the instructor (bertfamily.grading.copies), read from the files alone: a
+submission whose solution cells are the published reference's, and submissions identical to each
+other. No kernel runs here; the rows and their marks are the grader's (these flags never change them)."""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from bertfamily.grading import copies
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.student import SOLUTION, model_answer, student_version
+
+TINY = Path(__file__).resolve().parent / "data" / "grading_tiny.ipynb"
+
+
+@pytest.fixture(scope="module")
+def exercise():
+    return Exercise.load()
+
+
+def _write(folder: Path, name: str, nb) -> tuple[Path, str]:
+    path = folder / name
+    nbformat.write(nb, path)
+    return path, str(path)
+
+
+def _rewritten(nb, cell_id: str, source: str):
+    out = nbformat.from_dict(nbformat.reads(nbformat.writes(nb), as_version=4))
+    for cell in out.cells:
+        if cell.get("id") == cell_id:
+            cell.source = source
+    return out
+
+
+def test_the_reference_copied_is_flagged_and_a_blank_or_rewritten_one_is_not(tmp_path, exercise):
+    reference = exercise.reference
+    copied = model_answer(reference)
+    solutions = [c for c in reference.cells if c.cell_type == "code" and SOLUTION in c.metadata.get("tags", [])]
+    # an honest student who wrote every solution in their own words: the same names, other code
+    honest = copied
+    for cell in solutions:
+        honest = _rewritten(honest, cell.id, "\n".join(f"{n} = None" for n in ["mine", *_names(cell)]))
+    # spacing and comments do not hide a copy
+    spaced = _rewritten(copied, solutions[0].id, "# my own words\n" + solutions[0].source.replace(" = ", "  =  "))
+    found = [_write(tmp_path, f"{name}.ipynb", nb) for name, nb in
+             (("copied", copied), ("blank", student_version(reference)), ("honest", honest), ("spaced", spaced))]
+    flags = copies.copy_flags(found, exercise)
+    said = [f for f in flags[str(tmp_path / "copied.ipynb")] if "published reference" in f]
+    assert len(said) == 1 and f"({len(exercise.graded)} of {len(exercise.graded)} graded tasks)" in said[0], flags
+    assert any("published reference" in f for f in flags[str(tmp_path / "spaced.ipynb")]), flags
+    assert str(tmp_path / "blank.ipynb") not in flags and str(tmp_path / "honest.ipynb") not in flags, flags
+    # copied and spaced hold the same tokens: identical to each other, and each names the other
+    assert f"identical to that of {tmp_path / 'spaced.ipynb'}" in "; ".join(flags[str(tmp_path / "copied.ipynb")])
+    assert f"identical to that of {tmp_path / 'copied.ipynb'}" in "; ".join(flags[str(tmp_path / "spaced.ipynb")])
+
+
+def _names(cell) -> list[str]:
+    from bertfamily.grading.student import answers
+    return answers(cell)
+
+
+def test_two_identical_submissions_are_flagged_a_third_that_differs_is_not(tmp_path, exercise):
+    reference = exercise.reference
+    task1 = next(c for c in reference.cells if c.get("id") in exercise.tasks[0].cells and c.cell_type == "code")
+    own = _rewritten(model_answer(reference), task1.id, task1.source + "\nprint('my own line')")
+    other = _rewritten(own, task1.id, task1.source + "\nprint('another line')")
+    found = [_write(tmp_path, name, nb) for name, nb in
+             (("alice.ipynb", own), ("bob.ipynb", own), ("carol.ipynb", other))]
+    flags = copies.copy_flags(found, exercise)
+    alice, bob = (str(tmp_path / n) for n in ("alice.ipynb", "bob.ipynb"))
+    assert f"copy: its own code is identical to that of {bob}: read by hand" in flags[alice]
+    assert f"copy: its own code is identical to that of {alice}: read by hand" in flags[bob]
+    assert not any("identical" in f for f in flags[str(tmp_path / "carol.ipynb")]), flags
+    # task 1 is no longer the reference's: the flag names the others
+    said = next(f for f in flags[alice] if "published reference" in f)
+    assert "of task2, " in said and "task1," not in said and f"({len(exercise.graded) - 1} of" in said, said
+
+
+def test_short_answers_anyone_would_write_alike_are_not_flagged(tmp_path):
+    """The tiny exercise's whole solution is a dozen lines: below MIN_LINES, so two model answers and a
+    copy of its reference pass without a flag."""
+    exercise = Exercise.load(TINY)
+    answer = model_answer(exercise.reference)
+    found = [_write(tmp_path, name, answer) for name in ("a.ipynb", "b.ipynb")]
+    assert copies.copy_flags(found, exercise) == {}
+
+
+def test_unreadable_files_are_left_to_their_rows(tmp_path, exercise):
+    (tmp_path / "empty.ipynb").write_text("", encoding="utf-8")
+    (tmp_path / "link.ipynb").symlink_to(exercise_path := Path(Exercise.load.__defaults__[0]))
+    assert exercise_path.is_file()
+    found = [(tmp_path / "empty.ipynb", "empty.ipynb"), (tmp_path / "link.ipynb", "link.ipynb")]
+    assert copies.copy_flags(found, exercise) == {}
+
+
+def test_normalized_reads_magics_and_ignores_comments_and_spacing():
+    assert copies.normalized("x = 1  # one\n\n") == copies.normalized("x=1")
+    assert copies.normalized("%%time\nx = 1") != copies.normalized("x = 1")  # the magic is part of the code
+    assert copies.normalized("def f(:\n") == ("def f(:",)  # not Python: its lines, stripped
+    assert copies.code_lines("# a\n\nx = 1\n  # b\ny = 2") == 2
+    huge = "x = 1\n" * 50_000  # longer than the grader parses: read as lines
+    assert copies.normalized(huge) == ("x = 1",) * 50_000
