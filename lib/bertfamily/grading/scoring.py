@@ -38,6 +38,7 @@ class Score:
     notes: list = field(default_factory=list)        # what was repaired before the run
     feedback: dict = field(default_factory=dict)     # graded task -> the ✗ lines and hints of its checks
     read_by_hand: list = field(default_factory=list)  # "taskN: text" answers the instructor reads
+    checks: dict = field(default_factory=dict)       # graded task -> {"passed": [...], "failed": [...], "partial"}
 
 
 def _owners(nb, exercise: Exercise) -> dict:
@@ -181,6 +182,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.flags.append("read by hand: " + "; ".join(dict.fromkeys(said)))
     for task in exercise.graded:
         found, reached, differs, stored, feedback = [], True, [], True, []
+        verdicts = {"passed": [], "failed": [], "partial": True}  # partial credit: none for a typed answer
         for index in (i for i in code if owners.get(i) == task.name):
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
@@ -190,6 +192,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         for name in sorted(reads[task.name] & set(typed)):
             found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
             score.flags.append(f"{task.name}: `{name}` typed as a number in cell {typed[name]}")
+            verdicts["partial"] = False
         for cid, source in task.checks:
             if cid not in by_id:  # prepare() puts every check back: never an honest notebook
                 found.append("its check cell is missing")
@@ -205,6 +208,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             answers, trouble = answers_of(cid, results[index]["outputs"])
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
+                verdicts["partial"] = False
             if answers is None:
                 found.append("its check cell sent no answers to the grader")
                 if not trouble:
@@ -219,6 +223,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                     found.append(why)
                     feedback.append(why)
                     score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
+                    verdicts["partial"] = False
             for name in _for_the_instructor(source):
                 text = (answers.get(name) or {}).get("plain")
                 if isinstance(text, str) and text.strip():
@@ -227,6 +232,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             lines = [r for r in _check_results(source, [{"output_type": "stream", "name": "stdout", "text": printed}])
                      if not r.task.startswith("cell ")]
             for r in lines:
+                verdicts["passed" if r.passed and ok else "failed"].append(r.task)
                 if not r.passed:
                     found.append(f"✗ {r.task}: {r.message}"[:200])
                     feedback.append(f"✗ {r.task}: {r.message}" + (f" (hint: {r.hint})" if r.hint else ""))
@@ -248,6 +254,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.marks[task.name] = 1 if reached and not found else 0
         score.problems.extend(f"{task.name}: {p}" for p in found)
         score.feedback[task.name] = feedback
+        score.checks[task.name] = verdicts
     for index in code:
         if owners.get(index) is None and index in results:
             problem = _problem(index, results[index], limits.cell_timeout)
