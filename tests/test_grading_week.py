@@ -137,7 +137,8 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     roster = grading.read_roster(_touch(tmp_path / "canvas.csv",
                                         "Student,ID,SIS User ID,SIS Login ID,Section,Exercise (77)\n"
                                         "    Points Possible,,,,,10\nJane Smith,12345,s1,jsmith,A,\n"
-                                        "John Doe,12346,s2,jdoe,A,\nJim Roe,12347,s3,jroe,A,\nAmy Poe,12348,s4,apoe,B,\n"))
+                                        "John Doe,12346,s2,jdoe,A,\nJim Roe,12347,s3,jroe,A,\n"
+                                        "Amy Poe,12348,s4,apoe,B,\n"))
     names = [t.name for t in exercise.graded]
     rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found.values() if f.notebook]
     got = {r.student: r for r in lms.attribute(rows, list(found.values()), exercise, roster)}
@@ -199,7 +200,7 @@ def test_a_name_that_runs_on_past_an_id_is_ambiguous(tmp_path, exercise):
 
 def test_canvas_tells_invalid_from_missing(tmp_path, exercise):
     names = [t.name for t in exercise.graded]
-    roster = {"a": {"id": "a", "canvas_id": "1"}, "b": {"id": "b", "canvas_id": "2"}, "c": {"id": "c", "canvas_id": "3"}}
+    roster = {s: {"id": s, "canvas_id": str(n)} for n, s in enumerate("abc")}
     rows = [_row("a.ipynb", dict.fromkeys(names, 1), student="a"),
             Row("b.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file", student="b"),
             Row("", "missing", None, len(names), dict.fromkeys(names), "no submission", student="c")]

@@ -104,7 +104,8 @@ def find(paths) -> list[Found]:
             raise ValueError(f"{given} is neither a file nor a folder")
         else:
             raise ValueError(f"no such file or folder: {given}")
-    kept = [f for f in found.values() if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder"))]
+    kept = [f for f in found.values()
+            if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder"))]
     if not kept:
         raise ValueError("nothing to grade: give notebooks, or folders of them as Canvas or Moodle export them")
     return sorted(kept, key=lambda f: f.display)
