@@ -300,3 +300,22 @@ def test_an_interrupted_local_run_resumes(tmp_path, cheap_cli, capsys):
     assert cli.main([str(klass), "--out", str(fresh / "g.csv"), "--jobs", "1", "--roster", str(roster),
                      "--deadline", DUE]) == 0
     assert (fresh / "g.csv").read_bytes() == resumed
+
+
+def test_the_handout_shows_each_tasks_points(tmp_path, capsys):
+    from bertfamily.grading.exercise import REFERENCE
+
+    path = _grading_file(tmp_path, "[points]\ntask2 = 3\ntask4 = { points = 2, partial = true }\n"
+                                   "task10 = { points = 1, bonus = true }\n")
+    dest = tmp_path / "handout.ipynb"
+    assert cli.main(["student", str(REFERENCE), str(dest), "--grading", str(path)]) == 0
+    import nbformat
+
+    headings = [line for c in nbformat.read(dest, as_version=4).cells if c.cell_type == "markdown"
+                for line in c.source.splitlines() if line.startswith("### Task")]
+    assert headings[0].endswith("(1 point)") and headings[1].endswith("(3 points)")
+    assert headings[3].endswith("(2 points, partial credit per check)") and headings[9].endswith("(1 point, bonus)")
+    assert headings[7].endswith("(not graded: its result depends on the machine)")
+    bad = _grading_file(tmp_path, "[points]\ntask2 = \"three\"\n")
+    assert cli.main(["student", str(REFERENCE), str(tmp_path / "h2.ipynb"), "--grading", str(bad)]) == 2
+    assert "give a number of points" in capsys.readouterr().err

@@ -28,7 +28,7 @@ from bertfamily.grading.student import write_student
 from bertfamily.grading.verify import package_changes
 
 USAGE = """\
-    python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force]
+    python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
     python -m bertfamily.grading grade NOTEBOOK.ipynb [--timeout 600] [--json]
     bertfamily-grade SUBMISSION... --out gradebook.csv [--force] [--jobs N] [--strict-outputs]
                      [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
@@ -199,6 +199,18 @@ def _main_gradebook(argv) -> int:
     return 0
 
 
+def _handout_points(source, grading) -> dict | None:
+    """What each task of the handout is worth: the grading file's points (default 1 a task); None for a
+    notebook that is no gradable exercise (no task with a check), unless a grading file asks for it."""
+    try:
+        exercise = Exercise.load(source)
+    except ValueError:
+        if grading:
+            raise
+        return None
+    return policy.handout_points(exercise, policy.load(exercise, grading))
+
+
 def _main_commands(argv) -> int:
     parser = argparse.ArgumentParser(prog="python -m bertfamily.grading", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,6 +219,8 @@ def _main_commands(argv) -> int:
     s.add_argument("source")
     s.add_argument("dest")
     s.add_argument("--force", action="store_true", help="overwrite DEST even if it differs")
+    s.add_argument("--grading", metavar="TOML", help="the grading file: each task's heading shows its points "
+                   "(default: 1 point a task)")
     g = sub.add_parser("grade", help="execute a copy of a notebook and report its checks")
     g.add_argument("notebook")
     g.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
@@ -214,7 +228,8 @@ def _main_commands(argv) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "student":
-            outcome = write_student(args.source, args.dest, force=args.force)
+            outcome = write_student(args.source, args.dest, force=args.force,
+                                    points=_handout_points(args.source, args.grading))
             print(f"{outcome}: {args.dest} (student version of {args.source})")
             return 0
         results = grade(args.notebook, timeout=args.timeout)

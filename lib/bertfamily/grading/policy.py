@@ -178,6 +178,21 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None) -> 
     return Policy(tasks, due, late, float(penalty), counts, source)
 
 
+def handout_points(exercise: Exercise, policy: Policy) -> dict:
+    """Task number -> what the handout's heading says it is worth ("2 points", "1 point, bonus",
+    "3 points, partial credit per check", "not graded")."""
+    said = {}
+    for number_, task in enumerate(exercise.tasks, 1):
+        t = policy.tasks.get(task.name)
+        if t is None:
+            said[number_] = "not graded: its result depends on the machine"
+            continue
+        words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"]
+        words += ["bonus"] * t.bonus + ["partial credit per check"] * t.partial
+        said[number_] = ", ".join(words)
+    return said
+
+
 # --------------------------------------------------------------------------- applying it
 
 def reference_checks(exercise: Exercise) -> dict:
