@@ -319,3 +319,22 @@ def test_the_handout_shows_each_tasks_points(tmp_path, capsys):
     bad = _grading_file(tmp_path, "[points]\ntask2 = \"three\"\n")
     assert cli.main(["student", str(REFERENCE), str(tmp_path / "h2.ipynb"), "--grading", str(bad)]) == 2
     assert "give a number of points" in capsys.readouterr().err
+
+
+def test_a_cells_error_names_the_line_and_is_said_whole():
+    from bertfamily.grading.scoring import _problem
+
+    long = "Can't load 'distilbert-base-uncased'. " + "If you were trying to load it from the hub, " * 10 + "end."
+    error = {"output_type": "error", "ename": "OSError", "evalue": long,
+             "traceback": ["\x1b[0;31mOSError\x1b[0m Traceback", "Cell \x1b[0;32mIn[7], line 2\x1b[0m\n"
+                           "\x1b[1;32m----> 2\x1b[0m model = AutoModel.from_pretrained(name)"]}
+    said = _problem(9, {"outcome": "failed", "message": "x", "outputs": [error]}, 60,
+                    "# Task 1: load both\nmodel = AutoModel.from_pretrained(name)\n")
+    assert said.startswith("cell 9 (the cell that starts `# Task 1: load both`, line 2: "
+                           "`model = AutoModel.from_pretrained(name)`) raised OSError: Can't load")
+    assert said.endswith("end.") and len(said) > 400  # whole, not cut at 200 characters
+    syntax = {"output_type": "error", "ename": "SyntaxError", "evalue": "invalid syntax (1234.py, line 1)",
+              "traceback": []}
+    said = _problem(3, {"outcome": "failed", "message": "x", "outputs": [syntax]}, 60, "x = = 1\n")
+    assert said == "cell 3 (the cell that starts `x = = 1`, line 1: `x = = 1`) raised SyntaxError: invalid syntax " \
+                   "(line 1)"

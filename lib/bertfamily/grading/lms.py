@@ -89,9 +89,9 @@ def find(paths) -> list[Found]:
         path = Path(given)
         if path.is_dir() and not path.is_symlink():
             for top, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in SKIPPED and not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
                 for f in files:
-                    if f in SKIPPED or f.startswith("."):
+                    if f in SKIPPED or (f.startswith(".") and not f.endswith(".ipynb")):
                         continue
                     member = Path(top) / f
                     found.setdefault(os.path.abspath(member), _identify(member, path))

@@ -66,20 +66,41 @@ def _difference(index, entry) -> str | None:
     return None
 
 
-def _problem(index, entry, cell_timeout) -> str | None:
-    """What went wrong in one cell's run, in words; None when it ran (its outputs may differ)."""
+#: An error is said whole, up to this many characters (a runaway message stays readable in a CSV).
+ERROR_CHARS = 2000
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _where(source: str, error: dict | None, evalue: str = "") -> str:
+    """The cell as the student sees it: its first line and, from the traceback (or a SyntaxError's
+    ``(line N)``), the line that raised."""
+    lines = source.splitlines()
+    first = next((line.strip() for line in lines if line.strip()), "")
+    trace = _ANSI.sub("", "\n".join(error.get("traceback") or [])) if error else ""
+    found = (re.search(r"Cell In\[\d+\], line (\d+)", trace) or re.search(r"^-+> (\d+) ", trace, re.M)
+             or re.search(r"\(line (\d+)\)", evalue))
+    parts = [f"the cell that starts `{first[:60]}`"] if first else []
+    if found and 0 < int(found.group(1)) <= len(lines):
+        number = int(found.group(1))
+        parts.append(f"line {number}: `{lines[number - 1].strip()[:100]}`")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _problem(index, entry, cell_timeout, source: str = "") -> str | None:
+    """What went wrong in one cell's run, in words, with the cell as the student sees it (its first
+    line, the line that raised) and the error whole; None when it ran (its outputs may differ)."""
     if entry["outcome"] != "failed" or entry["message"] == "Cell outputs differ":
         return None
     message = entry["message"]
     if message.startswith("Timeout"):
-        return f"cell {index} ran past the per-cell limit of {cell_timeout:g} s"
+        return f"cell {index}{_where(source, None)} ran past the per-cell limit of {cell_timeout:g} s"
     if "Kernel dead" in message:
-        return f"cell {index} did not run: the kernel had died"
+        return f"cell {index}{_where(source, None)} did not run: the kernel had died"
     errors = [o for o in entry["outputs"] if o["output_type"] == "error"]
     if errors:  # a SyntaxError names the kernel's temporary file of the cell: keep only the line
         evalue = re.sub(r"\([^()]*\.py, line (\d+)\)", r"(line \1)", str(errors[0]["evalue"]))
-        return f"cell {index} raised {errors[0]['ename']}: {evalue}"[:200]
-    return f"cell {index}: {message}"[:200]
+        return f"cell {index}{_where(source, errors[0], evalue)} raised {errors[0]['ename']}: {evalue}"[:ERROR_CHARS]
+    return f"cell {index}: {message}"[:ERROR_CHARS]
 
 
 def _check_results(source, outputs):
@@ -187,7 +208,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
                 continue
-            found.extend(p for p in [_problem(index, results[index], limits.cell_timeout)] if p)
+            found.extend(p for p in [_problem(index, results[index], limits.cell_timeout, nb.cells[index].source)] if p)
             differs.extend(d for d in [_difference(index, results[index])] if d)
         for name in sorted(reads[task.name] & set(typed)):
             found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
@@ -257,7 +278,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.checks[task.name] = verdicts
     for index in code:
         if owners.get(index) is None and index in results:
-            problem = _problem(index, results[index], limits.cell_timeout)
+            problem = _problem(index, results[index], limits.cell_timeout, nb.cells[index].source)
             if problem:
                 score.problems.append(f"not in a task: {problem}")
     return score
