@@ -172,7 +172,7 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     final = policy.apply(list(got.values()), rules, exercise)
     assert [r.student for r in final if r.late] == ["502"]
     out = tmp_path / "moodle_upload.csv"
-    lms.write_moodle(final, lines, out)
+    assert lms.write_moodle(final, lines, out)[0].startswith("Moodle's worksheet has Maximum Grade 10.00 but")
     back = {r["Identifier"]: r for r in csv.DictReader(out.open(encoding="utf-8-sig"))}
     assert back["Participant 501"]["Grade"] == str(len(names)) and back["Participant 505"]["Grade"] == ""
     assert back["Participant 503"]["Grade"] == "0" and back["Participant 503"]["Feedback comments"].startswith(

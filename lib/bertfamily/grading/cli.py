@@ -178,7 +178,8 @@ def _main_gradebook(argv) -> int:
         if canvas:
             write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
         if moodle:
-            lms.write_moodle(rows, worksheet[2], moodle, force=update)
+            for warning in lms.write_moodle(rows, worksheet[2], moodle, force=update):
+                print(f"warning: {warning}", file=sys.stderr)
         feedback = lms.write_feedback(rows, exercise, args.feedback, rules, only=chosen) if args.feedback else []
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)

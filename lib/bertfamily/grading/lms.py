@@ -333,10 +333,11 @@ def _grade_and_comment(r: Row | None, max_score) -> tuple[str, str]:
     return score, said + "; the feedback file says why"
 
 
-def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> None:
+def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[str]:
     """Moodle's grading worksheet with each participant's Grade (and Feedback comments) filled in from
     the submission that counts: upload it at Grading action > Upload grading worksheet. A missing student
-    keeps a blank grade; an invalid submission gets 0 and a comment that says why."""
+    keeps a blank grade; an invalid submission gets 0 and a comment that says why. Returns warnings: a
+    worksheet whose Maximum Grade is not the policy's maximum, a grade above it (a bonus)."""
     head = list(worksheet_lines[0])
     if "Feedback comments" not in head:
         head.append("Feedback comments")
@@ -351,3 +352,19 @@ def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> None:
         entry["Feedback comments"] = _cell(comment) if comment else entry.get("Feedback comments", "")
         out_lines.append([entry.get(h, "") for h in head])
     _atomic_csv(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
+    warnings = []
+    maxima = {entry.get("Maximum Grade", "") for entry in (dict(zip(head, line)) for line in out_lines[1:])} - {""}
+    try:
+        theirs = {float(m.replace(",", ".")) for m in maxima}
+    except ValueError:
+        theirs = set()
+    if theirs and theirs != {float(max_score or 0)}:
+        warnings.append(f"Moodle's worksheet has Maximum Grade {', '.join(sorted(maxima))} but the grading policy's "
+                        f"maximum is {max_score}: set the assignment's maximum grade in Moodle to match before "
+                        "uploading (Moodle scales nothing)")
+    over = [r.student for r in counted.values() if isinstance(r.score, (int, float)) and theirs
+            and r.score > max(theirs)]
+    if over:
+        warnings.append(f"{len(over)} grades are above Moodle's Maximum Grade (bonus points): Moodle may refuse "
+                        "them; raise the maximum, or keep bonus tasks for Canvas")
+    return warnings
