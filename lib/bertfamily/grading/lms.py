@@ -330,7 +330,7 @@ def _grade_and_comment(r: Row | None, max_score) -> tuple[str, str]:
         return "0", f"not graded: {r.detail}"
     score = "" if r.score is None else str(r.score)
     said = f"{score} of {max_score} ({r.status})" + (f"; {r.late}" if r.late else "")
-    return score, said + "; the feedback file says why"
+    return score, said + "; details in your feedback file"
 
 
 def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[str]:
