@@ -338,3 +338,18 @@ def test_a_cells_error_names_the_line_and_is_said_whole():
     said = _problem(3, {"outcome": "failed", "message": "x", "outputs": [syntax]}, 60, "x = = 1\n")
     assert said == "cell 3 (the cell that starts `x = = 1`, line 1: `x = = 1`) raised SyntaxError: invalid syntax " \
                    "(line 1)"
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--moodle", "m.csv"], "--moodle needs --moodle-worksheet"),
+    (["--late", "refuse"], "a late policy (refuse) needs a deadline"),
+    (["--late", "penalty:lots", "--deadline", DUE], "--late penalty:N needs a percentage per day"),
+    (["--deadline", "tomorrow"], "is not a date and time"),
+    (["--regrade", "s1"], "--regrade updates a gradebook graded before: no"),
+    (["--moodle-worksheet", "nothing.csv"], "no Moodle grading worksheet at nothing.csv"),
+])
+def test_the_command_refuses_what_it_cannot_do_and_says_why(tmp_path, cheap_cli, capsys, extra, words):
+    klass, roster, log = _class(tmp_path, n=2)
+    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", *extra]) == 2
+    assert words in capsys.readouterr().err
+    assert not log.exists() and not (tmp_path / "g.csv").exists()  # refused before anything was graded
