@@ -353,3 +353,15 @@ def test_the_command_refuses_what_it_cannot_do_and_says_why(tmp_path, cheap_cli,
     assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", *extra]) == 2
     assert words in capsys.readouterr().err
     assert not log.exists() and not (tmp_path / "g.csv").exists()  # refused before anything was graded
+
+
+def test_a_changed_grading_file_rewrites_the_class_without_running_it(tmp_path, cheap_cli):
+    klass, roster, log = _class(tmp_path, n=3)
+    assert _run(tmp_path, klass, roster) == 0
+    first = {r["student"]: r["score"] for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    log.write_text("", encoding="utf-8")
+    path = _grading_file(tmp_path, "[points]\ntask1 = 5\n")
+    assert _run(tmp_path, klass, roster, "--grading", str(path), "--resume", "--force") == 0
+    assert log.read_text(encoding="utf-8") == ""  # no notebook ran again
+    then = {r["student"]: r["score"] for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert all(int(then[s]) == int(first[s]) + 4 for s in ("s0", "s1", "s2")), (first, then)
