@@ -105,6 +105,10 @@ def test_late_rows_are_flagged_and_the_latest_on_time_counts(exercise):
     assert [r.counts == "yes" for r in latest] == [False, False, True]
     best = policy.apply(rows, policy.load(exercise, due=DUE, late="refuse", counts="best"), exercise)
     assert [r.counts == "yes" for r in best] == [False, True, False]  # the late 8 scores 0 under refuse
+    broken = Row("c/jane_broken.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file",
+                 student="jane", submitted=_at("2026-03-01T23:30+01:00"))
+    counted = policy.apply([*rows, broken], policy.load(exercise, due=DUE), exercise)
+    assert [r.counts == "yes" for r in counted] == [False, True, False, False]  # an empty file replaces nothing
 
 
 def test_canvas_late_mark_is_late_whatever_the_file_time(exercise):

@@ -297,8 +297,9 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
 
 def choose(mine: list, policy: Policy) -> Row:
     """The one of a student's submissions that counts, by the stated policy (never the best silently:
-    only ``counts = "best"`` looks at the scores). Ties in time go to the later name."""
-    timed = sorted(mine, key=lambda r: (_when(r), r.submission))
+    only ``counts = "best"`` looks at the scores). A file that could not be read (``invalid``) never
+    replaces a readable one. Ties in time go to the later name."""
+    timed = sorted([r for r in mine if r.status != "invalid"] or mine, key=lambda r: (_when(r), r.submission))
     if policy.counts == "first":
         return timed[0]
     if policy.counts == "latest":
