@@ -298,8 +298,10 @@ def test_the_command_line_grades_on_the_cluster(exercise, client, dask_cluster, 
     assert out.read_bytes() == local.read_bytes()
     assert len(list(csv.reader(out.open()))) == 4 and "symbolic link" in out.read_text()
     assert cluster.journal_path(out).is_file()
-    assert grading.main([str(folder), "--out", str(tmp_path / "x.csv"), "--resume"]) == 2
-    assert "--resume continues a run on a cluster: it needs --scheduler" in capsys.readouterr().err
+    assert cluster.journal_path(local).is_file()  # a local run keeps its journal too, and resumes from it
+    assert grading.main([str(folder), "--out", str(local), "--jobs", "1", "--resume", "--force"]) == 0
+    assert "resuming: 3 of 3 submissions already graded" in capsys.readouterr().err
+    assert out.read_bytes() == local.read_bytes()
 
 
 def kill_empty_once(path, display, exercise, limits, sanitize, strict_outputs=False):

@@ -17,10 +17,11 @@ LAYERS = [
     {"sandbox"},
     {"scoring", "copies"},
     {"pipeline"},
+    {"policy"},
     {"classroom", "gradebook"},
-    {"fingerprints"},
+    {"fingerprints", "lms"},
     {"journal"},
-    {"cluster"},
+    {"cluster", "regrade"},
     {"cli"},
 ]
 MAX_LINES = 400

@@ -16,9 +16,12 @@ its own; tests/test_grading_layers.py keeps it so):
                   (``literals``: which answers are typed rather than computed)
 ``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row
+``policy``        the lecturer's points (bonus, partial credit), deadline, late policy, which submission counts
 ``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``)
 ``gradebook``     what the instructor gets: the gradebook, roster, Canvas import, feedback, summary
+``lms``           Canvas's and Moodle's exports as they come: whose each file is, when; Moodle's worksheet
 ``fingerprints``, ``journal``, ``cluster``   grading on a Dask cluster
+``regrade``       the journal of a local run (``--resume``) and the regrade in place (``--regrade``)
 ``cli``           ``bertfamily-grade``, ``python -m bertfamily.grading student|grade``
 
 The names of :data:`_WHERE` are the package's interface (as before the re-cut).

@@ -118,6 +118,19 @@ def _jobs_default() -> int:
     return max(1, min(_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
 
 
+class _Rows(list):
+    """The rows of a run, each handed to ``on_row`` (the journal) as it is appended."""
+
+    def __init__(self, on_row=None):
+        super().__init__()
+        self.on_row = on_row
+
+    def append(self, row) -> None:
+        super().append(row)
+        if self.on_row is not None:
+            self.on_row(row)
+
+
 class LocalPool:
     """This machine: in this process when ``jobs`` is 1, else a pool of ``jobs`` spawned processes. A
     kernel is started once first (:func:`~bertfamily.grading.sandbox.probe_kernel`); each kernel gets
@@ -133,6 +146,7 @@ class LocalPool:
             raise ValueError(f"the grader needs {', '.join(missing)}: install the test extras "
                              "(pip install -e '.[test]', as make setup does)")
         self.jobs = jobs
+        self.on_row = None  # called with each row as it finishes (bertfamily.grading.regrade: the journal)
 
     def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
         from tqdm.auto import tqdm
@@ -142,7 +156,7 @@ class LocalPool:
         if limits.threads is None:  # share the cores between the kernels that run at once
             limits = dataclasses.replace(limits, threads=max(1, _cores() // max(1, min(self.jobs, len(found)))))
         work = [settings.args(path, name, limits) for path, name in found]
-        rows = []
+        rows = _Rows(self.on_row)
         with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:
             if self.jobs == 1:
                 for args in work:
@@ -154,7 +168,7 @@ class LocalPool:
                     if _pool([args], 1, rows, bar):
                         rows.append(_worker_died(args))
                         bar.update()
-        return rows
+        return list(rows)
 
 
 def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits(), jobs: int = 1,

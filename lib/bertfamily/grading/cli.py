@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bertfamily import kernels
-from bertfamily.grading.classroom import LocalPool, _jobs_default, collect, grade_class
+from bertfamily.grading import lms, policy
+from bertfamily.grading.classroom import LocalPool, _jobs_default, grade_class
 from bertfamily.grading.exercise import REFERENCE, Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
@@ -17,20 +18,22 @@ from bertfamily.grading.gradebook import (
     read_roster,
     summary,
     write_canvas,
-    write_feedback,
     write_gradebook,
 )
 from bertfamily.grading.marks import _print_report, grade
 from bertfamily.grading.pipeline import SANITIZE
+from bertfamily.grading.regrade import Journaled, select
 from bertfamily.grading.sandbox import UNSAFE_FLAG, Limits, SandboxMissing, require_sandbox
 from bertfamily.grading.student import write_student
 from bertfamily.grading.verify import package_changes
 
 USAGE = """\
-    python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force]
+    python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
     python -m bertfamily.grading grade NOTEBOOK.ipynb [--timeout 600] [--json]
     bertfamily-grade SUBMISSION... --out gradebook.csv [--force] [--jobs N] [--strict-outputs]
                      [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
+                     [--moodle-worksheet CSV --moodle FILE] [--grading TOML] [--deadline TIME]
+                     [--late none|penalty:N|refuse] [--counts POLICY] [--resume] [--regrade STUDENT ...]
                      [--unsafe-no-sandbox]
 """
 
@@ -68,9 +71,10 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("--feedback", metavar="DIR", help="write one Markdown feedback file per submission into DIR")
     parser.add_argument("--roster", metavar="CSV", help="the class list: a CSV with an 'id' column (and name, "
                         "canvas_id, sis_user_id, sis_login_id, section)")
-    parser.add_argument("--pattern", default=ID_PATTERN,
+    parser.add_argument("--pattern", default=None,
                         help="a regular expression with a group 'id' that finds the student id in a file name "
-                             "(default %(default)r: the name up to its first _ - . or space)")
+                             f"(default: none; the student is found from Canvas's or Moodle's names, the folder "
+                             f"per student, or the file name up to its first _ - . or space, {ID_PATTERN!r})")
     parser.add_argument("--canvas", metavar="FILE", help="also write Canvas's grade-import CSV (needs --roster)")
     parser.add_argument("--canvas-assignment", default="", metavar="NAME",
                         help="the assignment's column in Canvas, e.g. 'DistilBERT exercise (1234)'")
@@ -85,8 +89,24 @@ def _main_gradebook(argv) -> int:
                         help="grade on a Dask cluster, one task per submission: its scheduler's address "
                              "(tcp://host:8786), or 'local' for a cluster of --jobs workers on this machine")
     parser.add_argument("--resume", action="store_true",
-                        help="with --scheduler: keep the rows of an interrupted run (the journal OUT.journal beside "
-                             "--out) and grade only the rest")
+                        help="keep the rows of an interrupted run (the journal OUT.journal beside --out) and grade "
+                             "only the rest")
+    week = parser.add_argument_group("the lecturer's week: points, deadline, regrades, Moodle")
+    week.add_argument("--grading", metavar="TOML", help="the grading file: each task's points, bonus tasks, partial "
+                      "credit, the deadline and the late policy (docs/pending/week.md; default: 1 point a task)")
+    week.add_argument("--deadline", metavar="TIME", help="the deadline, ISO 8601 with its offset "
+                      "(2026-03-01T23:59+01:00); overrides the grading file's")
+    week.add_argument("--late", metavar="POLICY", help="late work: none (accepted, flagged; the default), "
+                      "penalty:N (N%% off per started day) or refuse (it earns nothing)")
+    week.add_argument("--counts", choices=policy.COUNTS, help="which of a student's submissions counts "
+                      "(default latest-before-deadline)")
+    week.add_argument("--regrade", action="append", metavar="STUDENT", help="grade again only these students "
+                      "(roster ids, or submissions by name; repeat or comma-separate) and update --out, the LMS "
+                      "files and their feedback in place; every other row is kept from the journal")
+    week.add_argument("--moodle-worksheet", metavar="CSV", help="Moodle's grading worksheet as downloaded: the "
+                      "roster (without --roster) and the submission times")
+    week.add_argument("--moodle", metavar="FILE", help="write the worksheet back with grades and comments, to upload "
+                      "to Moodle (needs --moodle-worksheet)")
     args = parser.parse_args(argv)
     try:
         limits = Limits(args.cell_timeout, args.timeout, args.memory_mib, disk_mib=args.disk_mib,
@@ -99,48 +119,97 @@ def _main_gradebook(argv) -> int:
                   file=sys.stderr)
         else:
             require_sandbox()
-        out = _check_out(args.out, args.force, "--out")
-        canvas = _check_out(args.canvas, args.force, "--canvas") if args.canvas else None
+        regrade = [n.strip() for given in args.regrade or [] for n in given.split(",") if n.strip()]
+        update = bool(regrade) or args.force  # a regrade updates the files of the earlier run in place
+        if regrade and not Path(args.out).is_file():
+            raise ValueError(f"--regrade updates a gradebook graded before: no {args.out}")
+        out = _check_out(args.out, update, "--out")
+        canvas = _check_out(args.canvas, update, "--canvas") if args.canvas else None
+        moodle = _check_out(args.moodle, update, "--moodle") if args.moodle else None
         if canvas and not args.roster:
-            raise ValueError("--canvas needs --roster (Canvas imports grades by its students' ids)")
+            raise ValueError("--canvas needs --roster (Canvas imports grades by its students' ids): Canvas's own "
+                             "gradebook export (Grades > Export) is a roster as it comes")
         if canvas and not args.canvas_assignment.strip():
             raise ValueError("--canvas needs --canvas-assignment, the assignment's column in Canvas, "
                              "e.g. 'DistilBERT exercise (1234)' (as Canvas's own grade export names it)")
-        roster = read_roster(args.roster) if args.roster else None
-        files = collect(args.submissions)
-        written = {p.resolve() for p, _ in files}
-        for given, label in ((out, "--out"), (canvas, "--canvas")):
+        if moodle and not args.moodle_worksheet:
+            raise ValueError("--moodle needs --moodle-worksheet, the grading worksheet downloaded from Moodle "
+                             "(Moodle matches the grades to its participants by the worksheet's Identifier)")
+        if args.pattern and (args.moodle_worksheet or regrade):
+            raise ValueError("--pattern finds students in plain file names only: leave it out with Moodle's "
+                             "worksheet and with --regrade")
+        worksheet = lms.read_worksheet(args.moodle_worksheet) if args.moodle_worksheet else None
+        roster = read_roster(args.roster) if args.roster else worksheet[0] if worksheet else None
+        found = lms.find(args.submissions)
+        written = {f.path.resolve() for f in found}
+        for given, label in ((out, "--out"), (canvas, "--canvas"), (moodle, "--moodle")):
             if given is not None and given.resolve() in written:
                 raise ValueError(f"{label} {given} is one of the submissions: choose another path")
         if args.feedback and Path(args.feedback).resolve() in {p.parent for p in written}:
             raise ValueError(f"--feedback {args.feedback} is a folder of submissions: choose another folder")
         exercise = Exercise.load(args.reference)
+        rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts)
+        owners = {f.display: (lms._roster_match(f, roster)[0] if roster is not None else lms._plain_key(f))
+                  for f in found}
+        chosen = select(regrade, found, owners) if regrade else None
         if args.scheduler:  # distributed stays optional: imported only here
+            if regrade:
+                raise ValueError("--regrade runs on this machine: leave out --scheduler (a few students need no "
+                                 "cluster)")
             from bertfamily.grading.cluster import DaskCluster
             executor = DaskCluster(args.scheduler, out=out, jobs=args.jobs, resume=args.resume, force=args.force)
-        elif args.resume:
-            raise ValueError("--resume continues a run on a cluster: it needs --scheduler (local: --scheduler local)")
         else:
-            executor = LocalPool(args.jobs)
-        rows = grade_class(args.submissions, exercise, limits, sanitize=args.sanitize,
-                           strict_outputs=args.strict_outputs, executor=executor)
-        if roster is not None:
-            rows = apply_roster(rows, exercise, roster, args.pattern)
-        write_gradebook(rows, exercise, out, force=args.force, roster=roster is not None)
+            executor = Journaled(LocalPool(args.jobs), out, resume=args.resume, force=args.force, regrade=chosen)
+        notebooks = [f.path for f in found if f.notebook]
+        rows = grade_class(notebooks, exercise, limits, sanitize=args.sanitize, strict_outputs=args.strict_outputs,
+                           executor=executor) if notebooks else []
+        for stale in getattr(executor, "stale", []):
+            print(f"warning: {stale} changed since it was graded; its row is kept as it was (name it in --regrade "
+                  "to grade it again)", file=sys.stderr)
+        if args.pattern:
+            rows = apply_roster(rows, exercise, roster, args.pattern) if roster is not None else rows
+        else:
+            rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None,
+                                 rules.due.tzinfo if rules.due else None)
+        marks = rows
+        rows = policy.apply(rows, rules, exercise)
+        timed = roster is not None or rules.due is not None
+        write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows), timed=timed)
         if canvas:
-            write_canvas(rows, roster, args.canvas_assignment, canvas, force=args.force)
-        feedback = write_feedback(rows, exercise, args.feedback) if args.feedback else []
+            write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
+        if moodle:
+            for warning in lms.write_moodle(rows, worksheet[2], moodle, force=update):
+                print(f"warning: {warning}", file=sys.stderr)
+        feedback = lms.write_feedback(rows, exercise, args.feedback, rules, only=chosen) if args.feedback else []
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(summary(rows, exercise))
+    print(summary(marks, exercise))
+    print(rules.describe())
+    late = [r.submission for r in rows if r.late]
+    if late:
+        print(f"late: {', '.join(late)}")
     changed = package_changes()
     if changed:
         print(f"warning: the installed course package changed while grading ({', '.join(changed[:5])}); no "
               "kernel could (each had a read-only copy): something else on this machine did", file=sys.stderr)
     print(f"gradebook: {out}" + (f"; Canvas import: {canvas}" if canvas else "")
+          + (f"; Moodle worksheet: {moodle}" if moodle else "")
+          + (f"; regraded {len(chosen)} submissions in place" if chosen else "")
           + (f"; {len(feedback)} feedback files in {args.feedback}" if args.feedback else ""))
     return 0
+
+
+def _handout_points(source, grading) -> dict | None:
+    """What each task of the handout is worth: the grading file's points (default 1 a task); None for a
+    notebook that is no gradable exercise (no task with a check), unless a grading file asks for it."""
+    try:
+        exercise = Exercise.load(source)
+    except ValueError:
+        if grading:
+            raise
+        return None
+    return policy.handout_points(exercise, policy.load(exercise, grading))
 
 
 def _main_commands(argv) -> int:
@@ -151,6 +220,8 @@ def _main_commands(argv) -> int:
     s.add_argument("source")
     s.add_argument("dest")
     s.add_argument("--force", action="store_true", help="overwrite DEST even if it differs")
+    s.add_argument("--grading", metavar="TOML", help="the grading file: each task's heading shows its points "
+                   "(default: 1 point a task)")
     g = sub.add_parser("grade", help="execute a copy of a notebook and report its checks")
     g.add_argument("notebook")
     g.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
@@ -158,7 +229,8 @@ def _main_commands(argv) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "student":
-            outcome = write_student(args.source, args.dest, force=args.force)
+            outcome = write_student(args.source, args.dest, force=args.force,
+                                    points=_handout_points(args.source, args.grading))
             print(f"{outcome}: {args.dest} (student version of {args.source})")
             return 0
         results = grade(args.notebook, timeout=args.timeout)

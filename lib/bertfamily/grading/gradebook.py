@@ -28,7 +28,8 @@ ROSTER_FIELDS = ("id", "name", "canvas_id", "sis_user_id", "sis_login_id", "sect
 
 def read_roster(path) -> dict:
     """The students of a roster CSV, by id. Its header needs ``id``; it may have ``name`` and Canvas's
-    ``canvas_id``, ``sis_user_id``, ``sis_login_id`` and ``section``."""
+    ``canvas_id``, ``sis_user_id``, ``sis_login_id`` and ``section``. Canvas's own gradebook export
+    (Student, ID, SIS User ID, SIS Login ID, Section, ...) is read as it comes: its ID is the Canvas user id."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no roster at {path}")
@@ -41,6 +42,11 @@ def read_roster(path) -> dict:
         students = {}
         for number, raw in enumerate(reader, 2):
             entry = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k}
+            if "student" in entry and "name" not in entry:  # Canvas's own gradebook export, as it comes
+                if entry["student"].lower() in ("points possible", "student, test"):
+                    continue  # its "Points Possible" row, and Canvas's test student
+                entry = {**entry, "name": entry["student"], "canvas_id": entry["id"],
+                         "sis_user_id": entry.get("sis user id", ""), "sis_login_id": entry.get("sis login id", "")}
             if not entry.get("id"):
                 raise ValueError(f"the roster {path}, line {number}: no id")
             if entry["id"] in students:
@@ -68,6 +74,12 @@ def _attribution(name: str, pattern: str, roster: dict) -> tuple[str, str]:
     if len(candidates) > 1:
         return "", (f"ambiguous: the file name could be {' or '.join(c + chr(39) + 's' for c in candidates)} (roster "
                     "ids), so it counts for nobody: rename the file or pass --pattern")
+    run_on = re.match(r"[-.]([^_ ]*\d[^_ ]*)", stem[len(found):]) if found in roster and pattern == ID_PATTERN else None
+    if run_on:  # alice-2.ipynb with no alice-2 on the roster: alice's second try, or a student the roster lacks?
+        name = found + run_on.group(0)
+        return "", (f"ambiguous: the file name runs on past the roster id {found!r} ({name!r} is no roster id: "
+                    f"{found}'s second try, or another student's?), so it counts for nobody: rename it {found}.ipynb "
+                    f"or put it in a folder {found}/ (or add {name} to the roster)")
     return found, ""
 
 
@@ -102,9 +114,15 @@ def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTE
 
 # --------------------------------------------------------------------------- writing
 
-def gradebook_fields(exercise: Exercise, roster: bool = False) -> list[str]:
+#: The columns of a run with a deadline or a roster (:mod:`bertfamily.grading.policy`): when each file
+#: was handed in and where that time came from, how late, and whether it is the submission that counts.
+POLICY_FIELDS = ("submitted", "time_from", "late", "counts")
+
+
+def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = False) -> list[str]:
     return ["submission", *(["student"] if roster else []), "status", "score", "max_score",
-            *(t.name for t in exercise.graded), "outputs", "flags", "read_by_hand", "detail"]
+            *(t.name for t in exercise.graded), *(POLICY_FIELDS if timed else ()), "outputs", "flags",
+            "read_by_hand", "detail"]
 
 
 def _cell(value):
@@ -118,9 +136,9 @@ def _cell(value):
 
 
 
-def _atomic_csv(out, rows: list[list], force: bool) -> None:
+def _atomic_csv(out, rows: list[list], force: bool, cells=_cell) -> None:
     """Write CSV rows atomically (a temporary file in the same folder, then a rename); an existing
-    ``out`` is replaced only with ``force``."""
+    ``out`` is replaced only with ``force``; each value passes through ``cells`` (:func:`_cell`)."""
     out = Path(out)
     if out.exists() and not force:
         raise ValueError(f"{out} exists; pass --force to overwrite it")
@@ -128,7 +146,7 @@ def _atomic_csv(out, rows: list[list], force: bool) -> None:
                                          prefix=f".{out.name}.", suffix=".tmp", delete=False)
     try:
         with handle:
-            csv.writer(handle).writerows([[_cell(v) for v in row] for row in rows])
+            csv.writer(handle).writerows([[cells(v) for v in row] for row in rows])
             handle.flush()
             os.fsync(handle.fileno())
         if out.exists() and not force:
@@ -139,13 +157,16 @@ def _atomic_csv(out, rows: list[list], force: bool) -> None:
             os.unlink(handle.name)
 
 
-def write_gradebook(rows, exercise: Exercise, out, force: bool = False, roster: bool = False) -> None:
-    """The gradebook CSV: one row per submission (and per missing student, with a roster)."""
-    lines = [gradebook_fields(exercise, roster)]
+def write_gradebook(rows, exercise: Exercise, out, force: bool = False, roster: bool = False,
+                    timed: bool = False) -> None:
+    """The gradebook CSV: one row per submission (and per missing student, with a roster); ``timed``
+    adds :data:`POLICY_FIELDS`."""
+    lines = [gradebook_fields(exercise, roster, timed)]
     for r in rows:
         marks = ["" if r.tasks.get(t.name) is None else r.tasks[t.name] for t in exercise.graded]
+        policy = [r.submitted, r.time_from, r.late, r.counts] if timed else []
         lines.append([r.submission, *([r.student] if roster else []), r.status, "" if r.score is None else r.score,
-                      r.max_score, *marks, r.outputs, r.flags, r.read_by_hand, r.detail])
+                      r.max_score, *marks, *policy, r.outputs, r.flags, r.read_by_hand, r.detail])
     _atomic_csv(out, lines, force)
 
 
@@ -155,13 +176,16 @@ CANVAS_FIELDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
 def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False) -> None:
-    """A Canvas grade-import CSV of the roster's students (their best submission; missing: blank)."""
+    """A Canvas grade-import CSV of the roster's students: the score of the submission that counts
+    (:func:`bertfamily.grading.policy.counted_rows`: as the row's ``counts`` says, else the latest);
+    an ``invalid`` one scores 0 (handed in, not gradable: its feedback says why); a student who handed
+    in nothing (``missing``) is left blank, so Canvas keeps its own missing-work policy."""
+    from bertfamily.grading.policy import counted_rows
+
     if not assignment.strip():
         raise ValueError("--canvas-assignment must name the assignment column, e.g. 'DistilBERT exercise (1234)'")
-    best = {}
-    for r in rows:
-        if r.student in roster and r.score is not None:
-            best[r.student] = max(best.get(r.student, 0), r.score)
+    best = {sid: 0 if r.status == "invalid" else r.score for sid, r in counted_rows(rows).items()
+            if sid in roster and (r.score is not None or r.status == "invalid")}
     possible = max((r.max_score for r in rows), default=0)
     lines = [CANVAS_FIELDS + [assignment], ["Points Possible", "", "", "", "", possible]]
     for sid, s in roster.items():

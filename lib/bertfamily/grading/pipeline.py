@@ -42,6 +42,12 @@ class Row:
     student: str = ""      # the roster's id, with --roster
     read_by_hand: str = ""  # free-text answers for the instructor (never scored)
     feedback: dict = field(default_factory=dict, compare=False)  # task -> ✗ lines and hints
+    # the lecturer's policy (bertfamily.grading.policy, lms): each check's verdict, when and how late
+    checks: dict = field(default_factory=dict, compare=False)  # task -> {"passed": [...], "failed": [...]}
+    submitted: str = ""     # ISO 8601, when it was handed in (from time_from)
+    time_from: str = ""     # where that time came from: the LMS's worksheet, the file's mtime; LATE: its mark
+    late: str = ""          # "late by 1 d 2 h 3 min: -10% ..." (policy.apply)
+    counts: str = ""        # "yes", or "no: which submission of the student counts instead"
 
 
 def sanitizers(path=SANITIZE) -> str:
@@ -100,4 +106,4 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
                          flags=f"read by hand: the grader failed on it ({type(exc).__name__})")
     return Row(display, s.status, sum(s.marks.values()), max_score, s.marks, "; ".join(s.problems + s.notes),
                _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback,
-               read_by_hand="; ".join(s.read_by_hand))
+               read_by_hand="; ".join(s.read_by_hand), checks=s.checks)

@@ -38,6 +38,7 @@ class Score:
     notes: list = field(default_factory=list)        # what was repaired before the run
     feedback: dict = field(default_factory=dict)     # graded task -> the ✗ lines and hints of its checks
     read_by_hand: list = field(default_factory=list)  # "taskN: text" answers the instructor reads
+    checks: dict = field(default_factory=dict)       # graded task -> {"passed": [...], "failed": [...], "partial"}
 
 
 def _owners(nb, exercise: Exercise) -> dict:
@@ -65,20 +66,41 @@ def _difference(index, entry) -> str | None:
     return None
 
 
-def _problem(index, entry, cell_timeout) -> str | None:
-    """What went wrong in one cell's run, in words; None when it ran (its outputs may differ)."""
+#: An error is said whole, up to this many characters (a runaway message stays readable in a CSV).
+ERROR_CHARS = 2000
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _where(source: str, error: dict | None, evalue: str = "") -> str:
+    """The cell as the student sees it: its first line and, from the traceback (or a SyntaxError's
+    ``(line N)``), the line that raised."""
+    lines = source.splitlines()
+    first = next((line.strip() for line in lines if line.strip()), "")
+    trace = _ANSI.sub("", "\n".join(error.get("traceback") or [])) if error else ""
+    found = (re.search(r"Cell In\[\d+\], line (\d+)", trace) or re.search(r"^-+> (\d+) ", trace, re.M)
+             or re.search(r"\(line (\d+)\)", evalue))
+    parts = [f"the cell that starts `{first[:60]}`"] if first else []
+    if found and 0 < int(found.group(1)) <= len(lines):
+        number = int(found.group(1))
+        parts.append(f"line {number}: `{lines[number - 1].strip()[:100]}`")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _problem(index, entry, cell_timeout, source: str = "") -> str | None:
+    """What went wrong in one cell's run, in words, with the cell as the student sees it (its first
+    line, the line that raised) and the error whole; None when it ran (its outputs may differ)."""
     if entry["outcome"] != "failed" or entry["message"] == "Cell outputs differ":
         return None
     message = entry["message"]
     if message.startswith("Timeout"):
-        return f"cell {index} ran past the per-cell limit of {cell_timeout:g} s"
+        return f"cell {index}{_where(source, None)} ran past the per-cell limit of {cell_timeout:g} s"
     if "Kernel dead" in message:
-        return f"cell {index} did not run: the kernel had died"
+        return f"cell {index}{_where(source, None)} did not run: the kernel had died"
     errors = [o for o in entry["outputs"] if o["output_type"] == "error"]
     if errors:  # a SyntaxError names the kernel's temporary file of the cell: keep only the line
         evalue = re.sub(r"\([^()]*\.py, line (\d+)\)", r"(line \1)", str(errors[0]["evalue"]))
-        return f"cell {index} raised {errors[0]['ename']}: {evalue}"[:200]
-    return f"cell {index}: {message}"[:200]
+        return f"cell {index}{_where(source, errors[0], evalue)} raised {errors[0]['ename']}: {evalue}"[:ERROR_CHARS]
+    return f"cell {index}: {message}"[:ERROR_CHARS]
 
 
 def _check_results(source, outputs):
@@ -181,15 +203,17 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.flags.append("read by hand: " + "; ".join(dict.fromkeys(said)))
     for task in exercise.graded:
         found, reached, differs, stored, feedback = [], True, [], True, []
+        verdicts = {"passed": [], "failed": [], "partial": True}  # partial credit: none for a typed answer
         for index in (i for i in code if owners.get(i) == task.name):
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
                 continue
-            found.extend(p for p in [_problem(index, results[index], limits.cell_timeout)] if p)
+            found.extend(p for p in [_problem(index, results[index], limits.cell_timeout, nb.cells[index].source)] if p)
             differs.extend(d for d in [_difference(index, results[index])] if d)
         for name in sorted(reads[task.name] & set(typed)):
             found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
             score.flags.append(f"{task.name}: `{name}` typed as a number in cell {typed[name]}")
+            verdicts["partial"] = False
         for cid, source in task.checks:
             if cid not in by_id:  # prepare() puts every check back: never an honest notebook
                 found.append("its check cell is missing")
@@ -205,6 +229,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             answers, trouble = answers_of(cid, results[index]["outputs"])
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
+                verdicts["partial"] = False
             if answers is None:
                 found.append("its check cell sent no answers to the grader")
                 if not trouble:
@@ -219,6 +244,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                     found.append(why)
                     feedback.append(why)
                     score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
+                    verdicts["partial"] = False
             for name in _for_the_instructor(source):
                 text = (answers.get(name) or {}).get("plain")
                 if isinstance(text, str) and text.strip():
@@ -227,6 +253,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             lines = [r for r in _check_results(source, [{"output_type": "stream", "name": "stdout", "text": printed}])
                      if not r.task.startswith("cell ")]
             for r in lines:
+                verdicts["passed" if r.passed and ok else "failed"].append(r.task)
                 if not r.passed:
                     found.append(f"✗ {r.task}: {r.message}"[:200])
                     feedback.append(f"✗ {r.task}: {r.message}" + (f" (hint: {r.hint})" if r.hint else ""))
@@ -248,9 +275,10 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.marks[task.name] = 1 if reached and not found else 0
         score.problems.extend(f"{task.name}: {p}" for p in found)
         score.feedback[task.name] = feedback
+        score.checks[task.name] = verdicts
     for index in code:
         if owners.get(index) is None and index in results:
-            problem = _problem(index, results[index], limits.cell_timeout)
+            problem = _problem(index, results[index], limits.cell_timeout, nb.cells[index].source)
             if problem:
                 score.problems.append(f"not in a task: {problem}")
     return score

@@ -91,7 +91,7 @@ _BIBLIOGRAPHY = re.compile(r"^(?P<fence>[`:]{3,})\s*\{bibliography\}.*?^(?P=fenc
 _CITE = re.compile(r"\{cite(?::\w+)?\}`([^`]+)`")
 
 
-def _plain_exercise(source: str, number: int) -> tuple[str, int]:
+def _plain_exercise(source: str, number: int, points: dict | None = None) -> tuple[str, int]:
     """The website's MyST as plain Markdown, which Jupyter and Colab show as they are: each
     ``{exercise}`` box a heading ("Task N: title") and its text, citations as (key), the
     bibliography directive a pointer to the website; returns the number of the last task so far."""
@@ -99,16 +99,18 @@ def _plain_exercise(source: str, number: int) -> tuple[str, int]:
         nonlocal number
         number += 1
         body = "\n".join(line for line in found.group("body").splitlines() if not re.match(r"^:\w[\w-]*:", line))
-        return f"### Task {number}: {found.group('title')}\n\n{body.strip()}\n"
+        worth = f" ({points[number]})" if points and number in points else ""  # as the lecturer set them
+        return f"### Task {number}: {found.group('title')}{worth}\n\n{body.strip()}\n"
     source = _EXERCISE_BOX.sub(heading, source)
     source = _BIBLIOGRAPHY.sub("(The references are listed on the course's website.)\n", source)
     source = _CITE.sub(lambda m: "(" + ", ".join(k.strip() for k in m.group(1).split(",")) + ")", source)
     return source.rstrip("\n"), number
 
 
-def student_version(nb, website: bool = False):
+def student_version(nb, website: bool = False, points: dict | None = None):
     """A new notebook: solutions replaced by placeholders, solution markdown dropped, outputs cleared;
-    with ``website``, the MyST of the ``{exercise}`` boxes is kept (for the solution-free website)."""
+    with ``website``, the MyST of the ``{exercise}`` boxes is kept (for the solution-free website);
+    ``points`` (task number -> "2 points") is shown in each task's heading."""
     out = copy.deepcopy(nb)
     cells, number = [], 0
     for index, cell in enumerate(out.cells):
@@ -121,7 +123,7 @@ def student_version(nb, website: bool = False):
                                  f"directive but is not tagged {SOLUTION!r}: tag it, or the answer "
                                  "would reach the student version")
         if cell.cell_type == "markdown" and not website:
-            cell.source, number = _plain_exercise(cell.source, number)
+            cell.source, number = _plain_exercise(cell.source, number, points)
         if cell.cell_type == "code":
             if solution:
                 cell.source = placeholder(cell)
@@ -171,7 +173,7 @@ def _text(nb) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def write_student(source, dest, force: bool = False) -> str:
+def write_student(source, dest, force: bool = False, points: dict | None = None) -> str:
     """Write the student version of ``source`` to ``dest``; return ``"written"`` or ``"unchanged"``.
 
     Raises ValueError when ``dest`` is ``source``, or when ``dest`` exists with other content and
@@ -183,7 +185,7 @@ def write_student(source, dest, force: bool = False) -> str:
     if dest.resolve() == source.resolve():
         raise ValueError(f"DEST is the solution notebook itself ({source}): choose another path")
     nb = nbformat.read(source, as_version=4)
-    text = _text(student_version(nb))
+    text = _text(student_version(nb, points=points))
     if dest.exists():
         if dest.read_text(encoding="utf-8") == text:
             return "unchanged"

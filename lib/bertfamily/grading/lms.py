@@ -1,0 +1,370 @@
+"""The LMS's own exports, as they come: whose each file is, when it was handed in, and the grade files
+to upload back.
+
+Layouts recognised without a pattern (the first that fits a file wins):
+
+``moodle``  Moodle's "Download all submissions": a folder per student, ``Jane Smith_12345_assignsubmission_file_/``,
+            or, without folders, ``Jane Smith_12345_assignsubmission_file_exercise.ipynb``; 12345 is the
+            participant's identifier, the number of "Participant 12345" in Moodle's grading worksheet.
+``canvas``  Canvas's "Download Submissions": ``smithjane_12345_67890_exercise_distilbert.ipynb`` (the name Canvas
+            sorts by, the student's Canvas user id, the file's id, the name the student uploaded), with
+            ``_LATE`` after the name when Canvas marked the submission late.
+``folder``  a folder per student: ``alice/exercise.ipynb`` (the folder is the student).
+``file``    a notebook per student: ``alice.ipynb``; a name that runs on past a roster id with a number
+            (``alice-2.ipynb``, and no alice-2 on the roster) is ambiguous and counts for nobody.
+
+A file that is not a notebook (``.py``, ``.html``, ``.pdf``) in a student's place, where the student
+handed in no notebook, gets an ``invalid`` row that says what to export instead.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.gradebook import (
+    ID_PATTERN,
+    _atomic_csv,
+    _attribution,
+    _cell,
+    feedback_markdown,
+    feedback_names,
+)
+from bertfamily.grading.pipeline import Row
+from bertfamily.grading.policy import counted_rows, number, utc
+from bertfamily.grading.submission import printable
+
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_$")
+MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
+CANVAS_FILE = re.compile(r"^(?P<name>[a-z0-9]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
+                         re.IGNORECASE)
+SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
+EXPORT = ("export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
+          "and Export Notebook As > Notebook, .ipynb); in Colab, File > Download > Download .ipynb; in VS Code, the "
+          ".ipynb file you edited")
+
+
+@dataclass
+class Found:
+    """One handed-in file, and what its place in the export says about it."""
+    path: Path
+    display: str      # its name in the gradebook
+    layout: str       # moodle, canvas, folder or file
+    key: str          # the student in the layout: Moodle's participant id, Canvas's user id, the folder, the stem
+    name: str = ""    # what the layout calls the student: Moodle's full name, Canvas's sortable name
+    late: bool = False  # Canvas marked it LATE
+    notebook: bool = True
+
+
+def _identify(path: Path, root: Path | None) -> Found:
+    rel = path.relative_to(root).parts if root is not None else (path.name,)
+    display = printable(path)
+    notebook = path.suffix.lower() == ".ipynb"
+    for part in rel[:-1]:
+        m = MOODLE_FOLDER.match(part)
+        if m:  # an online-text or feedback folder holds no handed-in file: left out
+            return Found(path, display, "moodle" if m["plugin"] == "file" else "skip", m["id"], m["name"],
+                         notebook=notebook and m["plugin"] == "file")
+    m = MOODLE_FILE.match(path.name)
+    if m:
+        return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook)
+    m = CANVAS_FILE.match(path.name)
+    if m:
+        return Found(path, display, "canvas", m["id"], m["name"], late=bool(m["late"]), notebook=notebook)
+    if len(rel) > 1:
+        return Found(path, display, "folder", rel[0], rel[0], notebook=notebook)
+    return Found(path, display, "file", path.name.removesuffix(path.suffix), notebook=notebook)
+
+
+def find(paths) -> list[Found]:
+    """Every file handed in under ``paths`` (files, or folders as the LMS exported them), sorted by name:
+    notebooks, and the other files of LMS layouts (graded ``invalid``, saying what to export)."""
+    found = {}
+    for given in paths:
+        path = Path(given)
+        if path.is_dir() and not path.is_symlink():
+            for top, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+                for f in files:
+                    if f in SKIPPED or (f.startswith(".") and not f.endswith(".ipynb")):
+                        continue
+                    member = Path(top) / f
+                    found.setdefault(os.path.abspath(member), _identify(member, path))
+                for d in dirs:  # a linked folder named like a notebook: refused by the grader, as before
+                    if d.endswith(".ipynb") and os.path.islink(os.path.join(top, d)):
+                        found.setdefault(os.path.abspath(os.path.join(top, d)), _identify(Path(top) / d, path))
+        elif path.is_file() or path.is_symlink():
+            found.setdefault(os.path.abspath(path), _identify(path, None))
+        elif path.exists():
+            raise ValueError(f"{given} is neither a file nor a folder")
+        else:
+            raise ValueError(f"no such file or folder: {given}")
+    kept = [f for f in found.values()
+            if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder"))]
+    if not kept:
+        raise ValueError("nothing to grade: give notebooks, or folders of them as Canvas or Moodle export them")
+    return sorted(kept, key=lambda f: f.display)
+
+
+# --------------------------------------------------------------------------- whose, and when
+
+def _roster_match(f: Found, roster: dict) -> tuple[str, str]:
+    """(the roster id of ``f``'s student or "", what is wrong with it or "")."""
+    if f.layout == "canvas":
+        for sid, s in roster.items():
+            if f.key in (s.get("canvas_id"), sid):
+                return sid, ""
+        if f.name in roster:
+            return f.name, ""
+        return "", f"not on the roster (Canvas user id {f.key}, {f.name})"
+    if f.layout == "moodle":
+        for sid, s in roster.items():
+            if f.key in (s.get("participant"), sid):
+                return sid, ""
+        named = [sid for sid, s in roster.items() if s.get("name", "").casefold() == f.name.casefold()]
+        if len(named) == 1:
+            return named[0], ""
+        return "", f"not on the roster (Moodle participant {f.key}, {f.name})"
+    if f.layout == "folder" and f.key in roster:
+        return f.key, ""
+    sid, ambiguous = _attribution(f.path.name, ID_PATTERN, roster)
+    if ambiguous:
+        return "", ambiguous
+    return (sid, "") if sid in roster else ("", f"not on the roster (id {sid!r} from the file name)" if sid
+                                            else "no student id in the file name")
+
+
+def _plain_key(f: Found) -> str:
+    """The student of ``f`` without a roster, as the layout names them."""
+    if f.layout == "moodle":
+        return f"{f.name}_{f.key}"
+    if f.layout == "canvas":
+        return f"{f.name}_{f.key}"
+    if f.layout == "folder":
+        return f.key
+    return ""  # a plain file without a roster: as before, no student column
+
+
+def submitted(f: Found, times: dict, tz) -> tuple[str, str]:
+    """(when ``f`` was handed in, ISO 8601, and where that came from): the LMS's worksheet where it has
+    the student's time, else the file's modification time; Canvas's LATE mark is said as well."""
+    when, source = "", ""
+    if f.layout == "moodle" and times.get(f.key):
+        moment = times[f.key]
+        if moment.tzinfo is None and tz is not None:
+            moment = moment.replace(tzinfo=tz)
+        when = moment.astimezone(timezone.utc).isoformat() if moment.tzinfo else moment.isoformat()
+        source = "Moodle's worksheet (Last modified (submission))"
+    else:
+        try:
+            when, source = utc(os.lstat(f.path).st_mtime), "the file's modification time"
+        except OSError:
+            pass
+    if f.late:
+        source += "; Canvas marked it LATE"
+    return when, source
+
+
+def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None, times: dict | None = None,
+              tz=None) -> list[Row]:
+    """The rows of ``found`` (graded rows for the notebooks, ``invalid`` rows made here for other files)
+    with each student found from the layout, the time handed in, and with a roster a ``missing`` row
+    for each student who handed in nothing; problems are said in ``detail``."""
+    by_display = {r.submission: r for r in rows}
+    names = [t.name for t in exercise.graded]
+    out, owners = [], {}
+    for f in found:
+        owners[f.display] = _roster_match(f, roster) if roster is not None else (_plain_key(f), "")
+    has_notebook = {owners[f.display][0] or f.display for f in found if f.notebook}
+    for f in found:
+        sid, problem = owners[f.display]
+        if f.notebook:
+            r = dataclasses.replace(by_display[f.display])
+        elif (sid or f.display) in has_notebook:
+            continue  # a data file or a PDF beside the student's notebook
+        else:
+            r = Row(f.display, "invalid", None, len(names), dict.fromkeys(names),
+                    f"not a notebook ({f.path.suffix or 'no extension'}): {EXPORT}")
+        if r.status == "invalid" and r.detail.startswith("not a notebook:"):
+            r.detail = f"{r.detail}: {EXPORT}"
+        r.student = sid
+        r.submitted, r.time_from = submitted(f, times or {}, tz)
+        if problem:
+            r.detail = "; ".join(p for p in (problem, r.detail) if p)
+        out.append(r)
+    seen = {}
+    for r in out:
+        if r.student:
+            seen.setdefault(r.student, []).append(r.submission)
+    if roster is not None:
+        for r in out:
+            others = [s for s in seen.get(r.student, []) if s != r.submission]
+            if others:
+                r.detail = "; ".join(p for p in (f"duplicate: {r.student} also handed in {', '.join(others)}",
+                                                 r.detail) if p)
+        empty = dict.fromkeys(names)
+        out += [Row("", "missing", None, len(names), dict(empty), "no submission", student=sid)
+                for sid in roster if sid not in seen]
+    return sorted(out, key=lambda r: (r.submission == "", r.submission, r.student))
+
+
+# --------------------------------------------------------------------------- feedback, named by student
+
+def feedback_files(rows) -> list[tuple[Row, str]]:
+    """(row, file name) for each handed-in row: ``STUDENT.md`` where the student handed in one file,
+    ``STUDENT-FILE.md`` for each of several; rows with no student keep the submission's own name."""
+    handed = [r for r in rows if r.submission]
+    count = {}
+    for r in handed:
+        count[r.student] = count.get(r.student, 0) + 1
+    pseudo = []
+    for r in handed:
+        stem = Path(r.submission).name.removesuffix(".ipynb")
+        name = stem if not r.student else r.student if count[r.student] == 1 else f"{r.student}-{stem}"
+        pseudo.append(Row(str(Path(r.submission).parent / re.sub(r"[/\\\x00]", "_", name)), "", None, 0, {}, ""))
+    return list(zip(handed, feedback_names(pseudo)))
+
+
+def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
+    """One student's Markdown: the grader's feedback, with the points of each task and the time."""
+    text = feedback_markdown(row, exercise)
+    if policy is not None and row.status not in ("invalid", "missing"):
+        for t in exercise.graded:
+            points = policy.tasks[t.name].points
+            mark = row.tasks.get(t.name)
+            bonus = " (bonus)" if policy.tasks[t.name].bonus else ""
+            shown = "–" if mark is None else mark
+            text = text.replace(f"| {t.name} | {shown} | {t.title} |",
+                                f"| {t.name} | {shown} of {number(points)}{bonus} | {t.title} |", 1)
+        text = text.replace("| task | mark | |", "| task | points | |", 1)
+    extra = []
+    if row.submitted:
+        extra.append(f"- handed in: {row.submitted} (from {row.time_from})")
+    if row.late:
+        extra.append(f"- {row.late}")
+    if row.counts and row.counts != "yes":
+        extra.append(f"- this submission does not count: {row.counts.removeprefix('no: ')}")
+    if extra:
+        text = text.rstrip("\n") + "\n\n## Your submission\n\n" + "\n".join(extra) + "\n"
+    return text
+
+
+def write_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
+    """One Markdown file per handed-in row in ``folder`` (created), named by student
+    (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for r, name in feedback_files(rows):
+        if only is not None and r.submission not in only:
+            continue
+        path = folder / printable(name)
+        path.write_text(printable(feedback_text(r, exercise, policy)) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+# --------------------------------------------------------------------------- Moodle's grading worksheet
+
+#: The columns of Moodle's offline grading worksheet (mod/assign, "Download grading worksheet"), English
+#: names; on upload Moodle matches rows by Identifier and reads Grade (and Feedback comments).
+MOODLE_FIELDS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
+                 "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+_MOODLE_TIME = ("%A, %d %B %Y, %I:%M %p", "%A, %d %B %Y, %H:%M", "%d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M:%S",
+                "%Y-%m-%dT%H:%M:%S")
+
+
+def _moodle_time(text: str) -> datetime | None:
+    text = (text or "").strip()
+    if not text or text == "-":
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        pass
+    for fmt in _MOODLE_TIME:
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    raise ValueError(f"Moodle's worksheet: cannot read the time {text!r} (Last modified (submission)); expected "
+                     "Moodle's English format, e.g. 'Monday, 6 March 2023, 2:15 PM'")
+
+
+def read_worksheet(path) -> tuple[dict, dict, list]:
+    """Moodle's grading worksheet: (a roster by participant id, the submission times by participant
+    id, the worksheet's lines to write back)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no Moodle grading worksheet at {path}")
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        lines = list(csv.reader(handle))
+    if not lines or "Identifier" not in lines[0] or "Grade" not in lines[0]:
+        raise ValueError(f"{path} is not Moodle's grading worksheet: it needs the columns Identifier and Grade "
+                         "(Assignment > View all submissions > Grading action > Download grading worksheet, with "
+                         "'Offline grading worksheet' on in the assignment's feedback types)")
+    head = lines[0]
+    roster, times = {}, {}
+    for number_, line in enumerate(lines[1:], 2):
+        entry = dict(zip(head, line))
+        m = re.search(r"(\d+)\s*$", entry.get("Identifier", ""))
+        if not m:
+            raise ValueError(f"{path}, line {number_}: Identifier {entry.get('Identifier')!r} is not "
+                             "'Participant N'")
+        pid = m.group(1)
+        roster[pid] = {"id": pid, "participant": pid, "name": entry.get("Full name", ""),
+                       "email": entry.get("Email address", "")}
+        times[pid] = _moodle_time(entry.get("Last modified (submission)", ""))
+    return roster, times, lines
+
+
+def _grade_and_comment(r: Row | None, max_score) -> tuple[str, str]:
+    if r is None:
+        return "", ""  # missing: Moodle's own status says "No submission"
+    if r.status == "invalid":
+        return "0", f"not graded: {r.detail}"
+    score = "" if r.score is None else str(r.score)
+    said = f"{score} of {max_score} ({r.status})" + (f"; {r.late}" if r.late else "")
+    return score, said + "; details in your feedback file"
+
+
+def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[str]:
+    """Moodle's grading worksheet with each participant's Grade (and Feedback comments) filled in from
+    the submission that counts: upload it at Grading action > Upload grading worksheet. A missing student
+    keeps a blank grade; an invalid submission gets 0 and a comment that says why. Returns warnings: a
+    worksheet whose Maximum Grade is not the policy's maximum, a grade above it (a bonus)."""
+    head = list(worksheet_lines[0])
+    if "Feedback comments" not in head:
+        head.append("Feedback comments")
+    counted = counted_rows(rows)
+    max_score = next((r.max_score for r in rows), "")
+    out_lines = [head]
+    for line in worksheet_lines[1:]:
+        entry = dict(zip(worksheet_lines[0], line))
+        pid = re.search(r"(\d+)\s*$", entry["Identifier"]).group(1)
+        grade, comment = _grade_and_comment(counted.get(pid), max_score)
+        entry["Grade"] = grade or entry.get("Grade", "")
+        entry["Feedback comments"] = _cell(comment) if comment else entry.get("Feedback comments", "")
+        out_lines.append([entry.get(h, "") for h in head])
+    _atomic_csv(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
+    warnings = []
+    maxima = {entry.get("Maximum Grade", "") for entry in (dict(zip(head, line)) for line in out_lines[1:])} - {""}
+    try:
+        theirs = {float(m.replace(",", ".")) for m in maxima}
+    except ValueError:
+        theirs = set()
+    if theirs and theirs != {float(max_score or 0)}:
+        warnings.append(f"Moodle's worksheet has Maximum Grade {', '.join(sorted(maxima))} but the grading policy's "
+                        f"maximum is {max_score}: set the assignment's maximum grade in Moodle to match before "
+                        "uploading (Moodle scales nothing)")
+    over = [r.student for r in counted.values() if isinstance(r.score, (int, float)) and theirs
+            and r.score > max(theirs)]
+    if over:
+        warnings.append(f"{len(over)} grades are above Moodle's Maximum Grade (bonus points): Moodle may refuse "
+                        "them; raise the maximum, or keep bonus tasks for Canvas")
+    return warnings

@@ -1,0 +1,331 @@
+"""The lecturer's grading policy: each task's points (bonus tasks, partial credit per check), the
+deadline, the late policy, and which of a student's submissions counts.
+
+It comes from a small TOML file (``--grading grading.toml``) and the options that override it
+(``--deadline``, ``--late``, ``--counts``); without either, every graded task is worth one point, all
+or nothing, and there is no deadline (today's behaviour). A grading file::
+
+    [points]                        # a task left out is worth 1 point
+    task1 = 2
+    task3 = { points = 3, partial = true }   # each of its checks earns its share
+    task7 = { points = 1, bonus = true }     # counts on top of the maximum
+
+    [deadline]
+    due = 2026-03-01T23:59:00+01:00          # a TOML date-time (with its offset), or the same as a string
+    late = "penalty"                         # "none" (accepted, flagged), "penalty" or "refuse"
+    penalty_percent_per_day = 10             # with "penalty": per started day late, of the points earned
+    counts = "latest-before-deadline"        # or "latest", "first", "best"
+
+The policy is applied after grading (:func:`apply`): the journal keeps the raw marks, so a changed
+policy rewrites the gradebook without running a single notebook again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.pipeline import Row
+
+LATE_POLICIES = ("none", "penalty", "refuse")
+COUNTS = ("latest-before-deadline", "latest", "first", "best")
+_TASK_KEYS = {"points", "bonus", "partial"}
+_DEADLINE_KEYS = {"due", "late", "penalty_percent_per_day", "counts"}
+
+
+@dataclass(frozen=True)
+class TaskPoints:
+    points: float = 1
+    bonus: bool = False
+    partial: bool = False  # each check earns points / checks; else all or nothing
+
+
+@dataclass(frozen=True)
+class Policy:
+    tasks: dict = field(default_factory=dict)   # task name -> TaskPoints (every graded task)
+    due: datetime | None = None
+    late: str = "none"
+    penalty_percent_per_day: float = 0.0
+    counts: str = "latest-before-deadline"
+    source: str = "default: 1 point a task, no deadline"
+
+    @property
+    def max_score(self) -> float:
+        return number(sum(t.points for t in self.tasks.values() if not t.bonus))
+
+    def describe(self) -> str:
+        """The policy in one paragraph (printed after grading, and in the docs' words)."""
+        parts = [f"points from {self.source}: " + ", ".join(
+            f"{name} {number(t.points)}" + (" bonus" if t.bonus else "") + (" partial" if t.partial else "")
+            for name, t in self.tasks.items()) + f" (maximum {number(self.max_score)})"]
+        if self.due:
+            late = {"none": "late work is accepted and flagged",
+                    "penalty": f"late work loses {number(self.penalty_percent_per_day)}% per started day",
+                    "refuse": "late work earns nothing"}[self.late]
+            parts.append(f"due {self.due.isoformat()}; {late}")
+        parts.append(f"the submission that counts: {COUNT_WORDS[self.counts]}")
+        return "; ".join(parts)
+
+
+COUNT_WORDS = {"latest-before-deadline": "the latest before the deadline (else the latest, late)",
+               "latest": "the latest", "first": "the first", "best": "the best score (after any late penalty)"}
+
+
+def number(value):
+    """A score as the gradebook writes it: an int when whole, else rounded to 2 decimals."""
+    if value is None:
+        return None
+    value = round(float(value), 2)
+    return int(value) if value == int(value) else value
+
+
+def parse_time(text, what: str) -> datetime:
+    """An ISO 8601 date-time with its UTC offset (``2026-03-01T23:59+01:00``, ``...Z``)."""
+    if isinstance(text, datetime):
+        value = text
+    else:
+        try:
+            value = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{what}: {text!r} is not a date and time; write it as ISO 8601 with its offset, "
+                             "e.g. 2026-03-01T23:59:00+01:00") from None
+    if value.tzinfo is None:
+        raise ValueError(f"{what}: {text!r} has no UTC offset; add one (2026-03-01T23:59:00+01:00, or Z for UTC), "
+                         "so that the deadline does not depend on this machine's time zone")
+    return value
+
+
+def _task_points(name: str, value, where: str) -> TaskPoints:
+    if isinstance(value, bool) or not isinstance(value, (int, float, dict)):
+        raise ValueError(f"{where}: {name} = {value!r}: give a number of points (task1 = 2) or a table "
+                         "(task1 = {{ points = 2, bonus = false, partial = true }})")
+    if isinstance(value, dict):
+        unknown = set(value) - _TASK_KEYS
+        if unknown:
+            raise ValueError(f"{where}: {name} has {', '.join(sorted(unknown))}; a task allows "
+                             f"{', '.join(sorted(_TASK_KEYS))}")
+        for key in ("bonus", "partial"):
+            if not isinstance(value.get(key, False), bool):
+                raise ValueError(f"{where}: {name}.{key} must be true or false, got {value[key]!r}")
+        points = value.get("points", 1)
+    else:
+        points = value
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or not math.isfinite(points) or points < 0:
+        raise ValueError(f"{where}: {name} must be worth a number of points, 0 or more, got {points!r}")
+    extra = value if isinstance(value, dict) else {}
+    return TaskPoints(points, extra.get("bonus", False), extra.get("partial", False))
+
+
+def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None) -> Policy:
+    """The policy of a run: the grading file at ``path`` (if any), then the options, checked against the
+    exercise's graded tasks; a mistake is a ValueError that says what is allowed."""
+    import tomllib
+
+    graded = [t.name for t in exercise.graded]
+    data, where = {}, "the options"
+    if path is not None:
+        where = str(path)
+        if not Path(path).is_file():
+            raise ValueError(f"no grading file at {path}")
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path} is not TOML ({exc}); see the example in docs (a [points] table and a "
+                             "[deadline] table)") from None
+    unknown = set(data) - {"points", "deadline"}
+    if unknown:
+        raise ValueError(f"{where}: unknown table {', '.join(sorted(unknown))}; a grading file has [points] and "
+                         "[deadline]")
+    points = data.get("points", {})
+    if not isinstance(points, dict):
+        raise ValueError(f"{where}: points must be a table ([points] then task1 = 2 ...)")
+    others = set(points) - set(graded)
+    if others:
+        ungraded = {t.name for t in exercise.tasks} - set(graded)
+        said = [f"{n} is not graded (its result depends on the machine)" if n in ungraded else f"no task {n}"
+                for n in sorted(others)]
+        raise ValueError(f"{where}: {'; '.join(said)}; the graded tasks are {', '.join(graded)}")
+    tasks = {name: _task_points(name, points[name], where) if name in points else TaskPoints() for name in graded}
+    deadline = data.get("deadline", {})
+    if not isinstance(deadline, dict) or set(deadline) - _DEADLINE_KEYS:
+        raise ValueError(f"{where}: [deadline] allows {', '.join(sorted(_DEADLINE_KEYS))}")
+    due = due if due is not None else deadline.get("due")
+    late = late if late is not None else deadline.get("late", "none")
+    penalty = deadline.get("penalty_percent_per_day", 0)
+    if isinstance(late, str) and late.startswith("penalty:"):  # --late penalty:10
+        late, penalty = "penalty", late.split(":", 1)[1].rstrip("%")
+        try:
+            penalty = float(penalty)
+        except ValueError:
+            raise ValueError(f"--late penalty:N needs a percentage per day, e.g. penalty:10, got {penalty!r}") from None
+    if late not in LATE_POLICIES:
+        raise ValueError(f"{where}: late = {late!r}; allowed: none (accepted, flagged), penalty (with "
+                         "penalty_percent_per_day, or --late penalty:10), refuse (late work earns nothing)")
+    if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not 0 <= penalty <= 100:
+        raise ValueError(f"{where}: penalty_percent_per_day must be a number from 0 to 100, got {penalty!r}")
+    if late == "penalty" and not penalty:
+        raise ValueError(f"{where}: late = \"penalty\" needs penalty_percent_per_day (or --late penalty:10)")
+    counts = counts if counts is not None else deadline.get("counts", COUNTS[0])
+    if counts not in COUNTS:
+        raise ValueError(f"{where}: counts = {counts!r}; allowed: {', '.join(COUNTS)}")
+    due = parse_time(due, f"{where}: the deadline") if due is not None else None
+    if late != "none" and due is None:
+        raise ValueError(f"a late policy ({late}) needs a deadline: --deadline or due in [deadline]")
+    source = str(path) if path is not None else "the default: 1 point a task"
+    return Policy(tasks, due, late, float(penalty), counts, source)
+
+
+def handout_points(exercise: Exercise, policy: Policy) -> dict:
+    """Task number -> what the handout's heading says it is worth ("2 points", "1 point, bonus",
+    "3 points, partial credit per check", "not graded")."""
+    said = {}
+    for number_, task in enumerate(exercise.tasks, 1):
+        t = policy.tasks.get(task.name)
+        if t is None:
+            said[number_] = "not graded: its result depends on the machine"
+            continue
+        words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"]
+        words += ["bonus"] * t.bonus + ["partial credit per check"] * t.partial
+        said[number_] = ", ".join(words)
+    return said
+
+
+# --------------------------------------------------------------------------- applying it
+
+def reference_checks(exercise: Exercise) -> dict:
+    """How many ✓ lines each graded task's check cells print in the reference: the denominator of
+    partial credit (a check that never ran earns nothing, but still counts)."""
+    from bertfamily.grading.marks import _MARK, _output_text
+
+    found = {}
+    by_id = {c.get("id"): c for c in exercise.reference.cells}
+    for task in exercise.graded:
+        found[task.name] = sum(1 for cid, _ in task.checks for line in _output_text(by_id[cid]).splitlines()
+                               if _MARK.match(line))
+    return found
+
+
+def task_points(row: Row, policy: Policy, totals: dict) -> dict:
+    """Each graded task's points earned by ``row`` (None where it was not graded)."""
+    earned = {}
+    for name, t in policy.tasks.items():
+        mark = row.tasks.get(name)
+        if mark is None:
+            earned[name] = None
+        elif t.partial and not mark and name in row.checks and row.checks[name].get("partial", True):
+            passed = len(row.checks[name].get("passed", ()))
+            total = max(totals.get(name) or 0, passed + len(row.checks[name].get("failed", ())), 1)
+            earned[name] = number(t.points * passed / total)
+        else:
+            earned[name] = number(t.points * mark)
+    return earned
+
+
+def _late_by(row: Row, due: datetime | None) -> timedelta | None:
+    """How late ``row`` was (None: on time, or nothing says); Canvas's LATE mark makes it late
+    whatever the file's time says."""
+    when = datetime.fromisoformat(row.submitted) if row.submitted else None
+    if due and when and when > due:
+        return when - due
+    if "LATE" in row.time_from:
+        return timedelta(0)
+    return None
+
+
+def _late_words(late: timedelta) -> str:
+    if not late:
+        return "late (the LMS marked it late)"
+    minutes = int(late.total_seconds() // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    return "late by " + (f"{days} d " if days else "") + f"{rest // 60} h {rest % 60} min"
+
+
+def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
+    """The rows with the policy applied: each task's points and the weighted score, each late row
+    flagged (and penalised or refused as the policy says), and ``counts`` saying for each student's
+    submission whether it is the one that counts (and why not)."""
+    totals = reference_checks(exercise)
+    out = []
+    for r in rows:
+        r = dataclasses.replace(r, tasks=dict(r.tasks), max_score=policy.max_score)
+        if r.status == "missing":
+            out.append(r)
+            continue
+        if r.score is not None:
+            r.tasks = task_points(r, policy, totals)
+            r.score = number(sum(v for v in r.tasks.values() if v is not None))
+        late = _late_by(r, policy.due)
+        if late is not None:
+            words = _late_words(late)
+            if policy.late == "refuse" and r.score is not None:
+                words += f": refused, scores 0 (it earned {r.score})"
+                r.score = 0
+            elif policy.late == "penalty" and r.score is not None:
+                days = max(1, math.ceil(late.total_seconds() / 86400))
+                cut = min(100.0, policy.penalty_percent_per_day * days)
+                before = r.score
+                r.score = number(r.score * (1 - cut / 100))
+                words += f": -{number(cut)}% ({days} started day{'s' * (days > 1)}), {before} -> {r.score}"
+            r.late = words
+        out.append(r)
+    return _mark_counted(out, policy)
+
+
+def _when(r: Row) -> str:
+    return r.submitted or ""
+
+
+def _mark_counted(rows, policy: Policy) -> list[Row]:
+    """Set ``counts`` on every row with a student: "yes", or "no: ..." saying which counts instead."""
+    by_student = {}
+    for r in rows:
+        if r.student and r.status != "missing":
+            by_student.setdefault(r.student, []).append(r)
+    for student, mine in by_student.items():
+        if len(mine) == 1:
+            mine[0].counts = "yes"
+            continue
+        chosen = choose(mine, policy)
+        why = COUNT_WORDS[policy.counts]
+        for r in mine:
+            r.counts = "yes" if r is chosen else f"no: {chosen.submission} counts ({why})"
+    return rows
+
+
+def choose(mine: list, policy: Policy) -> Row:
+    """The one of a student's submissions that counts, by the stated policy (never the best silently:
+    only ``counts = "best"`` looks at the scores). A file that could not be read (``invalid``) never
+    replaces a readable one. Ties in time go to the later name."""
+    timed = sorted([r for r in mine if r.status != "invalid"] or mine, key=lambda r: (_when(r), r.submission))
+    if policy.counts == "first":
+        return timed[0]
+    if policy.counts == "latest":
+        return timed[-1]
+    if policy.counts == "best":
+        return max(timed, key=lambda r: -1 if r.score is None else r.score)
+    on_time = [r for r in timed if not r.late]
+    return (on_time or timed)[-1]
+
+
+def counted_rows(rows) -> dict:
+    """student -> the row that counts (the LMS files' grade); rows without ``counts`` set (a caller
+    that applied no policy) are chosen by the default policy."""
+    found, loose = {}, {}
+    for r in rows:
+        if not r.student or r.status == "missing":
+            continue
+        if r.counts == "yes":
+            found[r.student] = r
+        elif not r.counts:
+            loose.setdefault(r.student, []).append(r)
+    for student, mine in loose.items():
+        found.setdefault(student, choose(mine, Policy()))
+    return found
+
+
+def utc(ts: float) -> str:
+    """A file time (seconds) as the gradebook writes it: ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(int(ts), timezone.utc).isoformat()

@@ -1,0 +1,95 @@
+"""Every local run keeps a journal, and a regrade updates a class in place.
+
+:class:`Journaled` wraps the local executor (:class:`~bertfamily.grading.classroom.LocalPool`) with the
+journal a cluster run keeps (:class:`~bertfamily.grading.journal.Journal`, ``OUT.journal`` beside the
+gradebook): each finished row is on disk as it comes, so a run stopped by Ctrl-C (or a crash) resumes
+with ``--resume`` and grades only the rest. The journal holds the raw rows (before the lecturer's
+points, deadline and roster are applied), so it is also what a regrade starts from: ``--regrade alice``
+grades alice's files again, takes every other row from the journal as it is, and writes the gradebook,
+the LMS files and alice's feedback again; every other line of them comes out byte for byte the same.
+"""
+from __future__ import annotations
+
+import sys
+
+from bertfamily.grading.classroom import ClassSettings
+from bertfamily.grading.fingerprints import file_digest, fingerprint
+from bertfamily.grading.journal import Journal, journal_path, run_settings
+from bertfamily.grading.pipeline import Row, grade_submission
+from bertfamily.grading.submission import link_problem
+
+
+class Interrupted(ValueError):
+    """A local run stopped before every submission was graded; the journal keeps what was."""
+
+
+class Journaled:
+    """``inner`` (a :class:`~bertfamily.grading.classroom.LocalPool`) with the journal beside ``out``.
+
+    ``resume``: keep the journal's rows of unchanged files and grade the rest. ``regrade`` (a set of
+    submissions): keep the journal's row of every other submission as it is (a file changed since is
+    said, not graded), and grade these again."""
+
+    def __init__(self, inner, out, *, resume: bool = False, force: bool = False, regrade=None):
+        self.inner, self.out, self.resume, self.force = inner, out, resume, force
+        self.regrade = None if regrade is None else set(regrade)
+        self.stale: list[str] = []  # files changed since their journal row, kept as they were (regrade)
+
+    def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
+        path = journal_path(self.out)
+        if self.regrade is not None and not path.is_file():
+            raise ValueError(f"--regrade updates a class graded before: no journal {path} beside --out (grade the "
+                             "class once with this version, then regrade)")
+        keep = self.resume or self.regrade is not None
+        journal = Journal.open(path, run_settings(settings.exercise, settings.limits, settings.sanitize,
+                                                  settings.strict_outputs, fingerprint()), keep, self.force)
+        by_name = {display: (digest, row) for (display, digest), row in journal.rows.items()}
+        try:
+            rows, todo, digests = [], [], {}
+            for file, display in found:
+                digest = file_digest(file)
+                digests[display] = digest
+                if digest is None or link_problem(file) is not None:
+                    rows.append(grade_submission(*settings.args(file, display)))  # the grader's own row, no run
+                elif self.regrade is not None and display not in self.regrade and display in by_name:
+                    rows.append(by_name[display][1])
+                    if by_name[display][0] != digest:
+                        self.stale.append(display)
+                elif (self.regrade is None or display not in self.regrade) and (display, digest) in journal.rows:
+                    rows.append(journal.rows[(display, digest)])
+                else:
+                    todo.append((file, display))
+            if self.resume and rows:
+                print(f"resuming: {len(rows)} of {len(found)} submissions already graded ({journal.path})",
+                      file=sys.stderr)
+            self.inner.on_row = lambda row: journal.add(digests[row.submission], row) \
+                if digests.get(row.submission) else None
+            try:
+                if todo:
+                    rows += self.inner.grade(todo, settings, progress)
+            except KeyboardInterrupt:
+                done = len(journal.rows)
+                raise Interrupted(
+                    f"interrupted (Ctrl-C): {done} of {len(found)} submissions graded, kept in {journal.path}; no "
+                    f"gradebook written. The same command with --resume grades the other {len(found) - done} and "
+                    f"writes {self.out}.") from None
+        finally:
+            journal.close()
+        return rows
+
+
+def select(names, found, owners: dict) -> set[str]:
+    """The submissions that ``names`` (students' ids, or submissions by their path or file name) mean;
+    a name that means nothing is an error that lists what would."""
+    wanted, unknown = set(), []
+    for name in names:
+        hits = {f.display for f in found if name in (f.display, f.path.name, owners.get(f.display))}
+        if not hits:
+            unknown.append(name)
+        wanted |= hits
+    if unknown:
+        students = sorted({s for s in owners.values() if s})
+        raise ValueError(f"--regrade {', '.join(unknown)}: no such student or submission; the students are "
+                         f"{', '.join(students[:20]) or '(none: give the submissions by name)'}"
+                         + (" ..." if len(students) > 20 else ""))
+    return wanted

@@ -1,0 +1,371 @@
+"""The lecturer's week, without a kernel: points (bonus, partial credit), the deadline and which
+submission counts, Canvas's and Moodle's exports as they come, the Moodle worksheet, the journal of a
+local run (interrupted, resumed) and the regrade of one student in place (the other rows byte for byte).
+
+The command-line tests grade with a cheap stand-in for grade_submission (marks from the file's bytes),
+so they exercise the whole command but no sandbox."""
+import csv
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from bertfamily import grading
+from bertfamily.grading import cli, lms, policy
+from bertfamily.grading.pipeline import Row
+
+DUE = "2026-03-01T23:59:00+01:00"
+
+
+def _row(name, marks, **kw):
+    return Row(name, "graded", sum(v for v in marks.values() if v is not None), len(marks), dict(marks), "", **kw)
+
+
+def _grading_file(tmp_path, text):
+    path = tmp_path / "grading.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- points
+
+def test_the_default_is_one_point_a_task(exercise):
+    rules = policy.load(exercise)
+    names = [t.name for t in exercise.graded]
+    assert rules.max_score == len(names) and not rules.due and rules.counts == "latest-before-deadline"
+    marks = dict.fromkeys(names, 1) | {names[2]: 0}
+    (out,) = policy.apply([_row("a.ipynb", marks)], rules, exercise)
+    assert out.score == len(names) - 1 and out.tasks == marks and out.max_score == len(names)
+
+
+def test_points_bonus_and_partial_credit(tmp_path, exercise):
+    path = _grading_file(tmp_path, '[points]\ntask1 = 2\ntask4 = { points = 3, partial = true }\n'
+                                   'task9 = { points = 1.5, bonus = true }\n')
+    rules = policy.load(exercise, path)
+    names = [t.name for t in exercise.graded]
+    assert rules.max_score == (len(names) - 3) + 2 + 3  # task9 is a bonus, on top
+    marks = dict.fromkeys(names, 1) | {"task4": 0}
+    # task4 prints two checks in the reference: one of them passed
+    row = _row("a.ipynb", marks, checks={"task4": {"passed": ["Task 4a"], "failed": ["Task 4b"], "partial": True}})
+    (out,) = policy.apply([row], rules, exercise)
+    assert out.tasks["task1"] == 2 and out.tasks["task4"] == 1.5 and out.tasks["task9"] == 1.5
+    assert out.score == (len(names) - 3) + 2 + 1.5 + 1.5
+    typed = _row("b.ipynb", marks, checks={"task4": {"passed": ["Task 4a"], "failed": [], "partial": False}})
+    assert policy.apply([typed], rules, exercise)[0].tasks["task4"] == 0  # a typed answer earns no share
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[points]\ntask99 = 2\n", "no task task99; the graded tasks are task1"),
+    ("[points]\ntask8 = 2\n", "task8 is not graded"),
+    ("[points]\ntask1 = -1\n", "0 or more"),
+    ("[points]\ntask1 = { points = 2, weight = 3 }\n", "a task allows bonus, partial, points"),
+    ("[points]\ntask1 = { bonus = \"yes\" }\n", "must be true or false"),
+    ("[deadline]\ndue = \"2026-03-01T23:59\"\n", "has no UTC offset"),
+    ("[deadline]\ndue = \"soon\"\n", "not a date and time"),
+    (f"[deadline]\ndue = \"{DUE}\"\nlate = \"maybe\"\n", "allowed: none (accepted, flagged), penalty"),
+    (f"[deadline]\ndue = \"{DUE}\"\nlate = \"penalty\"\n", "needs penalty_percent_per_day"),
+    ("[deadline]\nlate = \"refuse\"\n", "needs a deadline"),
+    (f"[deadline]\ndue = \"{DUE}\"\ncounts = \"highest\"\n", "allowed: latest-before-deadline, latest, first, best"),
+    ("[weights]\n", "unknown table weights"),
+    ("points = [", "is not TOML"),
+])
+def test_a_wrong_grading_file_says_what_is_allowed(tmp_path, exercise, text, words):
+    with pytest.raises(ValueError, match=None) as err:
+        policy.load(exercise, _grading_file(tmp_path, text))
+    assert words in str(err.value), str(err.value)
+
+
+# --------------------------------------------------------------------------- deadlines
+
+def _at(text):
+    return datetime.fromisoformat(text).astimezone(timezone.utc).isoformat()
+
+
+def test_late_rows_are_flagged_and_the_latest_on_time_counts(exercise):
+    names = [t.name for t in exercise.graded]
+    seven = dict.fromkeys(names, 1) | {names[0]: 0, names[1]: 0}
+    eight = dict.fromkeys(names, 1) | {names[0]: 0}
+    rows = [_row("c/jane_early.ipynb", dict.fromkeys(names, 0), student="jane", submitted=_at("2026-03-01T10:00+01:00"),
+                 time_from="the file's modification time"),
+            _row("c/jane_ontime.ipynb", seven, student="jane", submitted=_at("2026-03-01T23:00+01:00"),
+                 time_from="the file's modification time"),
+            _row("c/jane_late.ipynb", eight, student="jane", submitted=_at("2026-03-03T01:00+01:00"),
+                 time_from="the file's modification time")]
+    for late, late_score in (("none", len(names) - 1), ("penalty:10", round((len(names) - 1) * 0.8, 2)),
+                             ("refuse", 0)):
+        rules = policy.load(exercise, due=DUE, late=late)
+        early, ontime, over = policy.apply(rows, rules, exercise)
+        assert not early.late and not ontime.late and over.late.startswith("late by 1 d 1 h 1 min")
+        assert over.score == late_score, (late, over.late)
+        assert ontime.counts == "yes" and over.counts.startswith("no: c/jane_ontime.ipynb counts")
+        assert early.counts.startswith("no: c/jane_ontime.ipynb")
+    latest = policy.apply(rows, policy.load(exercise, due=DUE, counts="latest"), exercise)
+    assert [r.counts == "yes" for r in latest] == [False, False, True]
+    best = policy.apply(rows, policy.load(exercise, due=DUE, late="refuse", counts="best"), exercise)
+    assert [r.counts == "yes" for r in best] == [False, True, False]  # the late 8 scores 0 under refuse
+    broken = Row("c/jane_broken.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file",
+                 student="jane", submitted=_at("2026-03-01T23:30+01:00"))
+    counted = policy.apply([*rows, broken], policy.load(exercise, due=DUE), exercise)
+    assert [r.counts == "yes" for r in counted] == [False, True, False, False]  # an empty file replaces nothing
+
+
+def test_canvas_late_mark_is_late_whatever_the_file_time(exercise):
+    names = [t.name for t in exercise.graded]
+    row = _row("smithjane_LATE_12345_67890_exercise.ipynb", dict.fromkeys(names, 1), student="jane",
+               submitted=_at("2026-03-01T20:00+01:00"), time_from="the file's modification time; Canvas marked it LATE")
+    (out,) = policy.apply([row], policy.load(exercise, due=DUE, late="penalty:25"), exercise)
+    assert out.late.startswith("late (the LMS marked it late): -25%") and out.score == len(names) * 0.75
+
+
+# --------------------------------------------------------------------------- the LMS's layouts
+
+def _touch(path: Path, text="{}", when=None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    if when:
+        stamp = datetime.fromisoformat(when).timestamp()
+        os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise):
+    canvas = tmp_path / "canvas"
+    _touch(canvas / "smithjane_12345_67890_exercise_distilbert.ipynb")
+    _touch(canvas / "doejohn_LATE_12346_67891_exercise_distilbert-1.ipynb")
+    _touch(canvas / "roejim_12347_67892_exercise_distilbert.pdf")
+    found = {f.path.name: f for f in lms.find([canvas])}
+    assert found["smithjane_12345_67890_exercise_distilbert.ipynb"].layout == "canvas"
+    assert found["doejohn_LATE_12346_67891_exercise_distilbert-1.ipynb"].late
+    roster = grading.read_roster(_touch(tmp_path / "canvas.csv",
+                                        "Student,ID,SIS User ID,SIS Login ID,Section,Exercise (77)\n"
+                                        "    Points Possible,,,,,10\nJane Smith,12345,s1,jsmith,A,\n"
+                                        "John Doe,12346,s2,jdoe,A,\nJim Roe,12347,s3,jroe,A,\n"
+                                        "Amy Poe,12348,s4,apoe,B,\n"))
+    names = [t.name for t in exercise.graded]
+    rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found.values() if f.notebook]
+    got = {r.student: r for r in lms.attribute(rows, list(found.values()), exercise, roster)}
+    assert set(got) == {"12345", "12346", "12347", "12348"}
+    assert got["12347"].status == "invalid" and "File > Download" in got["12347"].detail
+    assert got["12348"].status == "missing" and "LATE" in got["12346"].time_from
+
+    moodle = tmp_path / "moodle"
+    _touch(moodle / "Jane Smith_501_assignsubmission_file_" / "exercise_distilbert.ipynb")
+    _touch(moodle / "John Doe_502_assignsubmission_file_" / "exercise_distilbert.ipynb")
+    _touch(moodle / "John Doe_502_assignsubmission_file_" / "notes.txt")
+    _touch(moodle / "Jim Roe_503_assignsubmission_file_" / "exercise_distilbert.py", when="2026-03-01T09:00+01:00")
+    _touch(moodle / "Amy Poe_504_assignsubmission_onlinetext_" / "onlinetext.html")
+    sheet = _touch(tmp_path / "worksheet.csv", "\ufeff" + ",".join(f'"{h}"' for h in lms.MOODLE_FIELDS) + "\n"
+                   + '"Participant 501","Jane Smith",jane@x,"Submitted for grading",,10.00,Yes,'
+                     '"Sunday, 1 March 2026, 11:00 PM",-,\n'
+                   + '"Participant 502","John Doe",john@x,"Submitted for grading",,10.00,Yes,'
+                     '"Monday, 2 March 2026, 9:30 AM",-,\n'
+                   + '"Participant 503","Jim Roe",jim@x,"Submitted for grading",,10.00,Yes,-,-,\n'
+                   + '"Participant 505","Ann Lee",ann@x,"No submission",,10.00,Yes,-,-,\n')
+    roster, times, lines = lms.read_worksheet(sheet)
+    found = lms.find([moodle])
+    rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found if f.notebook]
+    tz = policy.parse_time(DUE, "due").tzinfo
+    got = {r.student: r for r in lms.attribute(rows, found, exercise, roster, times, tz)}
+    assert got["501"].submitted == _at("2026-03-01T23:00+01:00") and "Moodle's worksheet" in got["501"].time_from
+    assert got["502"].status == "graded" and "notes.txt" not in {r.submission for r in got.values()}
+    assert got["503"].status == "invalid" and "not a notebook (.py)" in got["503"].detail
+    assert got["505"].status == "missing" and "504" not in got  # an online-text folder is no submission
+    rules = policy.load(exercise, due=DUE)
+    final = policy.apply(list(got.values()), rules, exercise)
+    assert [r.student for r in final if r.late] == ["502"]
+    out = tmp_path / "moodle_upload.csv"
+    assert lms.write_moodle(final, lines, out)[0].startswith("Moodle's worksheet has Maximum Grade 10.00 but")
+    back = {r["Identifier"]: r for r in csv.DictReader(out.open(encoding="utf-8-sig"))}
+    assert back["Participant 501"]["Grade"] == str(len(names)) and back["Participant 505"]["Grade"] == ""
+    assert back["Participant 503"]["Grade"] == "0" and back["Participant 503"]["Feedback comments"].startswith(
+        "not graded: not a notebook")
+    assert back["Participant 501"]["Last modified (grade)"] == "-"  # Moodle's own cells go back as they were
+
+
+def test_a_name_that_runs_on_past_an_id_is_ambiguous(tmp_path, exercise):
+    klass = tmp_path / "class"
+    for name in ("alice.ipynb", "alice-2.ipynb", "bob_late.ipynb", "carol/exercise.ipynb"):
+        _touch(klass / name)
+    roster = {s: {"id": s} for s in ("alice", "bob", "carol")}
+    found = lms.find([klass])
+    names = [t.name for t in exercise.graded]
+    got = {r.submission: r for r in lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found],
+                                                  found, exercise, roster)}
+    two = got[str(klass / "alice-2.ipynb")]
+    assert two.student == "" and two.detail.startswith("ambiguous: the file name runs on past the roster id 'alice'")
+    assert got[str(klass / "alice.ipynb")].student == "alice" and got[str(klass / "bob_late.ipynb")].student == "bob"
+    assert got[str(klass / "carol" / "exercise.ipynb")].student == "carol"
+    files = dict((r.submission, n) for r, n in lms.feedback_files(list(got.values())))
+    assert files[str(klass / "carol" / "exercise.ipynb")] == "carol.md" and files[str(klass / "alice.ipynb")] == \
+        "alice.md"
+
+
+def test_canvas_tells_invalid_from_missing(tmp_path, exercise):
+    names = [t.name for t in exercise.graded]
+    roster = {s: {"id": s, "canvas_id": str(n)} for n, s in enumerate("abc")}
+    rows = [_row("a.ipynb", dict.fromkeys(names, 1), student="a"),
+            Row("b.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file", student="b"),
+            Row("", "missing", None, len(names), dict.fromkeys(names), "no submission", student="c")]
+    out = tmp_path / "canvas.csv"
+    grading.write_canvas(rows, roster, "Exercise (77)", out)
+    lines = list(csv.reader(out.open(encoding="utf-8")))
+    assert [line[-1] for line in lines[2:]] == [str(len(names)), "0", ""]
+
+
+# --------------------------------------------------------------------------- the command: journal, regrade
+
+def cheap(path, display, exercise, limits, sanitize, strict_outputs=False):
+    """Stands in for grade_submission: marks from the file's JSON; stops (Ctrl-C) where the file says."""
+    spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    log = Path(spec["log"])
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(Path(display).name + "\n")
+    if spec.get("interrupt") and not Path(spec["interrupt"]).exists():
+        Path(spec["interrupt"]).touch()
+        raise KeyboardInterrupt
+    names = [t.name for t in exercise.graded]
+    marks = {n: int(i < spec["right"]) for i, n in enumerate(names)}
+    return Row(display, "graded", sum(marks.values()), len(names), marks, "", "reproduced",
+               feedback={names[-1]: ["✗ not yet (hint: again)"]} if spec["right"] < len(names) else {},
+               checks={n: {"passed": [n] if marks[n] else [], "failed": [] if marks[n] else [n]} for n in names})
+
+
+@pytest.fixture
+def cheap_cli(monkeypatch):
+    from bertfamily.grading import classroom
+
+    monkeypatch.setattr(classroom, "grade_submission", cheap)
+    monkeypatch.setattr(classroom, "probe_kernel", lambda limits: None)
+    monkeypatch.setattr(cli, "require_sandbox", lambda: None)
+
+
+def _class(tmp_path, n=6, **special):
+    klass, log = tmp_path / "class", tmp_path / "graded.log"
+    for i in range(n):
+        spec = {"log": str(log), "right": i + 3, **special.get(f"s{i}", {})}
+        _touch(klass / f"s{i}.ipynb", json.dumps(spec), when="2026-03-01T12:00+01:00")
+    roster = _touch(tmp_path / "roster.csv", "id,name,canvas_id\n" + "".join(f"s{i},S {i},{100 + i}\n"
+                                                                          for i in range(n + 1)))
+    return klass, roster, log
+
+
+def _run(tmp_path, klass, roster, *extra):
+    return cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--roster", str(roster),
+                     "--canvas", str(tmp_path / "canvas.csv"), "--canvas-assignment", "Exercise (77)",
+                     "--feedback", str(tmp_path / "feedback"), "--deadline", DUE, *extra])
+
+
+def _lines(path):
+    return Path(path).read_bytes().splitlines(keepends=True)
+
+
+def test_regrading_one_student_changes_their_rows_only(tmp_path, cheap_cli, capsys):
+    klass, roster, log = _class(tmp_path)
+    grading_file = _grading_file(tmp_path, "[points]\ntask1 = 2\ntask10 = { points = 1, bonus = true }\n")
+    assert _run(tmp_path, klass, roster, "--grading", str(grading_file)) == 0
+    before = {p: _lines(tmp_path / p) for p in ("g.csv", "canvas.csv")}
+    feedback = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "feedback").iterdir()}
+    assert set(feedback) == {f"s{i}.md" for i in range(6)}
+    assert "| task1 | 2 of 2 |" in (tmp_path / "feedback" / "s0.md").read_text(encoding="utf-8")
+    log.write_text("", encoding="utf-8")
+    spec = json.loads((klass / "s2.ipynb").read_text(encoding="utf-8"))
+    _touch(klass / "s2.ipynb", json.dumps({**spec, "right": 9}), when="2026-03-01T13:00+01:00")
+    assert _run(tmp_path, klass, roster, "--grading", str(grading_file), "--regrade", "s2") == 0
+    assert log.read_text(encoding="utf-8").split() == ["s2.ipynb"]  # no one else ran again
+    for name, old in before.items():
+        new = _lines(tmp_path / name)
+        changed = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+        assert len(old) == len(new) and len(changed) == 1, (name, changed)
+        assert b"s2" in new[changed[0]] or b"S 2" in new[changed[0]]
+    for p in (tmp_path / "feedback").iterdir():
+        same = (p.read_bytes(), p.stat().st_mtime_ns) == feedback[p.name]
+        assert same == (p.name != "s2.md"), p.name  # only s2's feedback was written again
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert rows["s2"]["score"] == "10" and rows["s6"]["status"] == "missing" and rows["s0"]["counts"] == "yes"
+    assert "regraded 1 submissions in place" in capsys.readouterr().out
+    assert _run(tmp_path, klass, roster, "--regrade", "nobody") == 2
+    assert "no such student or submission" in capsys.readouterr().err
+
+
+def test_an_interrupted_local_run_resumes(tmp_path, cheap_cli, capsys):
+    klass, roster, log = _class(tmp_path, s3={"interrupt": str(tmp_path / "stopped")})
+    assert _run(tmp_path, klass, roster) == 2
+    err = capsys.readouterr().err
+    assert "interrupted (Ctrl-C): 3 of 6 submissions graded" in err and "--resume" in err
+    assert not (tmp_path / "g.csv").exists()
+    log.write_text("", encoding="utf-8")
+    assert _run(tmp_path, klass, roster, "--resume") == 0
+    assert log.read_text(encoding="utf-8").split() == ["s3.ipynb", "s4.ipynb", "s5.ipynb"]
+    resumed = (tmp_path / "g.csv").read_bytes()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert cli.main([str(klass), "--out", str(fresh / "g.csv"), "--jobs", "1", "--roster", str(roster),
+                     "--deadline", DUE]) == 0
+    assert (fresh / "g.csv").read_bytes() == resumed
+
+
+def test_the_handout_shows_each_tasks_points(tmp_path, capsys):
+    from bertfamily.grading.exercise import REFERENCE
+
+    path = _grading_file(tmp_path, "[points]\ntask2 = 3\ntask4 = { points = 2, partial = true }\n"
+                                   "task10 = { points = 1, bonus = true }\n")
+    dest = tmp_path / "handout.ipynb"
+    assert cli.main(["student", str(REFERENCE), str(dest), "--grading", str(path)]) == 0
+    import nbformat
+
+    headings = [line for c in nbformat.read(dest, as_version=4).cells if c.cell_type == "markdown"
+                for line in c.source.splitlines() if line.startswith("### Task")]
+    assert headings[0].endswith("(1 point)") and headings[1].endswith("(3 points)")
+    assert headings[3].endswith("(2 points, partial credit per check)") and headings[9].endswith("(1 point, bonus)")
+    assert headings[7].endswith("(not graded: its result depends on the machine)")
+    bad = _grading_file(tmp_path, "[points]\ntask2 = \"three\"\n")
+    assert cli.main(["student", str(REFERENCE), str(tmp_path / "h2.ipynb"), "--grading", str(bad)]) == 2
+    assert "give a number of points" in capsys.readouterr().err
+
+
+def test_a_cells_error_names_the_line_and_is_said_whole():
+    from bertfamily.grading.scoring import _problem
+
+    long = "Can't load 'distilbert-base-uncased'. " + "If you were trying to load it from the hub, " * 10 + "end."
+    error = {"output_type": "error", "ename": "OSError", "evalue": long,
+             "traceback": ["\x1b[0;31mOSError\x1b[0m Traceback", "Cell \x1b[0;32mIn[7], line 2\x1b[0m\n"
+                           "\x1b[1;32m----> 2\x1b[0m model = AutoModel.from_pretrained(name)"]}
+    said = _problem(9, {"outcome": "failed", "message": "x", "outputs": [error]}, 60,
+                    "# Task 1: load both\nmodel = AutoModel.from_pretrained(name)\n")
+    assert said.startswith("cell 9 (the cell that starts `# Task 1: load both`, line 2: "
+                           "`model = AutoModel.from_pretrained(name)`) raised OSError: Can't load")
+    assert said.endswith("end.") and len(said) > 400  # whole, not cut at 200 characters
+    syntax = {"output_type": "error", "ename": "SyntaxError", "evalue": "invalid syntax (1234.py, line 1)",
+              "traceback": []}
+    said = _problem(3, {"outcome": "failed", "message": "x", "outputs": [syntax]}, 60, "x = = 1\n")
+    assert said == "cell 3 (the cell that starts `x = = 1`, line 1: `x = = 1`) raised SyntaxError: invalid syntax " \
+                   "(line 1)"
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--moodle", "m.csv"], "--moodle needs --moodle-worksheet"),
+    (["--late", "refuse"], "a late policy (refuse) needs a deadline"),
+    (["--late", "penalty:lots", "--deadline", DUE], "--late penalty:N needs a percentage per day"),
+    (["--deadline", "tomorrow"], "is not a date and time"),
+    (["--regrade", "s1"], "--regrade updates a gradebook graded before: no"),
+    (["--moodle-worksheet", "nothing.csv"], "no Moodle grading worksheet at nothing.csv"),
+])
+def test_the_command_refuses_what_it_cannot_do_and_says_why(tmp_path, cheap_cli, capsys, extra, words):
+    klass, roster, log = _class(tmp_path, n=2)
+    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", *extra]) == 2
+    assert words in capsys.readouterr().err
+    assert not log.exists() and not (tmp_path / "g.csv").exists()  # refused before anything was graded
+
+
+def test_a_changed_grading_file_rewrites_the_class_without_running_it(tmp_path, cheap_cli):
+    klass, roster, log = _class(tmp_path, n=3)
+    assert _run(tmp_path, klass, roster) == 0
+    first = {r["student"]: r["score"] for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    log.write_text("", encoding="utf-8")
+    path = _grading_file(tmp_path, "[points]\ntask1 = 5\n")
+    assert _run(tmp_path, klass, roster, "--grading", str(path), "--resume", "--force") == 0
+    assert log.read_text(encoding="utf-8") == ""  # no notebook ran again
+    then = {r["student"]: r["score"] for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert all(int(then[s]) == int(first[s]) + 4 for s in ("s0", "s1", "s2")), (first, then)
