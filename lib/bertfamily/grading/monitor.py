@@ -249,8 +249,11 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None, group
             used += shm
         peak[0] = max(peak[0], used)
         if used > limit:
+            how = held(group, "memory") if group is None else (
+                f"counted by {group.kind}, whose {group.memory_file} holds memory and files together at "
+                f"{limits.memory_mib + limits.disk_mib} MiB")
             return stop("error", f"out of memory: the run used more than {limits.memory_mib} MiB (memory, /dev/shm "
-                                 f"and socket buffers: {held(group, 'memory')})")
+                                 f"and socket buffers: {how})")
         elapsed = time.monotonic() - start
         cpu[0] = max(cpu[0], _cpu(tree))
         if cpu[0] > CPU_GRACE_S + limits.cpu_factor * share * elapsed:

@@ -36,7 +36,6 @@ from pathlib import Path
 import nbformat
 
 from bertfamily.grading import cgroups, trees
-from bertfamily.grading.textsafe import disk_name
 from bertfamily.grading.channel import ANSWERS_MIME, EXPORTER, kernel_checks_source, with_exports  # noqa: F401
 from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as before the split)
     CPU_GRACE_S,
@@ -77,6 +76,7 @@ from bertfamily.grading.nbval_worker import (  # noqa: F401
     place_independent,
     records,
 )
+from bertfamily.grading.textsafe import disk_name
 
 #: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
 MAX_RUNTIME_PATH = 80

@@ -16,7 +16,7 @@ import re
 
 #: Control characters and the invisible ones that reorder or hide text.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
-                     "\udc80-\udcff]")
+                     "\ud800-\udfff]")
 #: Bytes of a file name the grader writes: at most this many (file systems allow 255).
 MAX_NAME_BYTES = 120
 _PLAIN = re.compile(r"[^\w.+=,@ -]")
@@ -25,7 +25,7 @@ _PLAIN = re.compile(r"[^\w.+=,@ -]")
 def _escape(match) -> str:
     char = match.group(0)
     code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape); other surrogates: \\udXXX
         return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
@@ -37,6 +37,15 @@ def escape_controls(text, keep: str = "") -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "surrogateescape")
     return CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
+
+
+def display_name(path) -> str:
+    """A submission's name as the gradebook, the feedback and the terminal show it: bytes that were not
+    UTF-8 as ``\\xff``, control and invisible characters escaped."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    return escape_controls(text)
 
 
 def html_text(text: str) -> str:
