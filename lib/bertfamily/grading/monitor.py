@@ -1,14 +1,15 @@
-"""A run's limits, and the watcher that enforces those the kernel does not.
+"""A run's limits, and the watcher that stops a run past one and says which limit held it.
 
-What the Linux kernel enforces (set up by :mod:`bertfamily.grading.mounts` and :func:`child_limits`):
-the run's writable space is one size-capped tmpfs (its root, with ``/tmp`` and its home) and a small
-capped ``/dev/shm``, both counted whole, files open but deleted included; ``/dev`` is read-only; no
-nested user namespace; no core dumps; one file at most ``--disk-mib``. What this watcher samples, ten
-times a second (the disk once a second), over the run's whole process tree: memory (shared pages
-counted once, anonymous in-memory files too), processes, CPU, time, the kernel's death, and the bytes
-on the grader's own disk that a run can still add to: the kernel's socket folder (walked with
-:mod:`bertfamily.grading.trees`, bounded), files there that are open but deleted, and the run's
-record. Past a limit the whole tree is killed and the run says why.
+What the Linux kernel holds (set up by :mod:`bertfamily.grading.mounts`, :mod:`~bertfamily.grading.cgroups`
+and :func:`child_limits`): the run's files in one size-capped tmpfs, ``/dev/shm`` a tmpfs as large as
+its memory; where the grader can make cgroups (v2 delegated, or v1 as root), memory of every kind
+(pages, tmpfs files, socket buffers, kernel memory) and tasks (processes and threads); one file at
+most ``--disk-mib``; no core dumps. With a group the watcher reads its counters ten times a second (a
+pass costs the same whatever the run holds) to stop a run at ``--memory-mib`` and say why; without
+one it samples the run's process tree (memory, ``memfd``s, ``/dev/shm``, processes and threads: the
+named fallback, whose cost grows with the descriptors the run holds). Time and CPU are the watcher's;
+the bytes the run can add to the grader's own disk (the socket folder, when it is not a capped tmpfs,
+files there open or mapped after deletion, the run's record) are sampled once a second.
 """
 from __future__ import annotations
 
