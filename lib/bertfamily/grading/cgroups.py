@@ -95,6 +95,9 @@ class RunGroup:
     def peak(self) -> int:
         return self._number("memory.peak")
 
+    def recent_peak(self) -> int:
+        return self.usage()
+
     def task_count(self) -> int:
         return self._number("pids.current")
 

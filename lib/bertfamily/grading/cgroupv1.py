@@ -108,6 +108,16 @@ class V1Group:
     def peak(self) -> int:
         return _number(self.memory / "memory.max_usage_in_bytes")
 
+    def recent_peak(self) -> int:
+        """The most the run held since the last call (the peak counter, then reset to the usage now):
+        a spike that came and went between two of the watcher's passes is seen."""
+        peak = self.peak()
+        try:
+            (self.memory / "memory.max_usage_in_bytes").write_text("0\n", encoding="utf-8")
+        except OSError:
+            pass
+        return max(peak, self.usage())
+
     def out_of_memory(self) -> bool:
         """Whether the kernel's OOM killer killed a task of the run (``oom_kill`` in ``memory.oom_control``)."""
         for line in _read(self.memory / "memory.oom_control").splitlines():

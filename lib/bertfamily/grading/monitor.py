@@ -238,7 +238,7 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None, group
             if group.tasks_refused():
                 return stop("error", f"too many processes: the run tried to start more than {limits.processes} "
                                      f"processes and threads (tasks: {held(group, 'tasks')})")
-            used, deleted = group.usage(), 0
+            used, deleted = group.recent_peak(), 0  # a spike between two passes included
             if scan:
                 deleted, seen = _sampled_memory(tree, devices)[1:]
             used -= files  # the run's files are in memory too: the memory limit is the rest
