@@ -147,3 +147,20 @@ def test_the_socket_folder_is_a_small_tmpfs_when_the_grader_is_root(tmp_path):
     finally:
         sandbox.uncap_runtime(folder)
     assert not sandbox._mounts_under(str(tmp_path))
+
+
+def test_the_groups_of_a_grader_that_is_gone_are_swept():
+    if cgroupv1.parents() is None:
+        pytest.skip("cgroup v1")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    folders = cgroupv1.parents()
+    left = [folders[h] / f"bertfamily-run-{dead}-deadbeef" for h in cgroupv1.HIERARCHIES]
+    for folder in left:
+        folder.mkdir()
+    mine = cgroupv1.run_group(2**30, 10)
+    try:
+        assert cgroupv1.sweep() >= 2
+        assert not any(folder.exists() for folder in left) and mine.memory.exists()  # a live grader's stays
+    finally:
+        mine.close()

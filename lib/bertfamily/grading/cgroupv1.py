@@ -166,6 +166,33 @@ def _remove(folder: Path) -> None:
             time.sleep(0.1)
 
 
+def sweep(root: Path = ROOT) -> int:
+    """Kill the tasks of, and remove, the groups of graders that are gone (a grader killed mid-run
+    cannot close its groups: each group's name holds its grader's process id); the number removed."""
+    folders, removed = parents(root), 0
+    for folder in (folders or {}).values():
+        try:
+            entries = [e for e in os.scandir(folder) if e.name.startswith("bertfamily-run-") and e.is_dir()]
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                os.kill(int(entry.name.split("-")[2]), 0)
+                continue  # its grader is alive
+            except ProcessLookupError:
+                pass
+            except (OSError, ValueError, IndexError):
+                continue
+            for pid in _read(Path(entry.path) / "cgroup.procs").split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+            _remove(Path(entry.path))
+            removed += not os.path.exists(entry.path)
+    return removed
+
+
 def run_group(memory_bytes: int, tasks: int, root: Path = ROOT) -> V1Group | None:
     """A run's v1 groups with these limits, where the machine lets the grader make them; else None."""
     folders = parents(root)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import nbformat
 
-from bertfamily.grading import cgroups, trees
+from bertfamily.grading import cgroups, cgroupv1, trees
 from bertfamily.grading.channel import ANSWERS_MIME, EXPORTER, kernel_checks_source, with_exports  # noqa: F401
 from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as before the split)
     CPU_GRACE_S,
@@ -237,6 +237,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
     if limits.sandbox:
         require_sandbox()
     _sweep(run_base())
+    cgroupv1.sweep()  # the cgroups of graders killed mid-run
     folder = Path(tempfile.mkdtemp(prefix=f"bertfamily-grade-{os.getpid()}-", dir=run_base()))
     proc = runtime = view = group = None
     capped = False
