@@ -5,9 +5,11 @@ and ``pids`` controllers enabled for that parent's children (a delegated tree: `
 -p Delegate=yes``, a container with its own cgroup namespace set up so), each run gets a group of its
 own beside the grader's: ``memory.max`` (the run's memory and its files, which live in memory),
 ``memory.swap.max`` 0, ``pids.max``, and the whole group is killed at once when it runs out of memory.
-Elsewhere (cgroup v1, a tree not delegated: most laptops and CI runners) :func:`delegated` is None
-and the watcher's sampling is the only limit. The sampling runs in both cases: it says why a run
-stopped, and it is the stricter of the two for memory.
+Where v2 is not delegated but the cgroup v1 ``memory`` and ``pids`` hierarchies are writable (root
+on the grading machines and CI), :mod:`~bertfamily.grading.cgroupv1` holds the same limits; only
+where neither is (a laptop without root) is the watcher's sampling the only limit. With a group, the
+watcher reads its counters (its cost does not grow with what the run holds) to say which limit a
+stopped run passed.
 """
 from __future__ import annotations
 
@@ -51,7 +53,11 @@ def delegated(root: Path = ROOT, proc: str = "/proc/self/cgroup") -> Path | None
 
 class RunGroup:
     """One run's cgroup: made with its limits, joined by the run's first process (:meth:`join`, in
-    the child before it starts), and removed when the run is over (:meth:`close`)."""
+    the child before it starts), and removed when the run is over (:meth:`close`). Its counters are
+    read as :class:`~bertfamily.grading.cgroupv1.V1Group`'s are."""
+
+    kind = "cgroup v2"
+    memory_file, tasks_file = "memory.max", "pids.max"
 
     def __init__(self, parent: Path, memory_bytes: int, processes: int):
         self.path = parent / f"bertfamily-run-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -77,6 +83,37 @@ class RunGroup:
             return False
         return int(events.get("oom_kill", 0)) > 0
 
+    def _number(self, name: str) -> int:
+        try:
+            return int((self.path / name).read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def usage(self) -> int:
+        return self._number("memory.current")
+
+    def peak(self) -> int:
+        return self._number("memory.peak")
+
+    def recent_peak(self) -> int:
+        return self.usage()
+
+    def task_count(self) -> int:
+        return self._number("pids.current")
+
+    def tasks_refused(self) -> bool:
+        try:
+            events = dict(line.split() for line in (self.path / "pids.events").read_text().splitlines())
+        except (OSError, ValueError):
+            return False
+        return int(events.get("max", 0)) > 0
+
+    def kill(self) -> None:
+        try:
+            (self.path / "cgroup.kill").write_text("1\n", encoding="utf-8")
+        except OSError:
+            pass
+
     def close(self) -> None:
         """Remove the group once its processes are gone (the watcher killed them); never raises."""
         for _ in range(50):
@@ -93,12 +130,18 @@ class RunGroup:
                 time.sleep(0.1)
 
 
-def run_group(limits) -> RunGroup | None:
-    """A group for one run with ``limits`` where a delegated tree allows it, else None."""
+def run_group(limits):
+    """The kernel's limits of one run: a group in a delegated cgroup v2 tree, else groups in the
+    cgroup v1 memory and pids hierarchies (:mod:`~bertfamily.grading.cgroupv1`), else None (the
+    watcher's sampling is then the only limit). Its memory: the run's memory and its files (which
+    live in memory) together; its tasks: processes and threads."""
+    from bertfamily.grading import cgroupv1
+
+    memory = (limits.memory_mib + limits.disk_mib) * 2**20
     parent = delegated()
-    if parent is None:
-        return None
-    try:
-        return RunGroup(parent, (limits.memory_mib + limits.disk_mib) * 2**20, limits.processes)
-    except OSError:
-        return None
+    if parent is not None:
+        try:
+            return RunGroup(parent, memory, limits.processes)
+        except OSError:
+            pass
+    return cgroupv1.run_group(memory, limits.processes)

@@ -18,7 +18,7 @@ from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.monitor import Limits, die_with_parent
 from bertfamily.grading.pipeline import SANITIZE, Row, error_row, grade_submission, sanitizers
 from bertfamily.grading.sandbox import probe_kernel
-from bertfamily.grading.submission import printable
+from bertfamily.grading.textsafe import display_name
 
 #: What one grading job needs: the kernel of the exercise with BERT-base and DistilBERT, and nbval.
 JOB_MIB = 1843
@@ -34,14 +34,12 @@ def collect(paths) -> list[tuple[Path, str]]:
             members = [p for p in _notebooks(path) if ".ipynb_checkpoints" not in p.parts]
             if not members:
                 raise ValueError(f"nothing to grade in {given}: the folder holds no .ipynb file")
-        elif path.is_file() or path.is_symlink():
+        elif path.is_symlink() or path.exists():  # a FIFO, a device: its own row says it is not graded
             members = [path]
-        elif path.exists():
-            raise ValueError(f"{given} is neither a file nor a folder")
         else:
             raise ValueError(f"no such file or folder: {given}")
         for member in members:  # by the path given, not the file it leads to: two links are two rows
-            found.setdefault(os.path.abspath(member), (member, printable(member)))  # other encodings: \\xff
+            found.setdefault(os.path.abspath(member), (member, display_name(member)))  # other encodings: \\xff
     if not found:
         raise ValueError("nothing to grade: give notebooks or folders of notebooks")
     return sorted(found.values(), key=lambda item: item[1])

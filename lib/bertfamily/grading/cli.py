@@ -23,6 +23,7 @@ from bertfamily.grading.gradebook import (
 from bertfamily.grading.marks import _print_report, grade
 from bertfamily.grading.pipeline import SANITIZE
 from bertfamily.grading.regrade import Journaled, select
+from bertfamily.grading.safeio import check_output_folder
 from bertfamily.grading.sandbox import UNSAFE_FLAG, Limits, SandboxMissing, require_sandbox
 from bertfamily.grading.student import write_student
 from bertfamily.grading.verify import package_changes
@@ -147,6 +148,10 @@ def _main_gradebook(argv) -> int:
                 raise ValueError(f"{label} {given} is one of the submissions: choose another path")
         if args.feedback and Path(args.feedback).resolve() in {p.parent for p in written}:
             raise ValueError(f"--feedback {args.feedback} is a folder of submissions: choose another folder")
+        for given, label in ((args.feedback, "--feedback"), (out and out.parent, "--out's folder"),
+                             (canvas and canvas.parent, "--canvas's folder")):
+            if given:  # no write through a link, none into what students handed in
+                check_output_folder(given, args.submissions, label)
         exercise = Exercise.load(args.reference)
         rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts)
         owners = {f.display: (lms._roster_match(f, roster)[0] if roster is not None else lms._plain_key(f))

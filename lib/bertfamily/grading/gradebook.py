@@ -15,8 +15,10 @@ from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.pipeline import STATUSES, Row
+from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.scoring import REPRODUCED
 from bertfamily.grading.submission import printable
+from bertfamily.grading.textsafe import disk_name, escape_controls, html_text
 
 # --------------------------------------------------------------------------- a roster
 
@@ -128,9 +130,9 @@ def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = Fal
 def _cell(value):
     """A CSV cell a spreadsheet shows as text: a string that starts like a formula (= + - @, or a tab or
     carriage return before one) gets a leading apostrophe, as OWASP recommends."""
-    if isinstance(value, str):
-        value = printable(value)
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    if isinstance(value, str):  # no control character either (a cell is one line; ESC, BEL, bidi marks)
+        value = escape_controls(printable(value))
+    if isinstance(value, str) and value.lstrip()[:1] in ("=", "+", "-", "@"):
         return "'" + value
     return value
 
@@ -230,7 +232,7 @@ def feedback_names(rows) -> list[str]:
     every name differs (a file named like another's digest cannot take that student's feedback)."""
     import hashlib
 
-    stems = [Path(r.submission).name.removesuffix(".ipynb") for r in rows]
+    stems = [disk_name(Path(r.submission).name.removesuffix(".ipynb")) for r in rows]  # any name: short, plain
     digests = [hashlib.sha256(r.submission.encode("utf-8", "surrogatepass")).hexdigest() for r in rows]
     shared = Counter(stem.casefold() for stem in stems)
     names = [f"{stem}.md" if shared[stem.casefold()] == 1 else f"{stem}-{digest[:8]}.md"
@@ -250,13 +252,15 @@ def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
     """One Markdown file per submission in ``folder`` (created), named by :func:`feedback_names`;
     none is written twice in a run."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     handed = [r for r in rows if r.submission]
-    written = []
-    for r, name in zip(handed, feedback_names(handed)):
-        path = folder / printable(name)
-        path.write_text(printable(feedback_markdown(r, exercise)) + "\n", encoding="utf-8")
-        written.append(path)
+    written, where = [], open_folder(folder)  # no link followed, at any part of the path or at a name
+    try:
+        for r, name in zip(handed, feedback_names(handed)):
+            text = html_text(escape_controls(printable(feedback_markdown(r, exercise)), keep="\n"))
+            write_in(where, name, (text + "\n").encode("utf-8"))
+            written.append(folder / name)
+    finally:
+        os.close(where)
     return written
 
 
@@ -265,7 +269,7 @@ def summary(rows, exercise: Exercise) -> str:
     and which mistakes (the checks' ✗ lines) how many made."""
     ran = [r for r in rows if r.status not in ("invalid", "missing")]
     width = max(len(t.name) for t in exercise.tasks)
-    lines = [f"{'task':<{width}}  passed  title"]
+    lines = [f"{'task':<{width}}  passed  title"]  # escaped as a whole at the end: names, ✗ lines
     for t in exercise.tasks:
         if t.graded:
             passed = f"{sum(r.tasks[t.name] or 0 for r in ran)}/{len(ran)}"
@@ -284,4 +288,4 @@ def summary(rows, exercise: Exercise) -> str:
     lines.append(f"{len(handed)} submissions: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if len(handed) < len(rows):
         lines.append(f"{len(rows) - len(handed)} students of the roster handed in nothing")
-    return "\n".join(lines)
+    return "\n".join(escape_controls(printable(line)) for line in lines)

@@ -16,7 +16,15 @@ import importlib.machinery
 import os
 import sys
 
-from bertfamily.grading.literals import bindings, chain, folded, imported_names, literal_names
+from bertfamily.grading.literals import (
+    all_folded,
+    bindings,
+    chain,
+    expected_in_text,
+    imported_names,
+    in_text_cells,
+    literal_names,
+)
 from bertfamily.grading.student import SOLUTION, _tags
 
 #: Modules no solution of the exercise needs, and what importing them can do to a graded run.
@@ -26,12 +34,22 @@ MODULES = {"gc": "reach any object of the interpreter", "ctypes": "write the int
            "pty": "open terminals", "multiprocessing": "start processes", "_thread": "start threads",
            "threading": "start threads", "IPython": "reach the kernel's machinery",
            "pkgutil": "import by name", "zipimport": "import from archives", "marshal": "load compiled code",
-           "code": "run code from a string", "codeop": "compile code from a string"}
+           "code": "run code from a string", "codeop": "compile code from a string",
+           "pickle": "run code hidden in bytes", "dill": "run code hidden in bytes",
+           "cloudpickle": "run code hidden in bytes", "inspect": "reach the interpreter's frames"}
 NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name", "exec": "runs code from a string",
          "eval": "runs code from a string", "compile": "compiles code from a string",
          "get_ipython": "reaches the kernel's machinery", "setattr": "sets attributes by name",
          "delattr": "deletes attributes by name", "globals": "edits the namespace by name",
-         "publish_display_data": "publishes raw display messages"}
+         "publish_display_data": "publishes raw display messages", "vars": "reads a namespace by name",
+         "breakpoint": "runs the debugger"}
+#: Attributes no solution needs, through which code reaches a module's or a function's namespace
+#: (``f.__globals__``, ``vars(module)``), the interpreter's frames or its classes' insides: what
+#: rewrites the grader's exporter from inside the kernel.
+DUNDERS = {"__globals__", "__builtins__", "__dict__", "__code__", "__closure__", "__subclasses__", "__bases__",
+           "__mro__", "__func__", "__self__", "__getattribute__", "__loader__", "__spec__", "__wrapped__",
+           "__kwdefaults__", "__defaults__", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame",
+           "tb_frame", "cr_frame", "__traceback__", "__reduce__", "__reduce_ex__", "__setattr__", "__import__"}
 #: Built-ins the grader's exporter line and the checks rely on: a student's own binding of one of these
 #: names (``def globals(): ...``) changes what the exporter reads.
 SHADOWED = {"globals", "locals", "vars", "__import__", "exec", "eval", "compile", "open", "print", "isinstance",
@@ -60,7 +78,7 @@ MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", 
 MAX_MAGIC_DEPTH = 8
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)  # cells of up to MAX_SOURCE characters: at most ~100 MB kept
 def _python(source: str) -> str:
     """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become)."""
     from IPython.core.inputtransformer2 import TransformerManager
@@ -199,10 +217,13 @@ def authored(nb, exercise) -> list[tuple[int, str, str]]:
     return found
 
 
-def suspicious(nb, exercise) -> list[str]:
-    """Where the student's own code does what no solution needs (see the module docstring)."""
+def suspicious(nb, exercise, budget=None) -> list[str]:
+    """Where the student's own code does what no solution needs (see the module docstring). ``budget``
+    (:class:`~bertfamily.grading.budget.Budget`) is asked cell by cell."""
     said, imported = [], {}
     for cell in nb.cells:  # the names modules have anywhere in the notebook (checks: the course's cell)
+        if budget is not None:
+            budget.take(len(cell.source))
         if cell.cell_type == "code":
             try:
                 imported.update(imported_names(_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
@@ -210,6 +231,8 @@ def suspicious(nb, exercise) -> list[str]:
                 pass
     expected = _expected_values()
     for index, source, course in authored(nb, exercise):
+        if budget is not None:
+            budget.check()
         try:
             tree, unread = _read(source)
         except Unreadable as why:
@@ -230,7 +253,7 @@ def suspicious(nb, exercise) -> list[str]:
         if found:
             more = f" and {len(found) - 4} more" if len(found) > 4 else ""
             said.append(f"cell {index} " + ", ".join(found[:4]) + more)
-    return said
+    return said + in_text_cells(nb, exercise, expected, budget)
 
 
 def _expected_values() -> set:
@@ -243,8 +266,7 @@ def _expected_values() -> set:
 
 def _findings(tree, imported, expected) -> list[str]:
     found = []
-    arithmetic = (ast.BinOp, ast.UnaryOp)
-    inner = {id(c) for n in ast.walk(tree) if isinstance(n, arithmetic) for c in ast.iter_child_nodes(n)}
+    numbers = all_folded(tree)  # every number the code holds, at any depth (one pass)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -279,9 +301,19 @@ def _findings(tree, imported, expected) -> list[str]:
             found.append(f"names {node.value[:40]!r}")
         elif isinstance(node, ast.Constant) and _python_file(node.value):
             found.append(f"names a Python file {node.value[:40]!r} (code the grader does not read)")
-        elif isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Call)) and id(node) not in inner \
-                and folded(node) in expected:
-            found.append(f"holds the number {folded(node)!r}, an answer the checks expect")
+        elif numbers.get(id(node)) in expected:
+            found.append(f"holds the number {numbers[id(node)]!r}, an answer the checks expect")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and expected_in_text(
+                node.value, expected):
+            found.append(f"holds the number {expected_in_text(node.value, expected)[0]!r} in a text, an answer the "
+                         "checks expect")
+        if isinstance(node, ast.Attribute) and node.attr in DUNDERS:
+            found.append(f"uses .{node.attr} (reaches the interpreter's machinery)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DUNDERS:
+            found.append(f"names {node.value!r} (reaches the interpreter's machinery)")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant):
+            found.append(f"uses {node.func.id} with a computed name (an attribute the grader cannot read)")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in SHADOWED:
             found.append(f"defines {node.name} (shadows what the grader's exporter uses)")
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in SHADOWED:
@@ -325,22 +357,26 @@ def _on_ipython(func) -> bool:
 
 def _only_magics(tree) -> bool:
     """True when every use of get_ipython is a magic written out (IPython writes ``%timeit x`` as
-    ``get_ipython().run_line_magic('timeit', 'x')``): its code is read (:func:`_read`), or said."""
+    ``get_ipython().run_line_magic('timeit', 'x')``): its code is read (:func:`_read`), or said. One
+    walk of the tree (a map of each node's parent), whatever the number of calls."""
+    parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
-            parent = next((p for p in ast.walk(tree) if isinstance(p, ast.Attribute) and p.value is node), None)
-            call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is parent), None)
-            if parent is None or call is None or _magic(call) is None:
+            attribute = parent.get(id(node))
+            call = parent.get(id(attribute)) if isinstance(attribute, ast.Attribute) else None
+            if not isinstance(call, ast.Call) or call.func is not attribute or _magic(call) is None:
                 return False
     return True
 
 
-def typed_answers(nb, exercise, answers: dict) -> dict:
+def typed_answers(nb, exercise, answers: dict, budget=None) -> dict:
     """The answers the student typed rather than computed: {name: cell index} for each name in
     ``answers`` (the names the checks read) that the student's code binds, every binding being made of
     literals (:func:`literal_names`), whatever wraps them."""
     trees = []
     for index, source, _ in authored(nb, exercise):
+        if budget is not None:
+            budget.take(len(source))
         try:
             tree = _tree(source)
         except Unreadable:
@@ -349,7 +385,7 @@ def typed_answers(nb, exercise, answers: dict) -> dict:
             trees.append((index, tree))
     course = [_tree(c.source) for c in exercise.reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c)]
     given = set(bindings([t for t in course if t is not None])[0])  # the data the course's cells give
-    known = literal_names([t for _, t in trees], given)
+    known = literal_names([t for _, t in trees], given, budget)
     typed = {}
     for index, tree in trees:
         for node in ast.walk(tree):

@@ -9,6 +9,8 @@ numeric literals evaluates to, so that ``66362879 + 1`` holds the answer ``66362
 from __future__ import annotations
 
 import ast
+import json
+import re
 
 
 def chain(node) -> list[str]:
@@ -155,49 +157,137 @@ def bindings(trees) -> tuple[dict, set]:
     return values, computed
 
 
-def literal_names(trees, given=frozenset()) -> set:
+def literal_names(trees, given=frozenset(), budget=None) -> set:
     """The names of the student's code that hold (or, for functions, return) nothing computed from
     data: every binding of each is made of literals and of such names (the largest such set). The
-    ``given`` names (the data the course's own cells bind) are not literals, whoever binds them."""
+    ``given`` names (the data the course's own cells bind) are not literals, whoever binds them.
+
+    A worklist: each name's bindings are read once, and again only when a name they mention stops
+    being a literal, so a chain of 84,000 ``aN = aN-1`` costs one pass, not one pass per link.
+    ``budget`` (a :class:`~bertfamily.grading.budget.Budget`) is asked at each step."""
     values, computed = bindings(trees)
     computed |= set(given)
     known = (set(values) | _BUILTINS) - computed  # a built-in the student rebinds is the student's
-    while True:
-        drop = {name for name in known for value in values.get(name, ())
-                if not (_returns_constants(value, known) if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        else _constant(value, known))}
-        if not drop:
-            return known - (_BUILTINS - set(values))
-        known -= drop
+    users: dict = {}  # name -> the names whose bindings mention it
+    for name in known:
+        for value in values.get(name, ()):
+            for node in ast.walk(value):
+                if isinstance(node, ast.Name) and node.id != name:
+                    users.setdefault(node.id, set()).add(name)
+    pending = sorted(known)  # a stack (a set's pop() rescans its table: quadratic after many removals)
+    queued = set(pending)
+    while pending:
+        if budget is not None:
+            budget.check()
+        name = pending.pop()
+        queued.discard(name)
+        if name not in known or all(
+                _returns_constants(value, known) if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else _constant(value, known) for value in values.get(name, ())):
+            continue
+        known.discard(name)
+        for user in users.get(name, ()):
+            if user in known and user not in queued:
+                queued.add(user)
+                pending.append(user)
+    return known - (_BUILTINS - set(values))
 
 
-def fold(node):
-    """The number an expression of numeric literals evaluates to (None when it is not one, or too
-    large to be an answer)."""
+_OPS = None
+
+
+def _fold_node(node, value_of):
+    """The number ``node`` evaluates to, its children's numbers given by ``value_of`` (None: not one)."""
     import operator
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    global _OPS
+    if _OPS is None:
+        _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+                ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
     try:
         if isinstance(node, ast.Constant):
             value = number_of(node.value)
             return value if value is None or abs(value) < 1e18 else None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            inner = fold(node.operand)
+            inner = value_of(node.operand)
             return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            left, right = fold(node.left), fold(node.right)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            left, right = value_of(node.left), value_of(node.right)
             if left is None or right is None or (isinstance(node.op, ast.Pow) and abs(right) > 64):
                 return None
-            value = ops[type(node.op)](left, right)
+            value = _OPS[type(node.op)](left, right)
             return value if isinstance(value, (int, float)) and abs(value) < 1e18 else None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 1 \
                 and node.func.id in ("int", "float", "round") and not node.keywords:
-            return fold(node.args[0])
+            return value_of(node.args[0])
     except (ArithmeticError, ValueError, TypeError):
         return None
     return None
 
 
+def fold(node):
+    """The number an expression of numeric literals evaluates to (None when it is not one, or too
+    large to be an answer)."""
+    return _fold_node(node, fold)
+
+
 def folded(node):
     value = fold(node)
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def all_folded(tree) -> dict:
+    """{id(node): number} for every node of ``tree`` that evaluates to a number, at any depth
+    (``0 * len(w) + 66362880`` holds 66362880): one pass, children before parents, no recursion."""
+    values, stack = {}, [(tree, False)]
+    while stack:
+        node, done = stack.pop()
+        if not done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in ast.iter_child_nodes(node))
+            continue
+        value = _fold_node(node, lambda child: values.get(id(child)))
+        if value is not None:
+            values[id(node)] = int(value) if isinstance(value, float) and value.is_integer() else value
+    return values
+
+
+#: Characters of one text the grader reads for numbers (a cell's source, its metadata).
+MAX_TEXT = 200_000
+_DIGITS = re.compile(r"\d(?:[\d_,.' \u00a0\u202f]{0,3}\d)*")
+
+
+def expected_in_text(text, expected) -> list[int]:
+    """The numbers the checks expect written in ``text`` (``66362880``, ``66,362,880``, ``66_362_880``,
+    ``66 362 880``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    found = []
+    for match in _DIGITS.finditer(text[:MAX_TEXT]):
+        digits = re.sub(r"\D", "", match.group(0))
+        if digits and len(digits) < 20 and int(digits) in expected and int(digits) not in found:
+            found.append(int(digits))
+    return found
+
+
+def in_text_cells(nb, exercise, expected, budget=None) -> list[str]:
+    """Where the notebook keeps a number the checks expect outside its code: Markdown and raw cells the
+    student wrote (a number read back from the notebook's own file at run time), cells' metadata and
+    attachments, the notebook's metadata. The course's own cells, and outputs (where an honest run
+    prints its answers), are not read."""
+    course = {c.get("id"): c.source for c in exercise.reference.cells}
+    said = []
+    for index, cell in enumerate(nb.cells):
+        kept = {k: v for k, v in cell.items() if k in ("metadata", "attachments")}
+        text = json.dumps(kept, default=str)
+        if cell.cell_type != "code" and course.get(cell.get("id")) != cell.source:
+            text += "\n" + cell.source
+        if budget is not None:
+            budget.take(len(text))
+        numbers = expected_in_text(text, expected)
+        if numbers:
+            said.append(f"cell {index} ({cell.cell_type}) holds the number {numbers[0]!r} outside its code, an "
+                        "answer the checks expect (read back from the notebook's file?)")
+    numbers = expected_in_text(json.dumps(nb.get("metadata", {}), default=str), expected)
+    if numbers:
+        said.append(f"the notebook's metadata holds the number {numbers[0]!r}, an answer the checks expect")
+    return said

@@ -37,7 +37,9 @@ from bertfamily.grading.gradebook import (
 )
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number, utc
+from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.submission import printable
+from bertfamily.grading.textsafe import disk_name, escape_controls, html_text
 
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_$")
 MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
@@ -258,14 +260,16 @@ def write_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> 
     """One Markdown file per handed-in row in ``folder`` (created), named by student
     (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for r, name in feedback_files(rows):
-        if only is not None and r.submission not in only:
-            continue
-        path = folder / printable(name)
-        path.write_text(printable(feedback_text(r, exercise, policy)) + "\n", encoding="utf-8")
-        written.append(path)
+    written, where = [], open_folder(folder)  # no link followed, at any part of the path or at a name
+    try:
+        for r, name in feedback_files(rows):
+            if only is not None and r.submission not in only:
+                continue
+            text = html_text(escape_controls(printable(feedback_text(r, exercise, policy)), keep="\n"))
+            write_in(where, disk_name(name), (text + "\n").encode("utf-8"))
+            written.append(folder / disk_name(name))
+    finally:
+        os.close(where)
     return written
 
 

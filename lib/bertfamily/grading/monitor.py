@@ -1,14 +1,15 @@
-"""A run's limits, and the watcher that enforces those the kernel does not.
+"""A run's limits, and the watcher that stops a run past one and says which limit held it.
 
-What the Linux kernel enforces (set up by :mod:`bertfamily.grading.mounts` and :func:`child_limits`):
-the run's writable space is one size-capped tmpfs (its root, with ``/tmp`` and its home) and a small
-capped ``/dev/shm``, both counted whole, files open but deleted included; ``/dev`` is read-only; no
-nested user namespace; no core dumps; one file at most ``--disk-mib``. What this watcher samples, ten
-times a second (the disk once a second), over the run's whole process tree: memory (shared pages
-counted once, anonymous in-memory files too), processes, CPU, time, the kernel's death, and the bytes
-on the grader's own disk that a run can still add to: the kernel's socket folder (walked with
-:mod:`bertfamily.grading.trees`, bounded), files there that are open but deleted, and the run's
-record. Past a limit the whole tree is killed and the run says why.
+What the Linux kernel holds (set up by :mod:`bertfamily.grading.mounts`, :mod:`~bertfamily.grading.cgroups`
+and :func:`child_limits`): the run's files in one size-capped tmpfs, ``/dev/shm`` a tmpfs as large as
+its memory; where the grader can make cgroups (v2 delegated, or v1 as root), memory of every kind
+(pages, tmpfs files, socket buffers, kernel memory) and tasks (processes and threads); one file at
+most ``--disk-mib``; no core dumps. With a group the watcher reads its counters ten times a second (a
+pass costs the same whatever the run holds) to stop a run at ``--memory-mib`` and say why; without
+one it samples the run's process tree (memory, ``memfd``s, ``/dev/shm``, processes and threads: the
+named fallback, whose cost grows with the descriptors the run holds). Time and CPU are the watcher's;
+the bytes the run can add to the grader's own disk (the socket folder, when it is not a capped tmpfs,
+files there open or mapped after deletion, the run's record) are sampled once a second.
 """
 from __future__ import annotations
 
@@ -159,26 +160,60 @@ def _cpu(tree) -> float:
     return total
 
 
-def tmpfs_used(kernel) -> tuple[int, bool]:
-    """Bytes in the sandbox's capped file systems (its root and /dev/shm), and whether one is full."""
-    used, full = 0, False
-    if kernel is None:
-        return 0, False
+def tmpfs_used(kernel) -> tuple[int, bool, int, bool]:
+    """The sandbox's capped file systems, seen through its kernel: (bytes of its files (its root),
+    whether that is full, bytes in its ``/dev/shm`` (memory), whether that is full)."""
+    found = []
     for where in ("", "/dev/shm"):
         try:
-            fs = os.statvfs(f"/proc/{kernel.pid}/root{where}")
+            fs = os.statvfs(f"/proc/{kernel.pid}/root{where}") if kernel is not None else None
         except OSError:
-            continue
-        used += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
-        full = full or fs.f_bavail * fs.f_frsize < 2**16
-    return used, full
+            fs = None
+        if fs is None:
+            found += [0, False]
+        else:
+            found += [(fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_bavail * fs.f_frsize < 2**16]
+    return tuple(found)
 
 
-def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tuple[str, str, int | None]:
+def _tasks(tree) -> int:
+    """Processes and threads of a tree (each takes a PID of the host's)."""
+    import psutil
+    total = 0
+    for p in tree:
+        try:
+            total += p.num_threads()
+        except psutil.Error:
+            pass
+    return total
+
+
+def _sampled_memory(tree, devices) -> tuple[int, int, set]:
+    """The watcher's fallback without a cgroup: (memory of the tree, bytes of deleted files it holds
+    open on the grader's disks, the files seen). Its cost grows with the descriptors the run holds."""
+    seen, used, deleted = set(), 0, 0
+    for p in tree:
+        memory, disk = _holdings(p, seen, devices)
+        used, deleted = used + memory, deleted + disk
+    return used, deleted, seen
+
+
+def held(group, what: str) -> str:
+    """What holds a limit, for a row's reason: the cgroup file, or the watcher's sampling."""
+    if group is None:
+        return "sampled by the grader's watcher (no cgroup here)"
+    return f"held by {group.kind} {group.memory_file if what == 'memory' else group.tasks_file}"
+
+
+def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None, group=None,
+          capped_runtime: bool = False) -> tuple[str, str, int | None]:
     """Wait for the worker; kill its tree past the time, memory, process or disk limit, or when the
     kernel dies mid-cell. ``writable``: the grader's folders the kernel can write into (sampled; the
-    sandbox's own are capped by the kernel). Returns (status, reason, cell) where status is "" when
-    the run ended by itself; ``peak[0]`` is the largest memory of the tree seen (bytes)."""
+    sandbox's own are capped by the kernel). ``group``: the run's cgroup, whose counters replace the
+    sampling of memory and tasks (a few small files read: the pass costs the same whatever the run
+    holds); ``capped_runtime``: the socket folder is a size-capped tmpfs (no deleted file there to
+    look for). Returns (status, reason, cell) where status is "" when the run ended by itself;
+    ``peak[0]`` is the largest memory of the tree seen (bytes)."""
     cpu = cpu if cpu is not None else [0.0]
     share = limits.threads or int(kernels.pinned_environ({}, None, shared_cores=True).get("OMP_NUM_THREADS", 2))
     start, limit, kernel, died, disk_at = time.monotonic(), limits.memory_mib * 2**20, None, None, 0.0
@@ -188,30 +223,46 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tu
             devices.add(os.stat(folder).st_dev)
         except OSError:
             pass
-    deleted = 0
+    files, shm, seen = 0, 0, set()
+    scan = group is None or not capped_runtime  # deleted files on the grader's disk: only where they can be
 
     def stop(status, reason, cell=None):
+        if group is not None:
+            group.kill()
         kill_tree(proc.pid)
         return status, reason, pending(record) if cell is None else cell
 
     while proc.poll() is None:
         tree = process_tree(proc.pid)
-        if len(tree) > limits.processes:
-            return stop("error", f"too many processes: the run started more than {limits.processes}")
-        seen, used, deleted = set(), 0, 0
-        for p in tree:
-            memory, disk = _holdings(p, seen, devices)
-            used, deleted = used + memory, deleted + disk
+        if group is not None:
+            if group.tasks_refused():
+                return stop("error", f"too many processes: the run tried to start more than {limits.processes} "
+                                     f"processes and threads (tasks: {held(group, 'tasks')})")
+            used, deleted = group.recent_peak(), 0  # a spike between two passes included
+            if scan:
+                deleted, seen = _sampled_memory(tree, devices)[1:]
+            used -= files  # the run's files are in memory too: the memory limit is the rest
+        else:
+            if _tasks(tree) > limits.processes:
+                return stop("error", f"too many processes: the run started more than {limits.processes} processes "
+                                     f"and threads (tasks: {held(group, 'tasks')})")
+            used, deleted, seen = _sampled_memory(tree, devices)
+            used += shm
         peak[0] = max(peak[0], used)
         if used > limit:
-            return stop("error", f"out of memory: the run used more than {limits.memory_mib} MiB")
+            how = held(group, "memory") if group is None else (
+                f"counted by {group.kind}, whose {group.memory_file} holds memory and files together at "
+                f"{limits.memory_mib + limits.disk_mib} MiB")
+            return stop("error", f"out of memory: the run used more than {limits.memory_mib} MiB (memory, /dev/shm "
+                                 f"and socket buffers: {how})")
         elapsed = time.monotonic() - start
         cpu[0] = max(cpu[0], _cpu(tree))
         if cpu[0] > CPU_GRACE_S + limits.cpu_factor * share * elapsed:
             return stop("error", f"more than its share of the CPU: the run kept more than {share} cores busy "
                                  "(processes left running?)")
         if time.monotonic() - start > limits.timeout:
-            return stop("timeout", f"the notebook ran past its {limits.timeout:g} s limit")
+            return stop("timeout", f"the notebook ran past its {limits.timeout:g} s limit (time: held by the "
+                                   "grader's watcher, wall clock)")
         if kernel is None:
             kernel = inside(tree) if limits.sandbox else next((p for p in tree[1:] if _is_kernel(p)), None)
         if time.monotonic() - disk_at > DISK_POLL_S:
@@ -220,16 +271,22 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None) -> tu
                 sampled = sum(trees.measure(w) for w in writable)
             except trees.TooLarge as exc:
                 return stop("error", f"a file tree too large: the run made {exc} in a folder the grader reads")
-            capped, full = tmpfs_used(kernel if limits.sandbox and kernel is not None and _alive(kernel) else None)
+            alive = limits.sandbox and kernel is not None and _alive(kernel)
+            files, full, shm, shm_full = tmpfs_used(kernel if alive else None)
             try:
                 sampled += os.stat(record).st_size
             except OSError:
                 pass
-            # files mapped after deletion (no name, no descriptor): read here, once a second, not
-            # at every poll (a kernel's map has thousands of lines); `seen` holds the open ones
-            deleted += sum(_mapped_deleted(p.pid, seen, devices) for p in tree)
-            if full or sampled + deleted + capped > limits.disk_mib * 2**20:
-                return stop("error", f"out of disk: the run wrote more than {limits.disk_mib} MiB")
+            if scan:
+                # files mapped after deletion (no name, no descriptor): read here, once a second, not
+                # at every poll (a kernel's map has thousands of lines); `seen` holds the open ones
+                deleted += sum(_mapped_deleted(p.pid, seen, devices) for p in tree)
+            if shm_full:
+                return stop("error", f"out of memory: /dev/shm is full (its {limits.memory_mib} MiB are the run's "
+                                     "memory; held by the size of the sandbox's /dev/shm tmpfs)")
+            if full or sampled + deleted + files > limits.disk_mib * 2**20:
+                return stop("error", f"out of disk: the run wrote more than {limits.disk_mib} MiB (its files: held "
+                                     "by the size of the sandbox's tmpfs)")
         if kernel is not None and not _alive(kernel) and pending(record) is not None:
             # nbval waits for a dead kernel's reply until the cell timeout; give it a moment to
             # report (a timed-out cell whose kernel nbval stopped itself), then call it a death.

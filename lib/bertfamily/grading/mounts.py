@@ -7,7 +7,8 @@
   ``/tmp``, its working folder) with read-only views of the system, of only the ``/etc`` files Python
   needs (:data:`ETC`; ``passwd``, ``group`` and ``hosts`` are the sandbox's own), of Python and of a
   copy of the course package made for the run (:func:`kernel_package`: no grader, no answer key, no
-  calculator of answers). A read-only ``/dev`` with a small capped ``/dev/shm``.
+  calculator of answers). A read-only ``/dev`` with a ``/dev/shm`` of its own, as large as the run's
+  memory and counted in it (torch's worker processes share tensors there).
 * The folders above those views (the instructor's home, the checkout) cannot be listed: only the
   paths Python needs exist in them, on read-only mounts.
 * Bubblewrap starts with an empty environment (:data:`LAUNCHER`), so the sandbox's first process's
@@ -199,8 +200,8 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     """bubblewrap's arguments for one run, up to the command; a host path the kernel sees is
     ``["host", path]`` (the launcher may bind it elsewhere first)."""
     disk = limits.disk_mib * 2**20
-    shm = max(2**20, min(64 * 2**20, disk // 16))
-    args = [*namespaces(), "--clearenv", "--size", str(disk - shm), "--perms", "0755", "--tmpfs", "/",
+    shm = limits.memory_mib * 2**20  # shared memory is memory: counted in the run's memory, as large
+    args = [*namespaces(), "--clearenv", "--size", str(disk), "--perms", "0755", "--tmpfs", "/",
             "--perms", "01777", "--dir", "/tmp"]
     for system in SYSTEM:
         args += ["--ro-bind-try", system, system]

@@ -14,9 +14,17 @@ from bertfamily.grading.channel import exports
 from bertfamily.grading.exercise import ROOT, Exercise
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.mounts import SandboxMissing
+from bertfamily.grading.safeio import read_regular
 from bertfamily.grading.sandbox import run_sandboxed
 from bertfamily.grading.scoring import REPRODUCED, score_run
-from bertfamily.grading.submission import Invalid, link_problem, prepare, printable, read_submission
+from bertfamily.grading.submission import (
+    MAX_NOTEBOOK_BYTES,
+    Invalid,
+    link_problem,
+    prepare,
+    printable,
+    read_submission,
+)
 
 #: The nbval sanitizers that ``make test`` uses.
 SANITIZE = ROOT / "tests" / "sanitize.cfg"
@@ -86,7 +94,10 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
         link = link_problem(path)
         if link:
             raise Invalid(link)
-        data = Path(path).read_bytes()
+        try:  # a regular file, no larger than the cap, checked before it is read; a FIFO never blocks
+            data = read_regular(path, MAX_NOTEBOOK_BYTES)
+        except ValueError as exc:
+            raise Invalid(f"not graded: {exc}") from None
         repairs = []
         nb = read_submission(data, exercise.tasks, exercise.name, repairs)
     except (Invalid, OSError) as exc:

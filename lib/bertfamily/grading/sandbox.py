@@ -35,7 +35,7 @@ from pathlib import Path
 
 import nbformat
 
-from bertfamily.grading import cgroups, trees
+from bertfamily.grading import cgroups, cgroupv1, trees
 from bertfamily.grading.channel import ANSWERS_MIME, EXPORTER, kernel_checks_source, with_exports  # noqa: F401
 from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as before the split)
     CPU_GRACE_S,
@@ -76,6 +76,7 @@ from bertfamily.grading.nbval_worker import (  # noqa: F401
     place_independent,
     records,
 )
+from bertfamily.grading.textsafe import disk_name
 
 #: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
 MAX_RUNTIME_PATH = 80
@@ -149,6 +150,8 @@ def _sweep(base) -> None:
                     continue
                 os.kill(int(found.group(1)), 0)
             except ProcessLookupError:
+                for point in _mounts_under(entry.path):
+                    uncap_runtime(Path(point))
                 trees.remove_tree(entry.path)
             except (OSError, OverflowError, ValueError):
                 pass
@@ -169,9 +172,53 @@ def _runtime(folder: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"bfg-{os.getpid()}-", dir="/tmp" if os.path.isdir("/tmp") else None))
 
 
+#: The size of the tmpfs a root grader mounts on the socket folder (sockets take no room; the
+#: connection file a few hundred bytes): the only folder on the grader's side the kernel can write.
+RUNTIME_TMPFS = 4 * 2**20
+
+
+def _libc():
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def cap_runtime(runtime: Path) -> bool:
+    """Mount a small tmpfs on the socket folder (a root grader on Linux): what the kernel writes there
+    is held by its size, and by the run's memory cgroup, which is charged for its pages; nothing
+    reaches the grader's disk. False where it cannot (then the watcher samples the folder)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return False
+    flags = 0x2 | 0x4 | 0x8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
+    options = f"size={RUNTIME_TMPFS},mode=0700".encode()
+    return _libc().mount(b"tmpfs", str(runtime).encode(), b"tmpfs", flags, options) == 0
+
+
+def uncap_runtime(runtime: Path) -> None:
+    """Unmount a socket folder's tmpfs (lazily: a process of the run may still hold it); never raises."""
+    try:
+        _libc().umount2(str(runtime).encode(), 2)  # MNT_DETACH
+    except (OSError, AttributeError):
+        pass
+
+
+def _mounts_under(path: str) -> list[str]:
+    """The mount points at or under ``path`` (a killed grader's socket folders)."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as mounts:
+            points = [line.split()[1] for line in mounts if len(line.split()) > 1]
+    except OSError:
+        return []
+    return [p for p in points if p == path or p.startswith(path.rstrip("/") + "/")]
+
+
 def _file_name(name: str) -> str:
+    """The name the kernel sees its submitted file under: the submission's own where any file system
+    takes it, else a short, plain one with a digest (:func:`~bertfamily.grading.textsafe.disk_name`)."""
     name = Path(str(name)).name
-    return name if name not in ("", ".", "..") else "submission.ipynb"
+    if name in ("", ".", ".."):
+        return "submission.ipynb"
+    ipynb = name.endswith(".ipynb")
+    return disk_name(name.removesuffix(".ipynb") if ipynb else name, ".ipynb" if ipynb else "")
 
 
 def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None,
@@ -190,8 +237,10 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
     if limits.sandbox:
         require_sandbox()
     _sweep(run_base())
+    cgroupv1.sweep()  # the cgroups of graders killed mid-run
     folder = Path(tempfile.mkdtemp(prefix=f"bertfamily-grade-{os.getpid()}-", dir=run_base()))
     proc = runtime = view = group = None
+    capped = False
     try:
         for sub in ("nb", "grader", "submitted", "worker", "worker/home", "worker/tmp"):
             (folder / sub).mkdir(mode=0o700)
@@ -211,6 +260,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         (folder / "sanitize.cfg").write_text(sanitize, encoding="utf-8")
         (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         runtime = _runtime(folder)
+        capped = cap_runtime(runtime)
         ids = outer_ids() if limits.sandbox else None
         if ids:  # the kernel, an unprivileged user outside, makes its sockets there
             os.chown(runtime, *ids)
@@ -228,7 +278,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
                str(folder / "sanitize.cfg"), str(folder / "pytest.ini"), str(folder / "kernel.json"),
                json.dumps(sizes_from)]
         file_bytes = min(MAX_FILE_BYTES, limits.disk_mib * 2**20)
-        group = cgroups.run_group(limits)  # the kernel's own limits, where a cgroup v2 tree is delegated
+        group = cgroups.run_group(limits)  # the kernel's own limits: cgroup v2 where delegated, else v1
         proc = subprocess.Popen(cmd, cwd=folder / "nb", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=child_limits(file_bytes, group))
@@ -236,7 +286,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         peak, cpu, began = [0], [0.0], time.monotonic()
         try:
             status, reason, cell = watch(proc, record, limits, peak,
-                                         writable_folders(folder, runtime, limits.sandbox), cpu)
+                                         writable_folders(folder, runtime, limits.sandbox), cpu, group, capped)
         finally:
             kill_tree(proc.pid)
             proc.wait()
@@ -246,13 +296,20 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         if full and not status:
             status, reason = "error", f"too much output: {FULL} ({RECORD_MAX // 2**20} MiB)"
         if group is not None and group.out_of_memory() and status != "timeout":
-            status, reason = "error", (f"out of memory: the run used more than its {limits.memory_mib} MiB and "
-                                       f"{limits.disk_mib} MiB of files (the kernel's cgroup limit)")
+            status, reason = "error", (f"out of memory: the run used more than {limits.memory_mib} MiB of memory "
+                                       f"and {limits.disk_mib} MiB of files together (memory, /dev/shm, socket "
+                                       f"buffers and files: held by {group.kind} {group.memory_file}, "
+                                       f"{limits.memory_mib + limits.disk_mib} MiB)")
+        elif group is not None and group.tasks_refused() and not status:
+            status, reason = "error", (f"too many processes: the run tried to start more than {limits.processes} "
+                                       f"processes and threads (tasks: held by {group.kind} {group.tasks_file})")
     finally:
         if proc is not None and proc.poll() is None:
             kill_tree(proc.pid)
         if group is not None:
             group.close()
+        if capped:
+            uncap_runtime(runtime)
         for outside in (runtime, view):
             if outside is not None and not outside.is_relative_to(folder):
                 trees.remove_tree(outside)

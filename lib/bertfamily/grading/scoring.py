@@ -17,6 +17,7 @@ from itertools import zip_longest
 import nbformat
 
 from bertfamily.grading import integrity
+from bertfamily.grading.budget import Budget, OverBudget
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.marks import _MARK, _output_text, report
@@ -190,9 +191,13 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     checked = {cid for task in exercise.tasks for cid, _ in task.checks}
     reads = {task.name: {n for _, source in task.checks for n in read_names(source)} - {
         n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
-    typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()))
+    budget = Budget()  # the grader's reading of the code: bounded in time and size, whatever the notebook
+    try:
+        typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()), budget)
+        said = integrity.suspicious(nb, exercise, budget)
+    except OverBudget as exc:  # not read: the instructor reads it; the marks come from the run alone
+        typed, said = {}, [f"not read by the grader: {exc}"]
     measured = measured_names(exercise)
-    said = integrity.suspicious(nb, exercise)
     for index, entry in sorted(results.items()):
         if nb.cells[index].get("id") not in checked and sent_answers(entry["outputs"]):
             said.append(f"cell {index} sent a message in the grader's answers format: forged")

@@ -1,0 +1,110 @@
+"""The grader's own reads and writes of files a student may have shaped: never following a link,
+never blocking, never reading more than a cap, never writing outside the folders the instructor gave.
+
+* :func:`read_regular`: a submission's bytes, opened without following a link and without blocking
+  (a FIFO named ``aaron.ipynb``), checked to be a regular file and no larger than the cap *before* it
+  is read (a 1 TiB sparse file is refused by its size), then read to the cap at most.
+* :func:`check_output_folder`: the instructor's output paths (``--out``, ``--feedback``...) go through
+  no symbolic link and lie outside every folder of submissions (a link a student planted there would take the
+  grader's writes elsewhere).
+* :func:`write_in`: a file written into a folder opened without following links, through a new
+  temporary file renamed over the name (a link planted under that name is replaced, never followed).
+"""
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
+_NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular(path, cap: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``cap`` of them; :class:`ValueError` saying
+    why not (not a regular file, a link, larger than ``cap``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: the last part of the path is a link
+            raise ValueError("a symbolic link: hand in the notebook itself") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise ValueError(f"{kind}, not a file: only notebook files are graded")
+        if info.st_size > cap:
+            raise ValueError(f"larger than {cap // 2**20} MiB ({info.st_size:,} bytes): not a notebook")
+        chunks, left = [], cap + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 2**20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > cap:  # it grew while read
+            raise ValueError(f"larger than {cap // 2**20} MiB: not a notebook")
+        return data
+    finally:
+        os.close(fd)
+
+
+def links_in(path) -> list[str]:
+    """The parts of ``path`` (made absolute, not resolved) that are symbolic links, from the root."""
+    path = Path(os.path.abspath(path))
+    return [str(p) for p in [*reversed(path.parents), path] if p.is_symlink()]
+
+
+def check_output_folder(folder, submissions, label: str) -> None:
+    """:class:`ValueError` when ``folder`` (where the grader writes ``label``) goes through a symbolic
+    link, or lies in a folder of ``submissions`` given to grade (files given one by one make no folder
+    a class's)."""
+    linked = links_in(folder)
+    if linked:
+        raise ValueError(f"{label} {folder} goes through a symbolic link ({linked[0]}): give its real path")
+    real = Path(os.path.realpath(folder))
+    for given in submissions:
+        tree = Path(os.path.realpath(given))
+        if tree.is_dir() and real.is_relative_to(tree):
+            raise ValueError(f"{label} {folder} is inside a folder of submissions ({tree}): choose a folder "
+                             "outside every folder of submissions")
+
+
+def open_folder(folder) -> int:
+    """A descriptor of ``folder`` (made if missing), opened without following a link at any part."""
+    folder = Path(os.path.abspath(folder))
+    linked = links_in(folder)
+    if linked:
+        raise ValueError(f"{folder} goes through a symbolic link ({linked[0]}): give its real path")
+    folder.mkdir(parents=True, exist_ok=True)
+    return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
+
+
+def write_in(folder_fd: int, name: str, data: bytes) -> None:
+    """Write ``data`` as ``name`` in the folder ``folder_fd``: a new temporary file there (``O_EXCL``),
+    then renamed over ``name``, so a link under that name is replaced and never followed."""
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError(f"not a file name: {name!r}")
+    for _ in range(100):
+        temporary = f".{tempfile.gettempprefix()}-{os.urandom(6).hex()}.tmp"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=folder_fd)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise OSError("no temporary name free")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=folder_fd)
+        except OSError:
+            pass
+        raise

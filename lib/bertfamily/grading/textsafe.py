@@ -1,0 +1,67 @@
+"""Text a student chose (file names, outputs, answers), made safe for where the grader writes it.
+
+* :func:`escape_controls`: no control character reaches a terminal, a CSV or a Markdown file as itself:
+  C0 and C1 controls (ESC, BEL, carriage return...), and the invisible characters that reorder or hide
+  text (bidirectional overrides, zero-width ones), are written as ``\\x1b`` or ``\\u202e``.
+* :func:`html_text`: ``<``, ``>`` and ``&`` as entities, so a viewer of Markdown shows HTML as text.
+* :func:`disk_name`: a name for a file the grader writes (feedback, the kernel's copy of the
+  submission) that any file system takes: short, printable, and unique by a digest of the original.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import os
+import re
+
+#: Control characters and the invisible ones that reorder or hide text.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
+                     "\ud800-\udfff]")
+#: Bytes of a file name the grader writes: at most this many (file systems allow 255).
+MAX_NAME_BYTES = 120
+_PLAIN = re.compile(r"[^\w.+=,@ -]")
+
+
+def _escape(match) -> str:
+    char = match.group(0)
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape); other surrogates: \\udXXX
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text, keep: str = "") -> str:
+    """``text`` with every control and invisible character escaped, but those in ``keep`` (``"\\n"``
+    where the text is a file of lines)."""
+    text = os.fspath(text) if not isinstance(text, str) else text
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    return CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
+
+
+def display_name(path) -> str:
+    """A submission's name as the gradebook, the feedback and the terminal show it: bytes that were not
+    UTF-8 as ``\\xff``, control and invisible characters escaped."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    return escape_controls(text)
+
+
+def html_text(text: str) -> str:
+    """Markdown that shows HTML as text (``<script>`` as ``&lt;script&gt;``)."""
+    return html.escape(text, quote=False)
+
+
+def disk_name(name: str, suffix: str = "") -> str:
+    """A file name for ``name`` (a submission's base name, any bytes the file system allowed) that every
+    file system takes: unchanged when it is short and plain, else its plain characters, cut, and a
+    digest of the whole name (so two names never become one)."""
+    base = os.fspath(name)
+    if isinstance(base, bytes):
+        base = base.decode("utf-8", "surrogateescape")
+    plain = _PLAIN.sub("_", base).strip(" .") or "submission"
+    if plain == base and len((base + suffix).encode("utf-8")) <= MAX_NAME_BYTES:
+        return base + suffix
+    digest = hashlib.sha256(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return f"{plain[:MAX_NAME_BYTES - len(suffix) - 14]}-{digest}{suffix}"
