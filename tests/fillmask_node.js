@@ -1,4 +1,4 @@
-// Runs _static/fillmask.js's core in Node for tests/test_webmodel.py:
+// Runs lib/bertfamily/web/fillmask.js's core in Node for tests/test_webmodel.py:
 //   node tests/fillmask_node.js FILLMASK_JS EXPORT_FOLDER < sentences.json
 // prints {"results": [{"ids": [...WordPiece ids], "guesses": [[[piece, p], ...], ...]} or {"error": ...}, ...]}
 const fs = require("fs");

@@ -1,4 +1,4 @@
-"""The course model exported for the browser (bertfamily.webmodel) and run by _static/fillmask.js.
+"""The course model exported for the browser (bertfamily.webmodel) and run by bertfamily/web/fillmask.js.
 
 The export is read back and compared with the model; the page's JavaScript (its core, run in Node)
 cuts text into the same WordPiece ids as the Python tokenizer and gives the same five guesses with
@@ -8,8 +8,10 @@ model itself (slow: it loads the course data). tests/test_browser_fill.py runs i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from bertfamily.models import minilm_tokenizer
 from bertfamily.pretraining import CompactVocabulary, tiny_bert, tiny_bert_config
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "_static" / "fillmask.js"
+SCRIPT = ROOT / "lib" / "bertfamily" / "web" / "fillmask.js"
 RUNNER = ROOT / "tests" / "fillmask_node.js"
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed (apt-get install nodejs)")
@@ -144,3 +146,36 @@ def test_browser_guesses_equal_torch_on_the_course_model(tmp_path):
     assert done["parameters"] == sum(p.numel() for p in model.parameters())
     _compare(run_node(tmp_path, SENTENCES), model, data.words, data.tokenizer, SENTENCES)
     assert webmodel.site_export(tmp_path) == done  # the same checkpoint: the export is reused
+
+
+needs_chromium = pytest.mark.skipif(not Path(os.environ.get("CHROMIUM", "/usr/bin/chromium")).is_file(),
+                                    reason="no Chromium (apt-get install chromium, or set CHROMIUM)")
+
+
+@needs_chromium
+def test_benchmark_measures_the_box_in_chromium_offline(tiny):
+    """benchmarks/run.py's browser_fill_times on the tiny export: a reader's keystrokes in Chromium give
+    fill.guess's guesses; the model downloads only on the first request; the times and bytes are the page's."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import run as bench
+    tokenizer, words, model, folder, _ = tiny
+    sentences = SENTENCES[:3]
+    result = bench.browser_fill_times(folder, sentences)
+    assert result["status"] == "ok" and result["errors"] == [] and result["left_site"] == []
+    assert result["downloaded"] == [webmodel.MANIFEST, webmodel.WEIGHTS]  # nothing of the model before
+    assert result["download_bytes"] == webmodel.download_bytes(folder) == result["model_bytes"]
+    assert result["page_bytes"] >= (webmodel.WEB / "fillmask.js").stat().st_size
+    assert len(result["guess_s"]) == len(sentences) - 1
+    assert 0 < result["load_s"] < result["first_guess_s"] and all(t > 0 for t in result["guess_s"])
+    for text, shown in zip(sentences, result["guesses"]):
+        expected = fill.guess(model, text, words, tokenizer)
+        assert [[p for p, _ in g] for g in shown] == [[p for p, _ in g] for g in expected], text
+    record = {"budgets": dict(bench.BUDGETS), "notebooks": [], "sample_interval_s": 0.05,
+              "browser_fill": bench.browser_fill_record(result),
+              "machine": {"date": "d", "cpu_model": "c", "cores_used": 2, "cpu_count": 2, "torch_threads": 2,
+                          "memory_gib": 1, "python": "3", "torch": "t", "transformers": "t", "offline": True,
+                          "loadavg_before": [0]}}
+    bench.summarize(record)
+    assert record["browser_fill"]["guesses"] == sum(s.count("[MASK]") for s in sentences)
+    text = bench.markdown(record)
+    assert f"downloads {result['download_bytes']:,} bytes" in text and "each guess after it takes" in text

@@ -2,8 +2,9 @@
 
 Lesson 1's page lets a reader type a sentence with ``[MASK]`` and see the course model's five guesses,
 computed in the browser with no kernel. The model is small (4 layers of width 256), so a plain-JavaScript
-forward pass of ``BertForMaskedLM`` runs it in a fraction of a second, and the page needs no runtime
-library: the download is the weights (float16, as the checkpoint stores them) and the vocabulary.
+forward pass of ``BertForMaskedLM`` (``web/fillmask.js``, one small file) runs it in a fraction of a second,
+and the page needs no runtime library (ONNX Runtime Web's WebAssembly is megabytes): the download is the
+weights (float16, as the checkpoint stores them) and the vocabulary.
 
 * :func:`export` writes ``course-model.json`` (the configuration, where each tensor lies, the WordPiece
   vocabulary and the compact vocabulary) and ``course-model.bin`` (every tensor in float16, tied ones once).
@@ -11,7 +12,8 @@ library: the download is the weights (float16, as the checkpoint stores them) an
 * :func:`site_export` exports the stored course model into a folder, reusing an export of the same
   checkpoint (the key is the checkpoint's SHA-256 and :data:`FORMAT`).
 * :func:`setup` is a Sphinx extension (``_config.yml``): every build writes the export into
-  ``_static/course-model/`` and adds ``fillmask.js`` to the pages that have a cell tagged ``browser-fill``.
+  ``_static/course-model/`` and adds ``fillmask.js`` and ``fillmask.css`` (kept in the package, not in
+  ``_static/``, which Jupyter Book adds to every page) to the pages that have a cell tagged ``browser-fill``.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["export", "read", "site_export", "download_bytes", "MANIFEST", "WEIGHTS", "FORMAT", "TAG", "setup"]
+__all__ = ["export", "read", "site_export", "download_bytes", "page_settings", "write_static", "MANIFEST", "WEIGHTS",
+           "FORMAT", "TAG", "setup"]
 
 MANIFEST, WEIGHTS = "course-model.json", "course-model.bin"
 #: Bumped whenever the files' layout changes (part of the cache key of :func:`site_export`).
@@ -30,6 +33,9 @@ FORMAT = 1
 #: The cell tag that marks where the page's form goes.
 TAG = "browser-fill"
 SITE_FOLDER = "course-model"  # under _static/
+#: The page's script and style (package data), copied into the site's _static/.
+WEB = Path(__file__).resolve().parent / "web"
+ASSETS = ("fillmask.js", "fillmask.css")
 
 
 def _tokenizer_spec(tokenizer) -> dict:
@@ -155,6 +161,24 @@ def _builder_inited(app) -> None:
     app.bertfamily_model = {**site_export(cache), "cache": str(cache)}
 
 
+def page_settings(done: dict) -> dict:
+    """What the page's script is told before it downloads anything (:func:`site_export`'s result)."""
+    return {"folder": f"{SITE_FOLDER}/", "manifest": MANIFEST, "weights": WEIGHTS, "bytes": done["bytes"],
+            "parameters": f"{done['parameters']:,}"}
+
+
+def write_static(static, model_folder) -> Path:
+    """Copy the page's script and style into the site's ``static`` folder, and the exported model from
+    ``model_folder`` into ``static/course-model/``; returns that folder."""
+    target = Path(static) / SITE_FOLDER
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (MANIFEST, WEIGHTS):
+        shutil.copyfile(Path(model_folder) / name, target / name)
+    for name in ASSETS:
+        shutil.copyfile(WEB / name, Path(static) / name)
+    return target
+
+
 def _page_context(app, pagename, templatename, context, doctree) -> None:
     from docutils import nodes
     done = getattr(app, "bertfamily_model", None)
@@ -162,20 +186,15 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
         return
     if not any(f"tag_{TAG}" in node.get("classes", []) for node in doctree.findall(nodes.Element)):
         return
-    settings = {"folder": f"{SITE_FOLDER}/", "manifest": MANIFEST, "weights": WEIGHTS, "bytes": done["bytes"],
-                "parameters": f"{done['parameters']:,}"}
-    app.add_js_file(None, body=f"window.BERTFAMILY_MODEL = {json.dumps(settings)};")
+    app.add_js_file(None, body=f"window.BERTFAMILY_MODEL = {json.dumps(page_settings(done))};")
     app.add_js_file("fillmask.js")
+    app.add_css_file("fillmask.css")
 
 
 def _build_finished(app, exception) -> None:
     done = getattr(app, "bertfamily_model", None)
-    if exception is not None or done is None:
-        return
-    target = Path(app.outdir) / "_static" / SITE_FOLDER
-    target.mkdir(parents=True, exist_ok=True)
-    for name in (MANIFEST, WEIGHTS):
-        shutil.copyfile(Path(done["cache"]) / name, target / name)
+    if exception is None and done is not None:
+        write_static(Path(app.outdir) / "_static", done["cache"])
 
 
 def setup(app) -> dict:

@@ -333,10 +333,11 @@
     }
     form.addEventListener("submit", async event => {
       event.preventDefault();
-      const started = window.performance.now();
+      const started = window.performance.now(), text = input.value;
+      let problem = null;
       form.setAttribute("aria-busy", "true");
       try {
-        const answers = (await load()).guess(input.value);
+        const answers = (await load()).guess(text);
         output.replaceChildren(...answers.map(guesses => {
           const line = document.createElement("div");
           line.className = "bf-fill-guesses";
@@ -344,11 +345,12 @@
           line.dataset.guesses = JSON.stringify(guesses);
           return line;
         }));
-        timings.guesses.push({ text: input.value, started, shown: window.performance.now() });
       } catch (error) {
-        output.textContent = model ? error.message : `The model could not be loaded: ${error.message}`;
+        problem = model ? error.message : `The model could not be loaded: ${error.message}`;
+        output.textContent = problem;
       } finally {
         form.removeAttribute("aria-busy");
+        timings.guesses.push({ text, started, shown: window.performance.now(), error: problem });
       }
     });
     for (const widget of cell.querySelectorAll(".cell_output")) widget.hidden = true;
