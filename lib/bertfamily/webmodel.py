@@ -203,3 +203,20 @@ def setup(app) -> dict:
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def main(argv=None) -> int:
+    """``python -m bertfamily.webmodel [FOLDER]``: export the course model for the browser (what each build
+    of the website does), by default into ``_build/course-model``."""
+    import argparse
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("folder", nargs="?", default="_build/course-model", help="where to write the two files")
+    args = parser.parse_args(argv)
+    done = site_export(args.folder)
+    print(f"{args.folder}: {MANIFEST} and {WEIGHTS}, {done['bytes']:,} bytes, {done['parameters']:,} parameters "
+          f"(checkpoint and format {done['key'][:12]}…)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
