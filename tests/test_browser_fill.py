@@ -26,6 +26,17 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import run as bench  # noqa: E402
 
 LESSON = "book/01_dynamic_masking.html"
+#: What a page of the site still asks of CDNs when it loads, none of it the box's: myst-nb's widget manager
+#: (require.js, @jupyter-widgets/html-manager) until the site serves its own copies (issue 48, item 1).
+#: Blocked here as everywhere; the box itself must ask nothing outside the site.
+WIDGET_MANAGER = ("/require.js/", "/require.min.js", "@jupyter-widgets/html-manager")
+
+
+def left_problems(left: list, loaded: int) -> list:
+    """Requests that left the site: any after the page loaded (the reader's, the box's), and any at load
+    other than the widget manager's."""
+    return ([f"left the site after the page loaded: {url}" for url in left[loaded:]]
+            + [f"left the site at load: {url}" for url in left[:loaded] if not any(w in url for w in WIDGET_MANAGER)])
 pytestmark = pytest.mark.book
 
 
@@ -100,6 +111,7 @@ def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, co
     new_page, left = chromium
     page, requests = new_page()
     page.goto(base + LESSON, wait_until="load")
+    loaded = len(left)
     form = page.locator("form.bf-fill")
     assert form.count() == 1, "no own-sentence form on lesson 1's page"
     assert not any("/course-model/" in url for url in requests), "the model loaded before the reader asked"
@@ -130,7 +142,7 @@ def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, co
     # what the reader reads: Python's line for the last sentence, as lesson 1 prints it (rounded percentages)
     lines = page.locator(".bf-fill-guesses").all_inner_texts()
     assert len(lines) == SENTENCES[-1].count("[MASK]")
-    assert not left, f"requests left the site: {left}"
+    assert not left_problems(left, loaded)
     book_report["browser fill"] = (
         f"course model in Chromium: first guess {result['first_guess_s']:.2f} s after the first request "
         f"({result['download_bytes']:,} bytes), then {result['median_guess_s']:.2f} s a guess (median)")
@@ -140,11 +152,12 @@ def test_the_box_says_what_is_wrong(site, chromium):
     new_page, left = chromium
     page, _ = new_page()
     page.goto(site[1] + LESSON, wait_until="load")
+    loaded = len(left)
     page.fill("#bf-fill-input", "no blank here")
     page.press("#bf-fill-input", "Enter")
     page.wait_for_function("() => window.bertfamilyFill.timings.guesses.length >= 1")
     assert "at least one [MASK]" in page.locator(".bf-fill-output").inner_text()
-    assert not left, f"requests left the site: {left}"
+    assert not left_problems(left, loaded)
 
 
 def test_without_javascript_the_page_stays_as_built(site, chromium):
@@ -165,3 +178,10 @@ def test_other_pages_stay_light(site):
     for doc in pages:
         text = (html / doc).read_text(encoding="utf-8")
         assert ("fillmask.js" in text) == (doc == LESSON), doc
+
+
+def test_left_problems_notices_what_leaves_the_site():
+    manager = "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.6/dist/embed-amd.js"
+    assert left_problems([manager], 1) == []
+    assert left_problems([manager], 0) == [f"left the site after the page loaded: {manager}"]
+    assert left_problems(["https://huggingface.co/x"], 1) == ["left the site at load: https://huggingface.co/x"]

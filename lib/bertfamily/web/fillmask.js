@@ -346,7 +346,9 @@
           return line;
         }));
       } catch (error) {
-        problem = model ? error.message : `The model could not be loaded: ${error.message}`;
+        problem = model ? error.message : `The model could not be loaded: ${error.message}` +
+          (window.location.protocol === "file:" ? " (browsers do not fetch files for a page opened from disk: " +
+            "serve the site, e.g. make serve)" : "");
         output.textContent = problem;
       } finally {
         form.removeAttribute("aria-busy");
