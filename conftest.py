@@ -32,7 +32,8 @@ def _tolerant(original, abs_tol, rel_tol, any_text=False):
 #: pytest-xdist worker, so that no other worker sits waiting for that lock (pytest_xdist_make_scheduler).
 SHARED_SCOPES = {"tests/test_grading_kinds.py": "the graded class", "tests/test_sandbox.py": "the graded class",
                  "tests/test_gradebook.py": "the graded class",
-                 "tests/test_book.py": "the built book", "tests/test_browser.py": "the built book"}
+                 "tests/test_book.py": "the built book", "tests/test_browser.py": "the built book",
+                 "tests/test_browser_fill.py": "the built book"}
 
 
 def _scope(nodeid: str) -> str:

@@ -18,6 +18,9 @@
 * **The book**: ``jupyter-book build`` into an empty temporary folder (cold), then again with
   nothing changed (rebuild).
 * **The unit tests** (``pytest tests -m "not book"``).
+* **The course model in the browser** (``--skip-browser`` leaves it out): lesson 1's own-sentence box on a
+  minimal page in headless Chromium, offline: the bytes of the reader's first request, the time from it to
+  the first guesses, and each guess after (:func:`browser_fill_times`).
 * **``make test`` itself** (``--make-test``; ``make bench`` passes it): the README's whole test
   command run as a subprocess from the repository root, on the same cores, its wall time recorded as
   ``make_test`` with ``wall_s``, its exit status and pytest's closing line. Without it the summary
@@ -597,6 +600,127 @@ def summarize(result: dict) -> dict:
     return summary
 
 
+# --------------------------------------------------------------------------- the course model in the browser
+
+#: What the browser measurement types in turn: lesson 1's two sentences, then news of each kind.
+FILL_SENTENCES = ("the chancellor said the [MASK] would grow by 3% next year.",
+                  "manchester united [MASK] the match 2-1.",
+                  "the film won the [MASK] for best actor at the oscars.",
+                  "shares in the [MASK] fell sharply after the profit warning.",
+                  "the prime minister will [MASK] the election in [MASK].",
+                  "apple unveiled a new [MASK] that plays music and video.")
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+#: Every resource the page loaded, with its size on the wire and its body (same origin: both known).
+_RESOURCES = "() => performance.getEntriesByType('resource').map(e => [e.name, e.transferSize, e.decodedBodySize])"
+
+
+def fill_page(folder: Path, model_folder: Path, done: dict) -> Path:
+    """A minimal site in ``folder``: one page with lesson 1's cell (tagged ``browser-fill``), the page's
+    script and style, and the model exported in ``model_folder`` (``done``: :func:`webmodel.site_export`'s
+    result). Returns the page."""
+    from bertfamily import webmodel
+    webmodel.write_static(folder / "_static", model_folder)
+    page = folder / "index.html"
+    page.write_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>fill</title>'
+        f'<script>window.BERTFAMILY_MODEL = {json.dumps(webmodel.page_settings(done))};</script>'
+        '<script src="_static/fillmask.js"></script><link rel="stylesheet" href="_static/fillmask.css">'
+        f'</head><body><main><div class="cell tag_{webmodel.TAG}"><div class="cell_output">'
+        "a widget that needs a kernel</div></div></main></body></html>", encoding="utf-8")
+    return page
+
+
+def measure_fill(page, sentences=FILL_SENTENCES, timeout_ms: int = 120000) -> dict:
+    """On an open page with the form, type each sentence and press Enter, as a reader does; wait for the
+    guesses. Times come from the page (``performance.now``): the first from the reader's first request
+    (Enter) to the first guesses shown, model download included; then each guess after it. Bytes: what
+    the page loaded before the first request, and what that request downloaded."""
+    page.wait_for_selector("form.bf-fill input", timeout=timeout_ms)
+    before = page.evaluate(_RESOURCES)
+    shown = []
+    for n, text in enumerate(sentences, 1):
+        page.fill("form.bf-fill input", text)
+        page.press("form.bf-fill input", "Enter")
+        page.wait_for_function("n => window.bertfamilyFill.timings.guesses.length >= n", arg=n, timeout=timeout_ms)
+        shown.append(page.eval_on_selector_all(".bf-fill-guesses",
+                                               "els => els.map(e => JSON.parse(e.dataset.guesses))"))
+    timings = page.evaluate("() => window.bertfamilyFill.timings")
+    after = page.evaluate(_RESOURCES)
+    seen = {name for name, *_ in before}
+    downloaded = [(name, size, body) for name, size, body in after if name not in seen]
+    times = [(g["shown"] - g["started"]) / 1000 for g in timings["guesses"]]
+    return {"sentences": len(sentences), "errors": [g["error"] for g in timings["guesses"] if g["error"]],
+            "page_bytes": sum(body for _, _, body in before), "download_bytes": sum(body for *_, body in downloaded),
+            "downloaded": [name.rsplit("/", 1)[-1] for name, *_ in downloaded],
+            "load_s": round((timings["loaded"] - timings["requested"]) / 1000, 3),
+            "first_guess_s": round(times[0], 3), "guess_s": [round(t, 3) for t in times[1:]],
+            "median_guess_s": round(statistics.median(times[1:]), 3) if len(times) > 1 else None,
+            "guesses": shown}
+
+
+def browser_fill_times(model_folder: Path | None = None, sentences=FILL_SENTENCES, chromium: Path = CHROMIUM) -> dict:
+    """The course model in headless Chromium, offline: a minimal page with lesson 1's form (:func:`fill_page`)
+    served on localhost, :func:`measure_fill` on it. ``model_folder``: an export (default: the course model,
+    exported into a temporary folder). Requests leaving the site are blocked and listed (``left_site``)."""
+    import functools
+    import http.server
+
+    from playwright.sync_api import sync_playwright
+
+    from bertfamily import webmodel
+    if not Path(chromium).is_file():
+        raise FileNotFoundError(f"no Chromium at {chromium} (apt-get install chromium, or set CHROMIUM)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if model_folder is None:
+            model_folder = tmp / "export"
+            done = webmodel.site_export(model_folder)
+        else:
+            done = {"bytes": webmodel.download_bytes(model_folder),
+                    "parameters": sum(t["count"] for t in webmodel.read(model_folder)[0]["tensors"])}
+        fill_page(tmp / "site", Path(model_folder), done)
+        handler = functools.partial(_quiet_handler(), directory=str(tmp / "site"))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base, left = f"http://127.0.0.1:{server.server_address[1]}/", []
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+                context = browser.new_context()
+                context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
+                              else (left.append(route.request.url), route.abort()))
+                page = context.new_page()
+                page.goto(base + "index.html", wait_until="load")
+                result = measure_fill(page, sentences)
+                result["browser"] = browser.version
+                browser.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+    return {**result, "left_site": left, "model_bytes": done["bytes"], "status": "ok" if not result["errors"]
+            and not left else "failed"}
+
+
+def browser_fill_record(result: dict | None = None) -> dict:
+    """:func:`browser_fill_times` of the course model (or ``result``, one of its results) as the benchmark's
+    result records it: the guesses counted, not kept."""
+    result = browser_fill_times() if result is None else result
+    return {**{k: v for k, v in result.items() if k != "guesses"},
+            "guesses": sum(len(g) for g in result["guesses"])}
+
+
+def _quiet_handler():
+    import http.server
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+    return Quiet
+
+
 # --------------------------------------------------------------------------- writing the result
 
 def markdown(result: dict) -> str:
@@ -636,6 +760,15 @@ def markdown(result: dict) -> str:
                 f"| cold (empty output folder, {book['cold'].get('pages', '?')} pages) | {book['cold']['wall_s']:.1f} "
                 f"| {book['cold']['status']} |",
                 f"| rebuild (nothing changed) | {book['rebuild']['wall_s']:.1f} | {book['rebuild']['status']} |", ""]
+    fill = result.get("browser_fill")
+    if fill:
+        out += ["## The course model in the browser", "",
+                f"Lesson 1's own-sentence box in headless Chromium {fill['browser']}, offline, on a minimal page "
+                f"with its script ({fill['page_bytes']:,} bytes with the page's style): the reader's first request "
+                f"downloads {fill['download_bytes']:,} bytes ({', '.join(fill['downloaded'])}) and shows the first "
+                f"five guesses after {fill['first_guess_s']:.2f} s (download and parsing {fill['load_s']:.2f} s); "
+                f"each guess after it takes {fill['median_guess_s']:.2f} s (median of {len(fill['guess_s'])}, "
+                f"at most {max(fill['guess_s']):.2f} s); {fill['status']}.", ""]
     unit = result.get("unit_tests")
     if unit:
         out += [f"Unit tests (`{unit['command']}`): {unit['wall_s']:.1f} s, {unit['status']}.", ""]
@@ -700,6 +833,8 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-book", action="store_true", help="do not time the book's builds")
     parser.add_argument("--skip-masking", action="store_true", help="do not compare the masking functions")
     parser.add_argument("--skip-unit", action="store_true", help="do not time the unit tests")
+    parser.add_argument("--skip-browser", action="store_true",
+                        help="do not time the course model in Chromium (lesson 1's own-sentence box)")
     parser.add_argument("--make-test", action="store_true",
                         help="also time the whole `make test` as a subprocess, recorded as make_test (make bench "
                              "passes it; about 8 minutes)")
@@ -752,7 +887,8 @@ def main(argv=None) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"  # the budgets are for an offline run; kernels inherit this
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result = {"schema": SCHEMA, "budgets": dict(BUDGETS), "machine": machine(), "sample_interval_s": args.interval,
-              "notebooks": [], "masking": None, "book": None, "unit_tests": None, "make_test": None}
+              "notebooks": [], "masking": None, "book": None, "unit_tests": None, "browser_fill": None,
+              "make_test": None}
     total = sum(code_cells(nbformat.read(p, as_version=4)) for p in paths)
     with tqdm(total=total, unit="cell", desc="notebooks", dynamic_ncols=True) as bar:
         for path in paths:
@@ -765,6 +901,7 @@ def main(argv=None) -> int:
     steps = [("masking", not args.skip_masking, lambda: masking_comparison(*masking_batch())),
              ("book", not args.skip_book, book_build_times),
              ("unit_tests", not args.skip_unit, unit_test_time),
+             ("browser_fill", not args.skip_browser and CHROMIUM.is_file(), browser_fill_record),
              ("make_test", args.make_test, make_test_time)]
     for key, wanted, step in tqdm([s for s in steps if s[1]], desc="other measurements", unit="step"):
         result[key] = step()
@@ -777,7 +914,7 @@ def main(argv=None) -> int:
     print(markdown(result))
     print(f"wrote {_name(out)} and {_name(md)}")
     failed = summary["failed"] or any(result[k] and result[k].get("status") == "failed"
-                                      for k in ("unit_tests", "make_test")) \
+                                      for k in ("unit_tests", "browser_fill", "make_test")) \
         or (result["book"] and "failed" in (result["book"]["cold"]["status"], result["book"]["rebuild"]["status"]))
     if failed:
         return 1
