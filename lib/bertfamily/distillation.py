@@ -103,9 +103,9 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
 
 
 def first_guess(logits: torch.Tensor) -> torch.Tensor:
-    """Logits whose softmax puts all the mass on each row's top class (at any temperature from 0.01 to 100):
+    """Logits whose softmax puts all the mass on each row's top class (at any temperature up to 10**6):
     the teacher's first guess as a hard label, in the form :func:`distillation_loss` takes."""
-    hard = torch.full_like(logits, -1e4)
+    hard = torch.full_like(logits, -1e9)
     return hard.scatter(-1, logits.argmax(-1, keepdim=True), 0.0)
 
 
