@@ -222,7 +222,8 @@ def course_scarce(progress) -> dict:
 
         student, log, best = ck.train_scarce_run(data, teacher, arm, seed, settings=s, progress=False,
                                                  on_evaluation=write)
-        run.update(test_last=ck.blank_scores(student, full.held_out), right_last=ck.right_answers(student, full.held_out))
+        run.update(test_last=ck.blank_scores(student, full.held_out),
+                   right_last=ck.right_answers(student, full.held_out))
         student.load_state_dict(best["state"])
         run.update(best_step=best["step"], test_best=ck.blank_scores(student, full.held_out),
                    right_best=ck.right_answers(student, full.held_out), first_losses=log["train_loss"][:5],
@@ -252,7 +253,8 @@ def runtimes_table() -> str:
     from bertfamily import checkpoints as ck
 
     lines = ["| experiment | lessons | minutes | threads | kernels | CPU | date |", "|---|---|--:|--:|---|---|---|"]
-    lessons = {"masking": "1", "tlm": "6", "sharing": "4", "course": "1, 2, 3", "course-distil": "2, 3", "course-scarce": "2"}
+    lessons = {"masking": "1", "tlm": "6", "sharing": "4", "course": "1, 2, 3", "course-distil": "2, 3",
+               "course-scarce": "2"}
     for name in EXPERIMENTS:
         log = ck.read_log(name)
         m = log["machine"]

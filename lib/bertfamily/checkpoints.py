@@ -595,9 +595,9 @@ def load_course_student(data: CourseData, arm: str, settings: dict = COURSE_DIST
 #: * ``first guesses``: the same triple loss with the teacher's distribution replaced by its first guess
 #:   (:func:`bertfamily.distillation.first_guess`): what the softness adds is ``distilled`` minus this.
 #:
-#: The runs go seed by seed (``jobs``), so a run cut short leaves pairs. Half :data:`COURSE_DISTIL`'s batch (the
-#: share holds 145 blocks: two steps an epoch) for the two cores' time; 240 steps are about 106 epochs.
-COURSE_SCARCE = {**COURSE_DISTIL, "fraction": 0.03, "articles_seed": 0, "batch": 64, "steps": 240, "eval_every": 20,
+#: The runs go seed by seed (``jobs``), so a run cut short leaves pairs. A quarter of :data:`COURSE_DISTIL`'s batch
+#: (the share holds 145 blocks: four steps an epoch), for the two cores' time; 200 steps are 50 epochs.
+COURSE_SCARCE = {**COURSE_DISTIL, "fraction": 0.03, "articles_seed": 0, "batch": 32, "steps": 200, "eval_every": 20,
                  "arms": {"hard labels": ("teacher", [0.0, 1.0, 0.0]), "distilled": ("teacher", [5.0, 2.0, 1.0]),
                           "first guesses": ("teacher", [5.0, 2.0, 1.0], "first guess")},
                  "jobs": [["hard labels", 0], ["distilled", 0], ["hard labels", 1], ["distilled", 1],

@@ -45,7 +45,8 @@ from .masking import IGNORE_INDEX
 from .timing import threads
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
-           "triple_loss", "student_from_teacher", "first_guess", "mlm_triple_loss", "BagOfEmbeddings", "train_classifier",
+           "triple_loss", "student_from_teacher", "first_guess", "mlm_triple_loss", "BagOfEmbeddings",
+           "train_classifier",
            "train_linear_head", "accuracy", "mean_std", "one_thread"]
 
 
