@@ -29,7 +29,7 @@ help:
 	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
 	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
 	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
-	@echo "make pretrain   retrain the checkpoints of lessons 1-4 and 6, the course model and its student among them (about 4.5 hours)"
+	@echo "make pretrain   retrain the checkpoints of lessons 1-4 and 6, the course model and its students among them (about 5 hours)"
 	@echo "make colab-check every notebook alone on Colab's package set, installed by its own Colab cell (CI)"
 	@echo "make binder-check every notebook in an environment built from environment.yml + postBuild"
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"

@@ -1,5 +1,7 @@
 """The committed checkpoints (make pretrain): the stored weights give the logged metrics, and the
 start of each run, re-run here, gives the logged curve (bit for bit under the pinned kernels)."""
+import json
+
 import pytest
 import torch
 
@@ -269,6 +271,67 @@ def test_a_course_distillation_reproduces_its_first_steps(course_distil, arm):
         _, short = ck.distil_course_model(data, teacher, arm, steps=2, settings=fp32, progress=False,
                                             evaluate=False)
     assert short["train_loss"] == pytest.approx(log["runs"][arm]["first_losses"][:2], abs=COURSE_TOLERANCE)
+
+
+# ------------------------------------------------------------------ distillation on 3% of the articles (lesson 2)
+
+def test_the_scarce_share_is_a_fixed_draw_of_whole_articles(course):
+    data, _ = course
+    chosen = ck.scarce_articles(data)
+    assert len(chosen) == round(ck.COURSE_SCARCE["fraction"] * data.articles)
+    assert torch.equal(chosen, ck.scarce_articles(data)) and torch.equal(chosen, chosen.unique())  # sorted, distinct
+    scarce = ck.scarce_data(data)
+    assert scarce.articles == len(chosen) and scarce.validation is data.validation and scarce.held_out is data.held_out
+    full = {tuple(row.tolist()) for row in data.train}
+    assert 0 < scarce.train.shape[0] < data.train.shape[0] / 10
+    assert all(tuple(row.tolist()) in full for row in scarce.train)  # training blocks, none made up
+    assert torch.equal(scarce.counts, torch.bincount(scarce.train.flatten(), minlength=data.counts.numel()))
+    with pytest.raises(ValueError, match="fraction must be"):
+        ck.scarce_articles(data, {**ck.COURSE_SCARCE, "fraction": 0})
+
+
+@pytest.fixture(scope="module")
+def course_scarce(course):
+    return course[0], ck.read_log("course-scarce")
+
+
+def test_the_course_scarce_log_holds_finished_paired_runs(course_scarce):
+    data, log = course_scarce
+    s = ck.COURSE_SCARCE
+    assert log["settings"] == json.loads(json.dumps(s))  # tuples stored as lists
+    assert log["articles"] == ck.scarce_articles(data).tolist() and log["train_articles"] == data.articles
+    assert log["train_blocks"] == ck.scarce_data(data).train.shape[0] and log["blanks"] == data.held_out.targets
+    assert log["done"] == s["jobs"][:len(log["done"])]  # in the order of the jobs, none skipped
+    finished = {arm for arm, _ in log["done"]}
+    assert {"hard labels", "distilled"} <= finished
+    hidden = (data.held_out.input_ids != data.held_out.labels)[data.held_out.labels != -100]
+    start = ck.read_log("course-distil")["runs"]["distilled"]["evaluations"][0]
+    for arm, seed in log["done"]:
+        run = next(r for r in log["runs"][arm] if r["seed"] == seed)
+        assert run["steps_done"] == s["steps"] == len(run["train_loss"])
+        steps = [e["step"] for e in run["evaluations"]]
+        assert steps == list(range(0, s["steps"] + 1, s["eval_every"]))
+        for key in ("top1", "top5", "loss"):  # every arm starts from the teacher's layers 0 and 2
+            assert run["evaluations"][0]["hidden"][key] == pytest.approx(start["hidden"][key], abs=1e-4)
+        best = max(run["evaluations"][1:], key=lambda e: e["hidden"]["top1"])
+        assert run["best_step"] == best["step"]
+        for at in ("best", "last"):
+            right = run[f"right_{at}"]
+            assert len(right) == int(hidden.sum()) and set(right) <= {"0", "1"}
+            assert right.count("1") / len(right) == pytest.approx(run[f"test_{at}"]["hidden"]["top1"], abs=1e-12)
+
+
+@pytest.mark.slow
+def test_a_scarce_run_reproduces_its_first_steps(course_scarce):
+    data, log = course_scarce
+    teacher = ck.load_course_model(data)
+    fp32 = {**ck.COURSE_SCARCE, "autocast": None}
+    arm, seed = log["done"][1]  # the distilled student: it runs the teacher too
+    with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
+        _, short, _ = ck.train_scarce_run(ck.scarce_data(data), teacher, arm, seed, steps=2, settings=fp32,
+                                          progress=False, evaluate=False)
+    run = next(r for r in log["runs"][arm] if r["seed"] == seed)
+    assert short["train_loss"] == pytest.approx(run["first_losses"][:2], abs=COURSE_TOLERANCE)
 
 
 def test_the_readmes_run_times_are_the_logs():

@@ -231,6 +231,32 @@ def test_mlm_triple_loss_is_the_mlm_loss_alone_and_zero_on_a_copy(tiny_config):
         D.mlm_triple_loss(teacher, temperature=0)
 
 
+@pytest.mark.parametrize("T", [0.01, 1.0, 2.0, 100.0])
+def test_first_guess_puts_all_the_mass_on_the_top_class(T):
+    logits = torch.tensor([[0.5, 3.0, -1.0, 2.9], [7.0, 0.0, 0.0, 6.5]])
+    hard = D.first_guess(logits)
+    assert torch.equal(D.soften(hard, T), torch.eye(4)[[1, 0]])
+    assert torch.equal(hard.argmax(-1), logits.argmax(-1))
+
+
+def test_mlm_triple_loss_with_first_guesses_is_cross_entropy_against_the_teachers_top_word(tiny_config):
+    teacher, student = _tiny_mlm(tiny_config, 2, 0).eval(), _tiny_mlm(tiny_config, 1, 1).eval()
+    ids = torch.randint(5, 50, (4, 12), generator=torch.Generator().manual_seed(0))
+    labels = torch.full_like(ids, -100)
+    labels[:, ::3] = ids[:, ::3]
+    chosen = labels != -100
+    with torch.no_grad():
+        guesses = teacher(input_ids=ids).logits[chosen].argmax(-1)
+        by_hand = 4.0 * torch.nn.functional.cross_entropy(student(input_ids=ids).logits[chosen] / 2.0, guesses)
+    _, parts = D.mlm_triple_loss(teacher, targets="first guess")(student, ids, labels)
+    _, soft = D.mlm_triple_loss(teacher)(student, ids, labels)
+    assert parts["ce"] == pytest.approx(by_hand.item(), rel=1e-5)
+    assert parts["ce"] > soft["ce"]  # the guess is further from the student than the whole distribution
+    assert parts["task"] == soft["task"] and parts["cos"] == soft["cos"]  # the other terms are unchanged
+    with pytest.raises(ValueError, match="targets must be"):
+        D.mlm_triple_loss(teacher, targets="hard")
+
+
 def test_distilling_a_masked_lm_moves_the_student_towards_its_teacher(tiny_config):
     from bertfamily.masking import DynamicMasking
     from bertfamily.pretraining import train_mlm

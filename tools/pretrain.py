@@ -1,8 +1,9 @@
 """Train the course's checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
 unshared layers, lesson 6's MLM and TLM models, the course model that lessons 1, 2 and 3 evaluate,
-and its three 2-layer students (distilled, hard labels, random init) that lessons 2 and 3 compare.
+and its three 2-layer students (distilled, hard labels, random init) that lessons 2 and 3 compare, and the
+students trained on 3% of the articles (course-scarce) that lesson 2 compares.
 
-    python tools/pretrain.py [masking] [tlm] [sharing] [course] [course-distil]
+    python tools/pretrain.py [masking] [tlm] [sharing] [course] [course-distil] [course-scarce]
 
 All of them by default; each log records how long its experiment took (``seconds``) and on what
 machine, and the README's table of run times is read from those logs.
@@ -189,13 +190,60 @@ def course_distil(progress) -> dict:
     return result
 
 
+def course_scarce(progress) -> dict:
+    """Lesson 2's second experiment, ``COURSE_SCARCE``: the course model's 2-layer students trained on 3% of the
+    training articles, with hard labels, the teacher's soft targets or its first guesses, seed by seed. The log
+    is rewritten after every evaluation (``done`` lists the finished runs); per run it holds the validation
+    curve, the test scores of the last step and of the best validation step, and each hidden test blank's
+    right (1) or wrong (0) first guess at both (for intervals by article). No weights are stored."""
+    from bertfamily import checkpoints as ck
+
+    s = ck.COURSE_SCARCE
+    full = ck.course_data()
+    data = ck.scarce_data(full, s)
+    teacher = ck.load_course_model(full)
+    path = ck.FOLDER / "course-scarce.json"
+    result = {"settings": s, "articles": ck.scarce_articles(full, s).tolist(), "train_articles": full.articles,
+              "train_blocks": int(data.train.shape[0]), "blanks": full.held_out.targets,
+              "validation_blanks": full.validation.targets, "runs": {arm: [] for arm in s["arms"]}, "done": []}
+    start = time.perf_counter()
+    for arm, seed in s["jobs"]:
+        begun, run = time.perf_counter(), {"seed": seed}
+        result["runs"][arm].append(run)
+
+        def write(model, log, run=run, begun=begun, arm=arm):
+            last = log["evaluations"][-1]
+            run.update(evaluations=log["evaluations"], steps_done=last["step"],
+                       seconds=round(time.perf_counter() - begun, 1))
+            result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
+            path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            progress(f"{arm} seed {run['seed']} step {last['step']}: validation top-1 "
+                     f"{100 * last['hidden']['top1']:.1f}% ({time.perf_counter() - start:.0f} s)")
+
+        student, log, best = ck.train_scarce_run(data, teacher, arm, seed, settings=s, progress=False,
+                                                 on_evaluation=write)
+        run.update(test_last=ck.blank_scores(student, full.held_out),
+                   right_last=ck.right_answers(student, full.held_out))
+        student.load_state_dict(best["state"])
+        run.update(best_step=best["step"], test_best=ck.blank_scores(student, full.held_out),
+                   right_best=ck.right_answers(student, full.held_out), first_losses=log["train_loss"][:5],
+                   epochs=log["epochs"], train_loss=[round(x, 4) for x in log["train_loss"]],
+                   seconds=round(time.perf_counter() - begun, 1))
+        result["done"].append([arm, seed])
+        result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        progress(f"{arm} seed {seed}: test top-1 {100 * run['test_best']['hidden']['top1']:.1f}% at its best step "
+                 f"{best['step']}, {100 * run['test_last']['hidden']['top1']:.1f}% at the last")
+    return result
+
+
 #: The course model and its students train with bfloat16 matrix products, fast on CPUs with AMX or AVX-512
 #: BF16 and slow where oneDNN is capped at AVX2: they run with the machine's own kernels (the threads stay
 #: pinned); their evaluations are float32, and the tests compare a re-run with the log within a tolerance.
-NATIVE = ("course", "course-distil")
+NATIVE = ("course", "course-distil", "course-scarce")
 
 
-EXPERIMENTS = ("masking", "tlm", "sharing", "course", "course-distil")
+EXPERIMENTS = ("masking", "tlm", "sharing", "course", "course-distil", "course-scarce")
 README_MARKS = ("<!-- pretrain-times: written by `python tools/pretrain.py --readme` from the logs -->",
                 "<!-- /pretrain-times -->")
 
@@ -205,7 +253,8 @@ def runtimes_table() -> str:
     from bertfamily import checkpoints as ck
 
     lines = ["| experiment | lessons | minutes | threads | kernels | CPU | date |", "|---|---|--:|--:|---|---|---|"]
-    lessons = {"masking": "1", "tlm": "6", "sharing": "4", "course": "1, 2, 3", "course-distil": "2, 3"}
+    lessons = {"masking": "1", "tlm": "6", "sharing": "4", "course": "1, 2, 3", "course-distil": "2, 3",
+               "course-scarce": "2"}
     for name in EXPERIMENTS:
         log = ck.read_log(name)
         m = log["machine"]
@@ -264,7 +313,7 @@ def main(argv=None) -> int:
     for name in args.experiments:
         start = time.perf_counter()
         result = {"masking": masking, "tlm": tlm, "sharing": sharing, "course": course,
-                  "course-distil": course_distil}[name](tqdm.write)
+                  "course-distil": course_distil, "course-scarce": course_scarce}[name](tqdm.write)
         result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
         path = ck.FOLDER / f"{name}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -563,8 +563,10 @@ def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None =
     steps = steps or s["steps"]
     student = course_student(data, teacher, arm, s)
     alpha_ce, alpha_mlm, alpha_cos = s["arms"][arm][1]
+    targets = s["arms"][arm][2] if len(s["arms"][arm]) > 2 else "soft"
     loss = None if alpha_ce == alpha_cos == 0 and alpha_mlm == 1 else mlm_triple_loss(  # no teacher: plain MLM
-        teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos)
+        teacher, temperature=s["temperature"], alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos,
+        targets=targets)
     log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.validation)}] if evaluate else []}
     log = _course_loop(data, student, s, steps, log, arm, progress, on_evaluation, loss=loss, evaluate=evaluate)
     student.eval()
@@ -577,3 +579,81 @@ def load_course_student(data: CourseData, arm: str, settings: dict = COURSE_DIST
         raise ValueError(f"arm must be one of {list(settings['arms'])}, got {arm!r}")
     model = course_model(data, settings={**COURSE, "layers": len(settings["layers"])})
     return load_into(model, "course-student-" + arm.replace(" ", "-"))
+
+
+# --------------------------------------------------------------------------- distillation where data is scarce
+
+#: Lesson 2's second experiment, Hinton et al.'s section 6 at the course's scale: the students of
+#: :data:`COURSE_DISTIL` trained on a small share of the training articles (``fraction``, drawn once with
+#: ``articles_seed``; the share was fixed before any test blank was scored), long enough for the hard-label
+#: student to overfit, evaluated on the validation blanks every ``eval_every`` steps. Every arm starts from the
+#: teacher's layers 0 and 2 and sees the same masked blocks in the same order for a seed:
+#:
+#: * ``hard labels``: the masked words alone (L_mlm);
+#: * ``distilled``: the triple loss, the teacher's soft distribution at T = 2 (L_ce), the masked words (L_mlm)
+#:   and its hidden states (L_cos), as in :data:`COURSE_DISTIL`;
+#: * ``first guesses``: the same triple loss with the teacher's distribution replaced by its first guess
+#:   (:func:`bertfamily.distillation.first_guess`): what the softness adds is ``distilled`` minus this.
+#:
+#: The runs go seed by seed (``jobs``), so a run cut short leaves pairs. A quarter of :data:`COURSE_DISTIL`'s batch
+#: (the share holds 145 blocks: four steps an epoch), for the two cores' time; 200 steps are 50 epochs.
+COURSE_SCARCE = {**COURSE_DISTIL, "fraction": 0.03, "articles_seed": 0, "batch": 32, "steps": 200, "eval_every": 20,
+                 "arms": {"hard labels": ("teacher", [0.0, 1.0, 0.0]), "distilled": ("teacher", [5.0, 2.0, 1.0]),
+                          "first guesses": ("teacher", [5.0, 2.0, 1.0], "first guess")},
+                 "jobs": [["hard labels", 0], ["distilled", 0], ["hard labels", 1], ["distilled", 1],
+                          ["first guesses", 0], ["hard labels", 2], ["distilled", 2]]}
+
+
+def scarce_articles(data: CourseData, settings: dict = COURSE_SCARCE) -> torch.Tensor:
+    """The indices of the training articles in the scarce share, sorted: ``round(fraction * articles)`` of them,
+    drawn with a generator seeded ``articles_seed``."""
+    s = settings
+    if not 0 < s["fraction"] <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {s['fraction']}")
+    count = max(1, round(s["fraction"] * data.articles))
+    chosen = torch.randperm(data.articles, generator=torch.Generator().manual_seed(s["articles_seed"]))[:count]
+    return chosen.sort().values
+
+
+def scarce_data(data: CourseData, settings: dict = COURSE_SCARCE) -> CourseData:
+    """``data`` with only the training blocks of :func:`scarce_articles` (the evaluation sets unchanged)."""
+    import dataclasses
+
+    from bertfamily.data import bbc_split
+
+    of_block = block_articles(data.tokenizer, bbc_split().train_texts, data.train.shape[1])
+    if len(of_block) != data.train.shape[0]:
+        raise ValueError(f"{len(of_block)} blocks of articles for {data.train.shape[0]} training blocks: "
+                         "the data are not course_data()'s")
+    chosen = scarce_articles(data, settings)
+    train = data.train[torch.isin(of_block, chosen)]
+    return dataclasses.replace(data, train=train, articles=len(chosen),
+                               counts=torch.bincount(train.flatten(), minlength=data.counts.numel()))
+
+
+def right_answers(model, held_out) -> str:
+    """Per hidden blank of ``held_out`` (in :func:`blank_predictions`' order), ``"1"`` where the model's first
+    guess is the word and ``"0"`` where not: what an article-level bootstrap resamples."""
+    p = blank_predictions(model, held_out)
+    right = (p["top5"][:, 0] == p["target"])[p["hidden"]]
+    return "".join("1" if r else "0" for r in right.tolist())
+
+
+def train_scarce_run(data: CourseData, teacher, arm: str, seed: int, steps: int | None = None,
+                     settings: dict = COURSE_SCARCE, progress=True, on_evaluation=None, evaluate: bool = True):
+    """One run of :data:`COURSE_SCARCE` on ``data`` (already :func:`scarce_data`): ``(student, log, best)``,
+    where ``best`` is the student's state at its best validation top-1 (the early-stopped model)."""
+    import copy
+
+    s = {**settings, "seed": seed}
+    best = {"top1": -1.0, "state": None, "step": None}
+
+    def after(model, log):
+        last = log["evaluations"][-1]
+        if last["hidden"]["top1"] > best["top1"]:
+            best.update(top1=last["hidden"]["top1"], step=last["step"], state=copy.deepcopy(model.state_dict()))
+        if on_evaluation is not None:
+            on_evaluation(model, log)
+
+    student, log = distil_course_model(data, teacher, arm, steps, s, progress, after if evaluate else None, evaluate)
+    return student, log, best

@@ -45,7 +45,8 @@ from .masking import IGNORE_INDEX
 from .timing import threads
 
 __all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
-           "triple_loss", "student_from_teacher", "mlm_triple_loss", "BagOfEmbeddings", "train_classifier",
+           "triple_loss", "student_from_teacher", "first_guess", "mlm_triple_loss", "BagOfEmbeddings",
+           "train_classifier",
            "train_linear_head", "accuracy", "mean_std", "one_thread"]
 
 
@@ -102,9 +103,16 @@ def student_from_teacher(teacher, layers: Sequence[int] | None = None):
     return student
 
 
+def first_guess(logits: torch.Tensor) -> torch.Tensor:
+    """Logits whose softmax puts all the mass on each row's top class (at any temperature up to 10**6):
+    the teacher's first guess as a hard label, in the form :func:`distillation_loss` takes."""
+    hard = torch.full_like(logits, -1e9)
+    return hard.scatter(-1, logits.argmax(-1, keepdim=True), 0.0)
+
+
 def mlm_triple_loss(teacher, *, temperature: float = 2.0,
                     alpha_ce: float = 5.0, alpha_mlm: float = 2.0,
-                    alpha_cos: float = 1.0):
+                    alpha_cos: float = 1.0, targets: str = "soft"):
     """DistilBERT's triple loss for masked language modelling, as the ``loss`` of
     :func:`bertfamily.pretraining.train_mlm`: a student ``BertForMaskedLM`` learns from a frozen
     teacher ``BertForMaskedLM`` on the same masked batch.
@@ -114,11 +122,15 @@ def mlm_triple_loss(teacher, *, temperature: float = 2.0,
     cross-entropy against the hidden word; L_cos pulls the student's last hidden states towards the
     teacher's at every position (:func:`cosine_loss`). A weight of 0 drops its term
     (``alpha_ce=0, alpha_cos=0`` is plain masked-LM training). The teacher runs in eval mode, without
-    gradients. Returns ``loss(student, input_ids, labels, attention_mask=None, **model_inputs)`` giving
-    ``(total, parts)``.
+    gradients. ``targets="first guess"`` replaces the teacher's distribution in L_ce by its first guess
+    (:func:`first_guess`: all the mass on its top word), which keeps everything else and removes what the
+    softness carries. Returns ``loss(student, input_ids, labels, attention_mask=None, **model_inputs)``
+    giving ``(total, parts)``.
     """
     # checked now, not at the first step
     check_triple_weights(temperature, alpha_ce, alpha_mlm, alpha_cos)
+    if targets not in ("soft", "first guess"):
+        raise ValueError(f"targets must be 'soft' or 'first guess', got {targets!r}")
     if not (hasattr(teacher, "bert") and hasattr(teacher, "cls")):
         raise ValueError(f"the teacher must be a BertForMaskedLM (with "
                          f".bert and .cls), got {type(teacher).__name__}")
@@ -133,6 +145,8 @@ def mlm_triple_loss(teacher, *, temperature: float = 2.0,
         with torch.no_grad():
             t_hidden = teacher.bert(**inputs).last_hidden_state
             t_logits = teacher.cls(t_hidden[chosen])
+            if targets == "first guess":
+                t_logits = first_guess(t_logits)
         s_hidden = student.bert(**inputs).last_hidden_state
         s_logits = student.cls(s_hidden[chosen])
         return triple_loss(s_logits, t_logits, labels[chosen], s_hidden,
