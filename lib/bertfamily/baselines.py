@@ -23,8 +23,8 @@ __all__ = ["KINDS", "STOP_WORDS", "blank_kinds", "Bigram", "top5_hits", "ladder"
 KINDS = ("punctuation", "function word", "content word", "number or piece")
 
 #: The function words: NLTK's English stop-word list (``nltk.corpus.stopwords.words("english")``), its 153
-#: entries without an apostrophe (WordPiece cuts *don't* into *don*, *'*, *t*, and those pieces are here). It has no *said*, *would*, *also* or *year*: those count as
-#: content words.
+#: entries without an apostrophe (WordPiece cuts *don't* into *don*, *'*, *t*, and those pieces are here).
+#: It has no *said*, *would*, *also* or *year*: those count as content words.
 STOP_WORDS = frozenset("""
 i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers
 herself it its itself they them their theirs themselves what which who whom this that these those am is
