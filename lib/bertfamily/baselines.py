@@ -152,7 +152,7 @@ def most_frequent(counts: torch.Tensor, special_ids=(), k: int = 5) -> torch.Ten
 
 #: The table's column heads: short enough for five columns in the book's 75-character output column.
 _HEADS = {"all": "all", "punctuation": "punctuation", "function word": "function", "content word": "content",
-          "number or piece": "number/piece"}
+          "number or piece": "num/piece"}
 
 
 def show_ladder(table: dict, width: int = 12) -> None:
