@@ -345,3 +345,35 @@ def test_the_readmes_run_times_are_the_logs():
     spec.loader.exec_module(pretrain)
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert pretrain.readme_with_runtimes(readme) == readme, "run `python tools/pretrain.py --readme`"
+
+
+def _pretrain_tool():
+    import importlib.util
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "pretrain.py"
+    spec = importlib.util.spec_from_file_location("pretrain", tool)
+    pretrain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pretrain)
+    return pretrain
+
+
+@pytest.mark.parametrize("argv", [["course", "--showcase-steps", "5"], ["--showcase-steps", "-1", "5"],
+                                  ["--showcase-steps", "0"]])
+def test_the_showcase_re_run_refuses_what_it_cannot_do(argv, capsys):
+    with pytest.raises(SystemExit):
+        _pretrain_tool().main(argv)
+    assert "--showcase-steps" in capsys.readouterr().err
+
+
+def test_the_showcase_re_run_answered_lesson_1s_blanks(course):
+    """course-showcase.json (the course model's first steps again) holds the guesses at the very blanks
+    that checkpoints.showcase picks, and its step-0 guesses are the untrained model's."""
+    data, _ = course
+    log = ck.read_log("course-showcase")
+    blanks = ck.showcase(data)
+    assert log["blanks"] == {k: [list(b) for b in v] for k, v in blanks.items()}
+    assert log["steps"] == sorted(log["steps"]) and log["steps"][0] == 0 and log["settings"] == ck.COURSE
+    assert all(len(g[name]) == len(blanks[name]) for g in log["guesses"] for name in blanks)
+    fresh = ck.showcase_guesses(ck.course_model(data), data, {"hard": blanks["hard"][:2]})
+    assert [w for w, _ in fresh["hard"][0]] == [w for w, _ in log["guesses"][0]["hard"][0]]

@@ -79,6 +79,41 @@ def test_showcase_blanks_need_context_on_both_sides_and_skip_the_headline(setup)
         fill.showcase_blanks(held, words, tokenizer, articles, count=0)
 
 
+def test_showcase_blanks_can_leave_out_function_words(setup):
+    tokenizer, words, held = setup
+    articles = torch.tensor([0, 1, 2])
+    # "said" (position 3) comes first, then "that" (6); both listed, "government" (8); all listed, none
+    shown = fill.showcase_blanks(held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0)
+    assert shown == [(0, 3), (1, 3), (2, 3)]
+    assert fill.showcase_blanks(held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0,
+                                stop_words={"said", "that"}) == [(0, 8), (1, 8), (2, 8)]
+    assert fill.showcase_blanks(held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0,
+                                stop_words={"said", "that", "government"}) == []
+
+
+def test_random_blanks_take_any_kind_one_per_article_and_repeat_with_the_seed(setup):
+    tokenizer, words, held = setup
+    articles = torch.tensor([0, 1, 2])
+    every = fill.random_blanks(held, words, tokenizer, articles, count=5, margin=0, skip_first=0)
+    assert every == [(0, 3), (1, 3), (2, 3)]  # the first fair blank of each article ("said", any kind)
+    two = fill.random_blanks(held, words, tokenizer, articles, count=2, seed=3, margin=0, skip_first=0)
+    assert len(two) == 2 and set(two) <= set(every) and two == sorted(two)
+    assert two == fill.random_blanks(held, words, tokenizer, articles, count=2, seed=3, margin=0, skip_first=0)
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        fill.random_blanks(held, words, tokenizer, articles, count=0)
+
+
+def test_guesses_at_are_top_guesses_and_keep_the_training_mode(setup):
+    from bertfamily.pretraining import tiny_bert, tiny_bert_config
+    tokenizer, words, held = setup
+    model = tiny_bert(tiny_bert_config(words.size, max_positions=64, dropout=0.1)).train()
+    out = fill.guesses_at(model, held, [(0, 8), (1, 3)], words, tokenizer, k=2)
+    assert model.training  # the training loop calls it between steps
+    expected = fill.top_guesses(model, held.input_ids[1], 3, words, tokenizer, k=2)
+    assert [w for w, _ in out[1]] == [w for w, _ in expected] and len(out) == 2
+    assert out[1][0][1] == pytest.approx(expected[0][1], abs=1e-4)
+
+
 def test_guess_fills_every_mask_and_explains_bad_input(setup):
     from bertfamily.pretraining import tiny_bert, tiny_bert_config
     tokenizer, words, _ = setup

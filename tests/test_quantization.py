@@ -383,3 +383,8 @@ def test_pyproject_admits_colabs_torchao_and_tests_with_min_torchao():
     tested = next(Requirement(r) for r in project["project"]["optional-dependencies"]["test"]
                   if r.startswith("torchao"))
     assert runtime.specifier.contains("0.10.0") and str(tested.specifier) == f">={q.MIN_TORCHAO}"
+
+
+def test_unpinned_latency_refuses_a_bad_thread_count():
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        q.unpinned_latency({"input_ids": torch.ones(1, 4, dtype=torch.long)}, threads=0)

@@ -132,10 +132,15 @@ def course(progress) -> dict:
               "train_blocks": int(data.train.shape[0]), "test_blocks": int(data.test.shape[0]),
               "validation_blocks": int(data.validation.input_ids.shape[0]), "vocab_size": data.small["vocab_size"]}
     path = ck.FOLDER / "course.json"
+    blanks = ck.showcase(data)  # lesson 1's showcase blanks, answered at the start and at every evaluation
+    result["showcase"] = {"settings": ck.SHOWCASE, "blanks": blanks,
+                          "steps": [0], "guesses": [ck.showcase_guesses(ck.course_model(data), data, blanks)]}
 
     def write(model, log):
         ck.save(model, "course-model")
         last = log["evaluations"][-1]
+        result["showcase"]["steps"].append(last["step"])
+        result["showcase"]["guesses"].append(ck.showcase_guesses(model, data, blanks))
         result.update(steps_done=last["step"], evaluations=log["evaluations"], machine=machine(),
                       seconds=round(time.perf_counter() - start, 1))
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
@@ -148,6 +153,34 @@ def course(progress) -> dict:
     result.update(final=ck.blank_scores(model, data.held_out), final_validation=ck.blank_scores(model, data.validation),
                   epochs=log["epochs"], first_losses=log["train_loss"][:10],
                   train_loss=[round(x, 4) for x in log["train_loss"]])
+    return result
+
+
+def course_showcase(progress, steps: list[int]) -> dict:
+    """The start of the course model's run again (its settings and seed), stopped at ``max(steps)``: its
+    top guesses at lesson 1's showcase blanks after each of ``steps`` (0: before training), for a model
+    log that has none (``course.json`` from before the showcase was logged). Written to
+    ``course-showcase.json`` after each of ``steps``, so a run cut short keeps what it has."""
+    from bertfamily import checkpoints as ck
+
+    data = ck.course_data()
+    blanks, start = ck.showcase(data), time.perf_counter()
+    path = ck.FOLDER / "course-showcase.json"
+    result = {"settings": ck.COURSE, "showcase": ck.SHOWCASE, "blanks": blanks, "steps": [], "guesses": [],
+              "seconds": []}
+
+    def record(model, step):
+        if step not in steps:
+            return
+        result["steps"].append(step)
+        result["guesses"].append(ck.showcase_guesses(model, data, blanks))
+        result["seconds"].append(round(time.perf_counter() - start, 1))
+        result.update(machine=machine())
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        progress(f"showcase at step {step} ({time.perf_counter() - start:.0f} s)")
+
+    record(ck.course_model(data), 0)
+    ck.train_course_model(data, steps=max(steps), evaluate=False, on_step=record, progress=False)
     return result
 
 
@@ -280,11 +313,16 @@ def main(argv=None) -> int:
                         help="only rewrite the README's table of run times from the logs")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads (default: the pinned 2; the log records what was used)")
+    parser.add_argument("--showcase-steps", type=int, nargs="+", default=None, metavar="STEP",
+                        help="only re-run the course model's first max(STEP) steps, logging lesson 1's showcase "
+                             "guesses at each STEP into course-showcase.json (its own kernels)")
     parser.add_argument("--native", action="store_true",
                         help="keep the machine's own kernels (AMX, AVX-512) instead of pinning AVX2; "
                              "the course model and its students always train so")
     args = parser.parse_args(argv)
-    args.experiments = args.experiments or list(EXPERIMENTS)
+    if args.showcase_steps and args.experiments:
+        parser.error("--showcase-steps re-runs the course model's start only: name no experiment with it")
+    args.experiments = args.experiments or ([] if args.showcase_steps else list(EXPERIMENTS))
     unknown = [name for name in args.experiments if name not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment {unknown[0]!r}: choose from {', '.join(EXPERIMENTS)}")
@@ -300,7 +338,9 @@ def main(argv=None) -> int:
         code = main(pinned)
         return code or subprocess.call([sys.executable, __file__, "--native", *native]
                                        + (["--threads", str(args.threads)] if args.threads else []))
-    if args.native or native:
+    if args.showcase_steps and (min(args.showcase_steps) < 0 or max(args.showcase_steps) < 1):
+        parser.error(f"--showcase-steps must be steps >= 0, the largest >= 1, got {args.showcase_steps}")
+    if args.native or native or args.showcase_steps:
         os.environ.update(kernels.THREADS)
     else:
         kernels.pin()
@@ -310,6 +350,10 @@ def main(argv=None) -> int:
     from tqdm.auto import tqdm
 
     from bertfamily import checkpoints as ck
+    if args.showcase_steps:
+        result = course_showcase(tqdm.write, sorted(set(args.showcase_steps)))
+        print(f"wrote {ck.FOLDER / 'course-showcase.json'} ({result['seconds'][-1]:.0f} s)")
+        return 0
     for name in args.experiments:
         start = time.perf_counter()
         result = {"masking": masking, "tlm": tlm, "sharing": sharing, "course": course,

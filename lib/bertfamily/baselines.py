@@ -1,7 +1,8 @@
 """What a masked-language model must beat: guesses that need no network, on the same blanks.
 
-* :func:`blank_kinds` sorts the blanks by what they hide: punctuation, a short word (three letters or
-  fewer: *the*, *of*, *to*), a content word (a whole word of four letters or more) or a piece of a word.
+* :func:`blank_kinds` sorts the blanks by what they hide: punctuation, a function word (a whole word on
+  :data:`STOP_WORDS`: *the*, *of*, *with*, *which*), a content word (any other whole word of letters) or a
+  number or piece of a word.
 * :class:`Bigram` counts which piece follows which in the training blocks and guesses a blank from its
   two neighbours: ``P(w | left) * P(right | w)``, each an add-``smoothing`` mixture with word frequency
   (a neighbour that is itself a blank gives nothing, and only word frequency is left on that side).
@@ -16,10 +17,24 @@ import torch
 
 from .masking import IGNORE_INDEX
 
-__all__ = ["KINDS", "blank_kinds", "Bigram", "top5_hits", "ladder", "most_frequent", "show_ladder"]
+__all__ = ["KINDS", "STOP_WORDS", "blank_kinds", "Bigram", "top5_hits", "ladder", "most_frequent", "show_ladder"]
 
 #: The kinds of blank, in the order the tables show them.
-KINDS = ("punctuation", "short word", "content word", "word piece")
+KINDS = ("punctuation", "function word", "content word", "number or piece")
+
+#: The function words: NLTK's English stop-word list (``nltk.corpus.stopwords.words("english")``), its 153
+#: entries without an apostrophe (WordPiece cuts *don't* into *don*, *'*, *t*, and those pieces are here).
+#: It has no *said*, *would*, *also* or *year*: those count as content words.
+STOP_WORDS = frozenset("""
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers
+herself it its itself they them their theirs themselves what which who whom this that these those am is
+are was were be been being have has had having do does did doing a an the and but if or because as until
+while of at by for with about against between into through during before after above below to from up
+down in out on off over under again further then once here there when where why how all any both each
+few more most other some such no nor not only own same so than too very s t can will just don should now
+d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn
+weren won wouldn
+""".split())
 
 
 def blank_kinds(held_out, words, tokenizer) -> list[str]:
@@ -36,9 +51,9 @@ def blank_kinds(held_out, words, tokenizer) -> list[str]:
         if not any(ch.isalnum() for ch in piece):
             kinds.append("punctuation")
         elif piece.startswith("##") or after.startswith("##") or not piece.isalpha():
-            kinds.append("word piece")
+            kinds.append("number or piece")
         else:
-            kinds.append("short word" if len(piece) <= 3 else "content word")
+            kinds.append("function word" if piece in STOP_WORDS else "content word")
     return kinds
 
 
@@ -136,8 +151,8 @@ def most_frequent(counts: torch.Tensor, special_ids=(), k: int = 5) -> torch.Ten
 
 
 #: The table's column heads: short enough for five columns in the book's 75-character output column.
-_HEADS = {"all": "all", "punctuation": "punctuation", "short word": "short", "content word": "content",
-          "word piece": "piece"}
+_HEADS = {"all": "all", "punctuation": "punctuation", "function word": "function", "content word": "content",
+          "number or piece": "num/piece"}
 
 
 def show_ladder(table: dict, width: int = 12) -> None:

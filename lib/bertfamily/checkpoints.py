@@ -466,25 +466,26 @@ def course_model(data: CourseData, seed: int | None = None, settings: dict = COU
 
 
 def train_course_model(data: CourseData, steps: int | None = None, settings: dict = COURSE, progress=True,
-                       on_evaluation=None, evaluate: bool = True):
+                       on_evaluation=None, evaluate: bool = True, on_step=None):
     """Train the course model (or its first ``steps``): ``(model, log)``.
 
     ``log`` holds the training loss of every step and, every ``eval_every`` steps, the scores of
     :func:`blank_scores`; ``on_evaluation(model, log)`` is called after each evaluation (make pretrain
     stores the weights there, so a run cut short still leaves its last model). ``evaluate=False``: the
-    training losses only (what the reproduction tests compare).
+    training losses only (what the reproduction tests compare). ``on_step(model, step)`` is called after
+    every optimiser step (``step`` from 1).
     """
     s = settings
     steps = steps or s["steps"]
     model = course_model(data, settings=s)
     log = _course_loop(data, model, s, steps, {"train_loss": [], "evaluations": []}, "course model", progress,
-                       on_evaluation, evaluate=evaluate)
+                       on_evaluation, evaluate=evaluate, on_step=on_step)
     model.eval()
     return model, log
 
 
 def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: str, progress, on_evaluation,
-                 loss=None, evaluate: bool = True) -> dict:
+                 loss=None, evaluate: bool = True, on_step=None) -> dict:
     """The course model's training loop, shared by its pretraining and its distillation: dynamic masks and
     batch order from a generator seeded ``s["seed"]``, AdamW with :func:`learning_rate`, the loss under
     :func:`autocast`, and :func:`blank_scores` on the validation blanks into ``log`` every ``eval_every``
@@ -501,6 +502,8 @@ def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: 
         return (*masking(rows, epoch), {})
 
     def after(step):
+        if on_step is not None:
+            on_step(model, step)
         if evaluate and (step % s["eval_every"] == 0 or step == steps):
             log["evaluations"].append({"step": step, **blank_scores(model, data.validation)})
             model.train()
@@ -513,6 +516,31 @@ def _course_loop(data: CourseData, model, s: dict, steps: int, log: dict, desc: 
                                                  progress=progress, desc=desc, after_step=after,
                                                  loss=autocast(loss or masked_lm_loss, s))
     return log
+
+
+#: Lesson 1's two showcases of test blanks, each answered by the course model (``make pretrain`` logs their
+#: top guesses at every evaluation): ``hard``, content words of four letters or more spread evenly over the
+#: test articles (:func:`bertfamily.fill.showcase_blanks`), and ``random``, blanks of any kind drawn at
+#: random (:func:`bertfamily.fill.random_blanks`).
+SHOWCASE = {"count": 10, "min_letters": 4, "random_seed": 0, "guesses": 3}
+
+
+def showcase(data: CourseData, settings: dict = SHOWCASE) -> dict:
+    """``{"hard": [(block, position), ...], "random": [...]}``: the blanks of :data:`SHOWCASE` in
+    ``data.held_out`` (the test blocks)."""
+    from bertfamily import baselines, fill
+
+    s, where = settings, (data.held_out, data.words, data.tokenizer, data.test_articles)
+    return {"hard": fill.showcase_blanks(*where, count=s["count"], min_letters=s["min_letters"],
+                                         stop_words=baselines.STOP_WORDS),
+            "random": fill.random_blanks(*where, count=s["count"], seed=s["random_seed"])}
+
+
+def showcase_guesses(model, data: CourseData, blanks: dict, settings: dict = SHOWCASE) -> dict:
+    """The model's best ``settings["guesses"]`` pieces (with probabilities) at each showcase blank."""
+    from bertfamily import fill
+    return {name: fill.guesses_at(model, data.held_out, chosen, data.words, data.tokenizer, settings["guesses"])
+            for name, chosen in blanks.items()}
 
 
 def load_course_model(data: CourseData, settings: dict = COURSE):

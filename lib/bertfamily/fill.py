@@ -13,8 +13,8 @@ import torch
 
 from .masking import IGNORE_INDEX
 
-__all__ = ["pick_blanks", "whole_word_blanks", "top_guesses", "context", "window", "showcase_blanks", "guess",
-           "piece", "wrap"]
+__all__ = ["pick_blanks", "whole_word_blanks", "top_guesses", "context", "window", "showcase_blanks",
+           "random_blanks", "guesses_at", "guess", "piece", "wrap"]
 
 
 def pick_blanks(held_out, words, tokenizer, *, count: int = 6, every: int = 97, min_letters: int = 4) -> list:
@@ -94,14 +94,39 @@ def window(input_ids, labels, position: int, length: int, cls_id: int, sep_id: i
 
 
 def showcase_blanks(held_out, words, tokenizer, articles, *, count: int = 10, min_letters: int = 4,
-                    margin: int = 3, skip_first: int = 24) -> list:
+                    margin: int = 3, skip_first: int = 24, stop_words=()) -> list:
     """``(block, position)`` of ``count`` blanks chosen by a rule fair to a model that reads both sides:
-    a whole word of ``min_letters`` or more hidden by ``[MASK]``, with ``margin`` unmasked pieces on each
-    side, not in the first ``skip_first`` pieces of an article's first block (where the headline runs into
-    the text with no full stop), at most one per article, spread evenly over the candidates.
-    ``articles`` gives each block's article (``CourseData.test_articles``)."""
+    a whole word of ``min_letters`` or more, not in ``stop_words``, hidden by ``[MASK]``, with ``margin``
+    unmasked pieces on each side, not in the first ``skip_first`` pieces of an article's first block (where
+    the headline runs into the text with no full stop), at most one per article, spread evenly over the
+    candidates. ``articles`` gives each block's article (``CourseData.test_articles``)."""
     if not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
+
+    def wanted(ids, labels, position):
+        return (_whole_word(ids, labels, position, words, tokenizer, min_letters)
+                and piece(labels[position], words, tokenizer) not in stop_words)
+
+    candidates = _fair_blanks(held_out, words, tokenizer, articles, margin, skip_first, wanted)
+    step = max(1, len(candidates) // count)
+    return candidates[::step][:count]
+
+
+def random_blanks(held_out, words, tokenizer, articles, *, count: int = 10, seed: int = 0, margin: int = 3,
+                  skip_first: int = 24) -> list:
+    """``(block, position)`` of ``count`` blanks of any kind, drawn at random (a generator seeded ``seed``)
+    under :func:`showcase_blanks`' rule of fairness: hidden by ``[MASK]``, ``margin`` unmasked pieces on
+    each side, not where the headline runs into the text, at most one per article (its first such blank)."""
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    candidates = _fair_blanks(held_out, words, tokenizer, articles, margin, skip_first, lambda *_: True)
+    order = torch.randperm(len(candidates), generator=torch.Generator().manual_seed(seed))
+    return sorted(candidates[i] for i in order[:count].tolist())
+
+
+def _fair_blanks(held_out, words, tokenizer, articles, margin: int, skip_first: int, wanted) -> list:
+    """Per article, the first ``[MASK]`` blank with ``margin`` unmasked pieces on each side, past the
+    headline, for which ``wanted(ids, labels, position)`` holds: ``[(block, position), ...]``."""
     mask_id, seen, candidates = words(tokenizer.mask_token_id), set(), []
     first_block = torch.ones(len(articles), dtype=torch.bool)
     first_block[1:] = articles[1:] != articles[:-1]
@@ -112,12 +137,24 @@ def showcase_blanks(held_out, words, tokenizer, articles, *, count: int = 10, mi
             near = labels[position - margin:position + margin + 1] != IGNORE_INDEX
             if ids[position] != mask_id or int(near.sum()) != 1 or int(articles[block]) in seen:
                 continue
-            if _whole_word(ids, labels, position, words, tokenizer, min_letters):
+            if wanted(ids, labels, position):
                 candidates.append((block, position))
                 seen.add(int(articles[block]))
                 break
-    step = max(1, len(candidates) // count)
-    return candidates[::step][:count]
+    return candidates
+
+
+@torch.no_grad()
+def guesses_at(model, held_out, blanks, words, tokenizer, k: int = 3) -> list:
+    """The model's ``k`` best pieces at each ``(block, position)`` of ``blanks``, as
+    ``[[piece, probability], ...]`` lists (what ``make pretrain`` logs during training). The model's
+    training mode is restored afterwards."""
+    was_training = model.training
+    out = [[[word, round(p, 4)] for word, p in top_guesses(model, held_out.input_ids[block], position, words,
+                                                            tokenizer, k)]
+           for block, position in blanks]
+    model.train(was_training)
+    return out
 
 
 @torch.no_grad()
