@@ -18,6 +18,7 @@ formula must be typeset: none left as TeX source, none a TeX error.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
@@ -453,8 +454,60 @@ def test_expected_glue_texts_formats_as_myst_nb():
     assert len(texts) == len(GLUE_TEXT.findall(_markdown("book/claims")))
 
 
+#: The lessons' browser widgets (bertfamily.widgets): the page, and the check of tests/widget_checks.py.
+BROWSER_WIDGETS = {"book/02_distillation": "temperature", "book/03_compression": "sizes",
+                   "book/01_dynamic_masking": "remask"}
+
+
+def allowed_at_load(doc: str) -> set[str]:
+    """The addresses outside the site that a lesson's page may name as it opens: myst-nb's ipywidgets
+    manager (require.js and the HTML manager, from CDNs) where the notebook stores widget state (its
+    progress bars, an ipywidget), blocked here as offline; nothing else."""
+    from myst_nb.core.config import ipywidgets_js_factory
+    metadata = nbformat.read(_notebook(doc), as_version=4).metadata
+    if metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json"):
+        return set(ipywidgets_js_factory())
+    return set()
+
+
+@pytest.mark.parametrize("doc", list(BROWSER_WIDGETS))
+def test_widgets_compute_in_the_browser(doc, site, browser_context):
+    """On the built page, offline, each lesson's widget responds to its controls (mouse and keyboard)
+    with the numbers the course's Python computes for the same settings (tests/widget_checks.py), and
+    asks nothing of any other site while it is used; nor does the page as it opens, unless the lesson
+    stores ipywidgets' state (whose manager myst-nb loads from a CDN, blocked here: see allowed_at_load)."""
+    import widget_checks as checks
+    name = BROWSER_WIDGETS[doc]
+    requests, errors = [], []
+    page = browser_context.new_page()
+    page.on("request", lambda r: not r.url.startswith(site[1]) and requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(site[1] + f"{doc}.html", wait_until="networkidle")  # what it loads after "load" too
+        at_load = list(requests)
+        roots = page.locator(checks.SELECTORS[name])
+        assert roots.count() == 1, f"{doc}: {roots.count()} {name} widgets on the page"
+        root = roots.first
+        root.scroll_into_view_if_needed()
+        if name == "temperature":
+            problems = checks.temperature_problems(root)
+        elif name == "sizes":
+            problems = checks.size_problems(root)
+        else:
+            from bertfamily.models import minilm_tokenizer
+            problems = checks.remask_problems(root, minilm_tokenizer())
+        problems += [f"script error: {e}" for e in errors]
+        problems += [f"a request left the site while the widget was used: {r}" for r in requests[len(at_load):]]
+        problems += [f"a request left the site as the page opened: {r}" for r in at_load
+                     if r not in allowed_at_load(doc)]
+        assert not problems, f"{doc}:\n" + "\n".join(problems[:20])
+    finally:
+        page.close()
+
+
 def test_every_widget_has_a_static_figure_beside_it():
-    """An `interact` cell shows nothing on the website, so one of the next two code cells draws a figure."""
+    """An `interact` cell shows nothing on the website, and a browser widget (bertfamily.widgets)
+    nothing that moves without JavaScript, so one of the next two code cells draws a figure."""
     lonely = []
     for doc in toc_docs():
         if not _notebook(doc).is_file():
@@ -462,7 +515,9 @@ def test_every_widget_has_a_static_figure_beside_it():
         cells = [c for c in nbformat.read(_notebook(doc), as_version=4).cells if c.cell_type == "code"]
         for i, cell in enumerate(cells):
             mimes = {m for o in cell.get("outputs", []) for m in o.get("data", {})}
-            if "interact" in cell.source and "application/vnd.jupyter.widget-view+json" in mimes:
+            html = "".join(str(o.get("data", {}).get("text/html", "")) for o in cell.get("outputs", []))
+            if ("interact" in cell.source and "application/vnd.jupyter.widget-view+json" in mimes
+                    or 'class="bf-widget' in html):
                 after = [m for c in cells[i + 1:i + 3] for o in c.get("outputs", []) for m in o.get("data", {})]
                 if not any(m in IMAGE_MIMES for m in after):
                     lonely.append(f"{doc}: code cell {i}")
@@ -478,12 +533,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
-    """`make lab` starts JupyterLab in the course's .venv; a lesson opens, and its first code cell
-    (the Colab cell: it imports the course package and prints the versions) runs in the kernel.
-
-    The lesson is a copy in a temporary folder (LAB_DIR), so that JupyterLab's autosave cannot touch
-    book/. `-o .venv/.installed` keeps make from reinstalling the environment first."""
+@contextlib.contextmanager
+def running_lab(folder: Path, tmp_path: Path, browser_context):
+    """`make lab` on ``folder``, as a reader starts it; yields a page of the session's Chromium that
+    may reach only that JupyterLab, and the server's address and token. Stopped afterwards (make and
+    the JupyterLab it started, its own process group)."""
     import signal
     import subprocess
     import urllib.request
@@ -492,12 +546,6 @@ def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
     if not (ROOT / ".venv" / "bin" / "jupyter-lab").is_file():
         pytest.skip("JupyterLab is not installed in .venv: `make lab` (or pip install -e '.[lab]') installs it")
-    lesson = "05_multilingual.ipynb"
-    copy = nbformat.read(ROOT / "book" / lesson, as_version=4)
-    for cell in copy.cells:  # without its stored outputs, an output on the page is one the kernel made
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-    nbformat.write(copy, tmp_path / lesson)
     port, token = _free_port(), os.urandom(12).hex()
     args = f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={token}"
     if os.geteuid() == 0:  # CI and this workplace's machines run as root, which JupyterLab refuses unless told
@@ -505,7 +553,7 @@ def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),  # no user settings, no news
            "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "run")}
     log = (tmp_path / "lab.log").open("w")
-    lab = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "lab", f"LAB_DIR={tmp_path}", f"LAB_ARGS={args}"],
+    lab = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "lab", f"LAB_DIR={folder}", f"LAB_ARGS={args}"],
                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -525,28 +573,82 @@ def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
         page.set_default_timeout(120_000)
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
                    else route.abort())
-        page.goto(f"{base}/lab/tree/{lesson}?token={token}")
-        title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
         try:
-            title.wait_for()
-            assert "One vocabulary for every language" in title.inner_text()
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+            yield page, base, token
         finally:
-            page.screenshot(path=str(tmp_path / "lab.png"))
-        cell = page.locator(".jp-Notebook .jp-CodeCell").first
-        cell.locator(".jp-InputArea-editor").click()
-        page.keyboard.press("Shift+Enter")
-        output = cell.locator(".jp-OutputArea-output").filter(has_text="bertfamily:")
-        output.first.wait_for()
-        text = cell.locator(".jp-OutputArea").inner_text()
-        assert "torch: 2.13.0" in text and "seed: 0" in text, text
-        assert "[1]" in cell.locator(".jp-InputPrompt").inner_text(), "the cell ran once, in this kernel"
-        page.context.close()
+            page.context.close()
     finally:
         if lab.poll() is None:
-            os.killpg(lab.pid, signal.SIGTERM)  # make and the JupyterLab it started (its own group)
+            os.killpg(lab.pid, signal.SIGTERM)
             try:
                 lab.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(lab.pid, signal.SIGKILL)
         log.close()
+
+
+def run_first_cell(page):
+    """In the notebook open in JupyterLab, wait for its kernel, run its first code cell; return the cell."""
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    return cell
+
+
+def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
+    """`make lab` starts JupyterLab in the course's .venv; a lesson opens, and its first code cell
+    (the Colab cell: it imports the course package and prints the versions) runs in the kernel.
+
+    The lesson is a copy in a temporary folder (LAB_DIR), so that JupyterLab's autosave cannot touch
+    book/. `-o .venv/.installed` keeps make from reinstalling the environment first."""
+    lesson = "05_multilingual.ipynb"
+    copy = nbformat.read(ROOT / "book" / lesson, as_version=4)
+    for cell in copy.cells:  # without its stored outputs, an output on the page is one the kernel made
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nbformat.write(copy, tmp_path / lesson)
+    with running_lab(tmp_path, tmp_path, browser_context) as (page, base, token):
+        page.goto(f"{base}/lab/tree/{lesson}?token={token}")
+        title = page.locator(".jp-Notebook .jp-MarkdownCell h1").first
+        try:
+            title.wait_for()
+            assert "One vocabulary for every language" in title.inner_text()
+        finally:
+            page.screenshot(path=str(tmp_path / "lab.png"))
+        cell = run_first_cell(page)
+        output = cell.locator(".jp-OutputArea-output").filter(has_text="bertfamily:")
+        output.first.wait_for()
+        text = cell.locator(".jp-OutputArea").inner_text()
+        assert "torch: 2.13.0" in text and "seed: 0" in text, text
+        assert "[1]" in cell.locator(".jp-InputPrompt").inner_text(), "the cell ran once, in this kernel"
+
+
+def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
+    """The lessons' browser widgets, made by a cell run in JupyterLab's kernel (so the output is
+    trusted and its script runs), respond there with the package's numbers (tests/widget_checks.py)."""
+    import widget_checks as checks
+
+    from bertfamily.models import minilm_tokenizer
+    cell = nbformat.v4.new_code_cell(
+        "from bertfamily.models import minilm_tokenizer\n"
+        "from bertfamily.widgets import remasking, size_calculator, temperature\n"
+        "from IPython.display import display\n"
+        "tok = minilm_tokenizer()\n"
+        "ids = tok('england beat fiji 26-21 in hong kong.', return_tensors='pt')['input_ids']\n"
+        "display(temperature([5.0, 2.0, 0.5, 0.5, -0.4], ['cat', 'dog', 'fox', 'cow', 'house']))\n"
+        "display(size_calculator())\n"
+        "display(remasking(ids, tok))")
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / "widgets.ipynb")
+    with running_lab(tmp_path, tmp_path, browser_context) as (page, base, token):
+        page.goto(f"{base}/lab/tree/widgets.ipynb?token={token}")
+        cell = run_first_cell(page)
+        cell.locator(".bf-remask[data-ready='1']").wait_for()
+        try:
+            problems = checks.temperature_problems(cell.locator(".bf-temperature"), values=[0.5, 3.0, 10.0])
+            problems += checks.size_problems(cell.locator(".bf-sizes"), settings=checks.size_combinations(5))
+            problems += checks.remask_problems(cell.locator(".bf-remask"), minilm_tokenizer(),
+                                               probabilities=(0.3,), clicks=3, many=0)
+        finally:
+            page.screenshot(path=str(tmp_path / "lab-widgets.png"))
+        assert not problems, "\n".join(problems[:20])

@@ -65,7 +65,7 @@ _STYLE = """
 .bf-widget output,.bf-widget .bf-readout{font-variant-numeric:tabular-nums}
 .bf-widget .bf-bars{display:grid;grid-template-columns:4.5em 1fr 4.5em;gap:.15em .5em;align-items:center}
 .bf-widget .bf-bar{height:1em;border-radius:2px;min-width:1px}
-.bf-widget .bf-sentence{font-family:var(--pst-font-family-monospace,monospace);font-size:.92em;
+.bf-widget .bf-sentence{font-family:var(--pst-font-family-monospace,monospace);
  word-break:break-word}
 .bf-widget .bf-a1{background:#fbe3e3;color:#8a1414;font-weight:600}
 .bf-widget .bf-a2{background:#fde9d9;color:#8a4a12}
@@ -294,6 +294,18 @@ def remasking_readout(tokens: Sequence[str], corrupted_tokens: Sequence[str], co
     return {"sentence": render(tokens, corrupted_tokens, codes), "chosen": int(codes.ne(0).sum())}
 
 
+def _marked(tokens, corrupted_tokens, codes) -> str:
+    """:func:`bertfamily.masking.render`'s text as HTML, each chosen piece marked by what it became
+    (the spans the page's script writes too)."""
+    from bertfamily.masking import render
+
+    shown = []
+    for original, new, code in zip(tokens, corrupted_tokens, codes.tolist()):
+        text = html.escape(render([original], [new], [code]))
+        shown.append(f'<span class="bf-a{code}">{text}</span>' if code else text)
+    return " ".join(shown)
+
+
 _REMASK_JS = r"""
 var slider = q('input'), button = q('button'), total = {masks: 0, chosen: 0, a1: 0, a2: 0, a3: 0};
 var sample = data.sample_ids, words = data.sample_tokens.split(' '), vocab = {};
@@ -367,7 +379,8 @@ def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 
     row = ids[0].tolist()
     tokens = tokenizer.convert_ids_to_tokens(row)
     blocked = [i in set(vocab["special_ids"]) or i == vocab["pad_token_id"] for i in row]
-    readout = remasking_readout(tokens, tokenizer.convert_ids_to_tokens(corrupted[0]), codes)
+    corrupted_tokens = tokenizer.convert_ids_to_tokens(corrupted[0])
+    readout = remasking_readout(tokens, corrupted_tokens, codes)
     data = {"ids": row, "tokens": tokens, "blocked": blocked, "mask_id": vocab["mask_token_id"],
             "split": [0.8, 0.1, 0.1], "sample_ids": sample_ids, "choosable": blocked.count(False),
             "sample_tokens": " ".join(words)}
@@ -377,7 +390,7 @@ def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 
             f'<input type="range" id="{uid}-p" min="0.05" max="0.6" step="0.05" value="{probability}">'
             f'<output for="{uid}-p">{probability:.2f}</output>'
             '<button type="button">New mask</button></div>'
-            f'<p class="bf-sentence" aria-live="polite">{html.escape(readout["sentence"])}</p>'
+            f'<p class="bf-sentence" aria-live="polite">{_marked(tokens, corrupted_tokens, codes)}</p>'
             f'<p class="bf-count">{count}</p><p class="bf-tally bf-note"></p>'
             f'<p class="bf-note">[MASK]: masked; &lt;piece&gt;: a random piece (here from {sample:,} of the '
             f'vocabulary\'s {vocab["vocab_size"]:,}); (piece): kept, but predicted.</p>')
