@@ -589,6 +589,13 @@ def running_lab(folder: Path, tmp_path: Path, browser_context):
 
 def run_first_cell(page):
     """In the notebook open in JupyterLab, wait for its kernel, run its first code cell; return the cell."""
+    page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-editor").first.wait_for()
+    accept = page.locator(".jp-Dialog .jp-mod-accept")  # "Select Kernel" for a notebook it has not seen run
+    try:
+        accept.wait_for(timeout=5000)
+        accept.click()
+    except Exception:  # playwright's TimeoutError: no dialog
+        pass
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
     cell = page.locator(".jp-Notebook .jp-CodeCell").first
     cell.locator(".jp-InputArea-editor").click()
@@ -639,12 +646,17 @@ def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
         "display(temperature([5.0, 2.0, 0.5, 0.5, -0.4], ['cat', 'dog', 'fox', 'cow', 'house']))\n"
         "display(size_calculator())\n"
         "display(remasking(ids, tok))")
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / "widgets.ipynb")
+    kernel = nbformat.read(ROOT / "book" / "05_multilingual.ipynb", as_version=4).metadata  # its kernel
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata={k: kernel[k] for k in ("kernelspec",
+                                                                                           "language_info")}),
+                   tmp_path / "widgets.ipynb")
     with running_lab(tmp_path, tmp_path, browser_context) as (page, base, token):
         page.goto(f"{base}/lab/tree/widgets.ipynb?token={token}")
         cell = run_first_cell(page)
-        cell.locator(".bf-remask[data-ready='1']").wait_for()
         try:
+            cell.locator(".bf-remask").wait_for(state="attached")
+            assert cell.locator(".bf-widget[data-ready='1']").count() == 3, (
+                "a widget's script did not run in JupyterLab: " + cell.locator(".jp-OutputArea").inner_html()[:2000])
             problems = checks.temperature_problems(cell.locator(".bf-temperature"), values=[0.5, 3.0, 10.0])
             problems += checks.size_problems(cell.locator(".bf-sizes"), settings=checks.size_combinations(5))
             problems += checks.remask_problems(cell.locator(".bf-remask"), minilm_tokenizer(),

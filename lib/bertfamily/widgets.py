@@ -96,7 +96,8 @@ def _uid(kind: str, data: dict) -> str:
 
 def _page(kind: str, uid: str, data: dict, body: str, script: str, noscript: str) -> str:
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
-    return (f'<div class="bf-widget bf-{kind}" id="{uid}">'
+    # data-lm-suppress-shortcuts: JupyterLab leaves the keys pressed in it to the controls (arrows, Enter)
+    return (f'<div class="bf-widget bf-{kind}" id="{uid}" data-lm-suppress-shortcuts="true">'
             f"<style>{_STYLE}</style>{body}"
             f'<noscript><p class="bf-note">{html.escape(noscript)}</p></noscript>'
             f'<script type="application/json" class="bf-data">{payload}</script>'
