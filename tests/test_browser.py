@@ -633,12 +633,10 @@ def test_make_lab_opens_a_lesson_and_runs_a_cell(tmp_path, browser_context):
 
 def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
     """The lessons' browser widgets, made by a cell run in JupyterLab's kernel (so the output is
-    trusted and its script runs), respond there with the package's numbers (tests/widget_checks.py).
-
-    Not checked here: the arrow keys on a slider, which JupyterLab 4 keeps from the slider (measured:
-    the value stays; data-lm-suppress-shortcuts on the widget did not change that). Enter on the
-    re-masking button is checked here; on the website the arrow keys work too
-    (test_widgets_compute_in_the_browser)."""
+    trusted and its script runs), respond there with the package's numbers (tests/widget_checks.py),
+    to the mouse and to the keyboard: JupyterLab's notebook takes the arrow keys in command mode
+    unless the widget keeps its key presses to itself (it does: without that, measured here, the
+    slider did not move)."""
     import widget_checks as checks
 
     from bertfamily.models import minilm_tokenizer
@@ -662,10 +660,8 @@ def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
             cell.locator(".bf-remask").wait_for(state="attached")
             assert cell.locator(".bf-widget[data-ready='1']").count() == 3, (
                 "a widget's script did not run in JupyterLab: " + cell.locator(".jp-OutputArea").inner_html()[:2000])
-            problems = checks.temperature_problems(cell.locator(".bf-temperature"), values=[0.5, 3.0, 10.0],
-                                                   keys=False)
-            problems += checks.size_problems(cell.locator(".bf-sizes"), settings=checks.size_combinations(5),
-                                             keys=False)
+            problems = checks.temperature_problems(cell.locator(".bf-temperature"), values=[0.5, 3.0, 10.0])
+            problems += checks.size_problems(cell.locator(".bf-sizes"), settings=checks.size_combinations(5))
             problems += checks.remask_problems(cell.locator(".bf-remask"), minilm_tokenizer(),
                                                probabilities=(0.3,), clicks=3, many=0)
         finally:

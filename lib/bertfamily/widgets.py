@@ -96,7 +96,7 @@ def _uid(kind: str, data: dict) -> str:
 
 def _page(kind: str, uid: str, data: dict, body: str, script: str, noscript: str) -> str:
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
-    # data-lm-suppress-shortcuts: JupyterLab leaves the keys pressed in it to the controls (arrows, Enter)
+    # data-lm-suppress-shortcuts: no JupyterLab shortcut fires from a key pressed in the widget
     return (f'<div class="bf-widget bf-{kind}" id="{uid}" data-lm-suppress-shortcuts="true">'
             f"<style>{_STYLE}</style>{body}"
             f'<noscript><p class="bf-note">{html.escape(noscript)}</p></noscript>'
@@ -105,7 +105,9 @@ def _page(kind: str, uid: str, data: dict, body: str, script: str, noscript: str
             f"var root=(document.currentScript&&document.currentScript.closest('.bf-widget'))"
             f"||document.getElementById('{uid}');\n"
             f"if(!root)return;var data=JSON.parse(root.querySelector('script.bf-data').textContent);"
-            f"function q(s){{return root.querySelector(s);}}\n{script}\n"
+            f"function q(s){{return root.querySelector(s);}}\n"
+            # JupyterLab's notebook takes the arrow keys (command mode): keep them for the controls
+            f"root.addEventListener('keydown',function(e){{e.stopPropagation();}});\n{script}\n"
             f"root.setAttribute('data-ready','1');}})();</script></div>")
 
 
