@@ -358,3 +358,35 @@ def test_masking_comparison_on_a_tiny_batch():
         bench.masking_comparison(tokenizer, batch, repeats=0)
     with pytest.raises(ValueError, match="2-D"):
         bench.masking_comparison(tokenizer, batch[0])
+
+
+def test_page_weights_count_the_html_what_it_loads_and_its_widgets(tmp_path):
+    """A two-page site written here: each file a page loads is counted once, with its size; an address
+    outside the site and a missing file are named; a widget of bertfamily.widgets is measured whole."""
+    from bertfamily import widgets
+    site = tmp_path / "html"
+    (site / "_static").mkdir(parents=True)
+    (site / "book").mkdir()
+    (site / "_static" / "a.js").write_bytes(b"x" * 1000)
+    (site / "_static" / "a.css").write_bytes(b"y" * 300)
+    (site / "_static" / "f.png").write_bytes(b"z" * 50)
+    (site / "index.html").write_text('<html><script src="_static/a.js"></script></html>', encoding="utf-8")
+    widget = widgets.size_calculator()._repr_html_()
+    page = ('<html><head><link rel="preload" as="script" href="../_static/a.js">'
+            '<script src="../_static/a.js"></script><link rel="stylesheet" href="../_static/a.css?v=1">'
+            '<script src="https://cdn.example.org/require.js"></script><style>p{}</style></head>'
+            f'<body><img src="../_static/f.png"><img src="../_static/gone.png"><div>{widget}</div></body></html>')
+    (site / "book" / "p.html").write_text(page, encoding="utf-8")
+    weights = bench.page_weights(site)
+    assert set(weights) == {"index.html", "book/p.html"}
+    w = weights["book/p.html"]
+    assert w["html_bytes"] == len(page.encode()) and w["loaded_files"] == 3 and w["loaded_bytes"] == 1350
+    assert w["total_bytes"] == len(page.encode()) + 1350
+    assert w["external"] == ["https://cdn.example.org/require.js"] and w["missing"] == ["../_static/gone.png"]
+    assert w["widgets"] == 1 and w["widget_bytes"] == len(widget.encode())
+    assert w["inline_bytes"] > len("p{}") and weights["index.html"]["widgets"] == 0
+    table = bench.page_weight_table(weights)
+    assert "| book/p.html |" in table and f"| 1: {len(widget.encode()) / 1000:.1f} |" in table
+    with pytest.raises(ValueError, match="not a built site"):
+        bench.page_weights(tmp_path)
+    assert bench.main(["--page-weights", str(site)]) == 0

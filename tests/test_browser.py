@@ -453,8 +453,60 @@ def test_expected_glue_texts_formats_as_myst_nb():
     assert len(texts) == len(GLUE_TEXT.findall(_markdown("book/claims")))
 
 
+#: The lessons' browser widgets (bertfamily.widgets): the page, and the check of tests/widget_checks.py.
+BROWSER_WIDGETS = {"book/02_distillation": "temperature", "book/03_compression": "sizes",
+                   "book/01_dynamic_masking": "remask"}
+
+
+def allowed_at_load(doc: str) -> set[str]:
+    """The addresses outside the site that a lesson's page may name as it opens: myst-nb's ipywidgets
+    manager (require.js and the HTML manager, from CDNs) where the notebook stores widget state (its
+    progress bars, an ipywidget), blocked here as offline; nothing else."""
+    from myst_nb.core.config import ipywidgets_js_factory
+    metadata = nbformat.read(_notebook(doc), as_version=4).metadata
+    if metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json"):
+        return set(ipywidgets_js_factory())
+    return set()
+
+
+@pytest.mark.parametrize("doc", list(BROWSER_WIDGETS))
+def test_widgets_compute_in_the_browser(doc, site, browser_context):
+    """On the built page, offline, each lesson's widget responds to its controls (mouse and keyboard)
+    with the numbers the course's Python computes for the same settings (tests/widget_checks.py), and
+    asks nothing of any other site while it is used; nor does the page as it opens, unless the lesson
+    stores ipywidgets' state (whose manager myst-nb loads from a CDN, blocked here: see allowed_at_load)."""
+    import widget_checks as checks
+    name = BROWSER_WIDGETS[doc]
+    requests, errors = [], []
+    page = browser_context.new_page()
+    page.on("request", lambda r: not r.url.startswith(site[1]) and requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(site[1] + f"{doc}.html", wait_until="networkidle")  # what it loads after "load" too
+        at_load, errors_at_load = list(requests), len(errors)  # the theme's own (Thebe's) are not the widget's
+        roots = page.locator(checks.SELECTORS[name])
+        assert roots.count() == 1, f"{doc}: {roots.count()} {name} widgets on the page"
+        root = roots.first
+        root.scroll_into_view_if_needed()
+        if name == "temperature":
+            problems = checks.temperature_problems(root)
+        elif name == "sizes":
+            problems = checks.size_problems(root)
+        else:
+            from bertfamily.models import minilm_tokenizer
+            problems = checks.remask_problems(root, minilm_tokenizer())
+        problems += [f"script error while the widget was used: {e}" for e in errors[errors_at_load:]]
+        problems += [f"a request left the site while the widget was used: {r}" for r in requests[len(at_load):]]
+        problems += [f"a request left the site as the page opened: {r}" for r in at_load
+                     if r not in allowed_at_load(doc)]
+        assert not problems, f"{doc}:\n" + "\n".join(problems[:20])
+    finally:
+        page.close()
+
+
 def test_every_widget_has_a_static_figure_beside_it():
-    """An `interact` cell shows nothing on the website, so one of the next two code cells draws a figure."""
+    """An `interact` cell shows nothing on the website, and a browser widget (bertfamily.widgets)
+    nothing that moves without JavaScript, so one of the next two code cells draws a figure."""
     lonely = []
     for doc in toc_docs():
         if not _notebook(doc).is_file():
@@ -462,7 +514,9 @@ def test_every_widget_has_a_static_figure_beside_it():
         cells = [c for c in nbformat.read(_notebook(doc), as_version=4).cells if c.cell_type == "code"]
         for i, cell in enumerate(cells):
             mimes = {m for o in cell.get("outputs", []) for m in o.get("data", {})}
-            if "interact" in cell.source and "application/vnd.jupyter.widget-view+json" in mimes:
+            html = "".join(str(o.get("data", {}).get("text/html", "")) for o in cell.get("outputs", []))
+            if ("interact" in cell.source and "application/vnd.jupyter.widget-view+json" in mimes
+                    or 'class="bf-widget' in html):
                 after = [m for c in cells[i + 1:i + 3] for o in c.get("outputs", []) for m in o.get("data", {})]
                 if not any(m in IMAGE_MIMES for m in after):
                     lonely.append(f"{doc}: code cell {i}")
@@ -610,5 +664,65 @@ def test_make_lab_student_opens_the_student_version(tmp_path, browser_context):
     lab = _Lab(tmp_path, ["STUDENT=1"], cwd=work)
     try:
         assert b"# MY WORK" in written.read_bytes() and "opening student/ as it is" in lab.log_path.read_text()
+    finally:
+        lab.stop()
+
+
+def run_first_cell(page):
+    """In the notebook open in JupyterLab, wait for its kernel, run its first code cell; return the cell."""
+    page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-editor").first.wait_for()
+    accept = page.locator(".jp-Dialog .jp-mod-accept")  # "Select Kernel" for a notebook it has not seen run
+    try:
+        accept.wait_for(timeout=5000)
+        accept.click()
+    except Exception:  # playwright's TimeoutError: no dialog
+        pass
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    return cell
+
+
+def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
+    """The lessons' browser widgets, made by a cell run in JupyterLab's kernel (so the output is
+    trusted and its script runs), respond there with the package's numbers (tests/widget_checks.py),
+    to the mouse and to the keyboard: JupyterLab's notebook takes the arrow keys in command mode
+    unless the widget keeps its key presses to itself (it does: without that, measured here, the
+    slider did not move)."""
+    import widget_checks as checks
+
+    from bertfamily.models import minilm_tokenizer
+    cell = nbformat.v4.new_code_cell(
+        "from bertfamily.models import minilm_tokenizer\n"
+        "from bertfamily.widgets import remasking, size_calculator, temperature\n"
+        "from IPython.display import display\n"
+        "tok = minilm_tokenizer()\n"
+        "ids = tok('england beat fiji 26-21 in hong kong.', return_tensors='pt')['input_ids']\n"
+        "display(temperature([5.0, 2.0, 0.5, 0.5, -0.4], ['cat', 'dog', 'fox', 'cow', 'house']))\n"
+        "display(size_calculator())\n"
+        "display(remasking(ids, tok))")
+    kernel = nbformat.read(ROOT / "book" / "05_multilingual.ipynb", as_version=4).metadata  # its kernel
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata={k: kernel[k] for k in ("kernelspec",
+                                                                                           "language_info")}),
+                   tmp_path / "widgets.ipynb")
+    _needs_lab()
+    lab = _Lab(tmp_path, [f"LAB_DIR={tmp_path}"])
+    try:
+        page = lab.page(browser_context)
+        page.goto(f"{lab.base}/lab/tree/widgets.ipynb?token={lab.token}")
+        cell = run_first_cell(page)
+        try:
+            cell.locator(".bf-remask").wait_for(state="attached")
+            assert cell.locator(".bf-widget[data-ready='1']").count() == 3, (
+                "a widget's script did not run in JupyterLab: " + cell.locator(".jp-OutputArea").inner_html()[:2000])
+            problems = checks.temperature_problems(cell.locator(".bf-temperature"), values=[0.5, 3.0, 10.0])
+            problems += checks.size_problems(cell.locator(".bf-sizes"), settings=checks.size_combinations(5))
+            problems += checks.remask_problems(cell.locator(".bf-remask"), minilm_tokenizer(),
+                                               probabilities=(0.3,), clicks=3, many=0)
+        finally:
+            page.screenshot(path=str(tmp_path / "lab-widgets.png"))
+            page.context.close()
+        assert not problems, "\n".join(problems[:20])
     finally:
         lab.stop()
