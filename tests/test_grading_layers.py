@@ -10,8 +10,8 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 #: a class -> the gradebook and feedback (a cluster and the command line on top).
 LAYERS = [
     {"student"},
-    {"exercise", "marks", "channel", "trees", "cgroups"},
-    {"literals"},
+    {"exercise", "marks", "channel", "trees", "cgroups", "hub"},
+    {"literals", "causes"},
     {"submission", "integrity", "nbval_worker"},
     {"monitor", "mounts", "verify"},
     {"sandbox"},

@@ -37,6 +37,12 @@ NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name
 SHADOWED = {"globals", "locals", "vars", "__import__", "exec", "eval", "compile", "open", "print", "isinstance",
             "type", "getattr", "setattr", "hasattr", "repr", "id", "str", "int", "float", "dict", "list", "len",
             "runpy", "json", "checks", "__builtins__"}
+#: What the runtimes and editors students work in put in a notebook: Colab's own module (its Drive mount,
+#: its forms, its files), IPython's display tools. Not installed where the grader runs (google.colab), or
+#: harmless there: never a flag.
+RUNTIME_MODULES = ("google.colab", "IPython.display", "IPython.core.display")
+#: A shell line an honest Colab notebook holds (``!pip install -q transformers``): an install, nothing chained.
+_PIP = ("pip install", "pip -q install", "pip3 install", "python -m pip install")
 #: The course's calculators: they predict what tasks 2, 6 and 9 ask to count or measure.
 CALCULATORS = ("bertfamily.budget", "bertfamily.quantization", "bertfamily.models.published_config",
                "bertfamily.checks")
@@ -252,6 +258,8 @@ def _findings(tree, imported, expected) -> list[str]:
                 found.append(f"imports {'.' * node.level}{node.module or ''} (a relative import: code the grader "
                              "does not read)")
             for module in modules:
+                if _runtime_module(module, node):
+                    continue
                 why = MODULES.get(module.split(".")[0])
                 if why:
                     found.append(f"imports {module} ({why})")
@@ -292,9 +300,24 @@ def _findings(tree, imported, expected) -> list[str]:
                                                or any("Module" in ".".join(chain(b)) for b in node.bases)):
             found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("system", "getoutput") and _on_ipython(node.func):
+                and node.func.attr in ("system", "getoutput") and _on_ipython(node.func) and not _pip_line(node):
             found.append("runs a shell command (!)")
     return found
+
+
+def _runtime_module(module: str, node) -> bool:
+    """An import of what a runtime or editor provides (:data:`RUNTIME_MODULES`): ``from google.colab
+    import drive``, ``import google.colab``, ``from google import colab``, ``from IPython.display import
+    display``."""
+    names = [module] + ([f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [])
+    return any(n == r or n.startswith(r + ".") for n in names[1:] or names for r in RUNTIME_MODULES) or \
+        any(module == r or module.startswith(r + ".") for r in RUNTIME_MODULES)
+
+
+def _pip_line(node) -> bool:
+    """``!pip install -q x`` (Colab's usual first line): a pip install, with no other shell command chained."""
+    line = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+    return isinstance(line, str) and line.strip().startswith(_PIP) and not any(c in line for c in ";&|`$<>\n")
 
 
 def _python_file(value) -> bool:
@@ -330,7 +353,8 @@ def _only_magics(tree) -> bool:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
             parent = next((p for p in ast.walk(tree) if isinstance(p, ast.Attribute) and p.value is node), None)
             call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is parent), None)
-            if parent is None or call is None or _magic(call) is None:
+            if parent is None or call is None or (_magic(call) is None and not (
+                    parent.attr == "system" and _pip_line(call))):
                 return False
     return True
 
@@ -360,3 +384,24 @@ def typed_answers(nb, exercise, answers: dict) -> dict:
                     if isinstance(name, ast.Name) and name.id in answers and name.id in known:
                         typed.setdefault(name.id, index)
     return typed
+
+
+def typed_origins(nb, exercise, names) -> dict:
+    """For each of ``names`` (answers :func:`typed_answers` found), the typed names it is computed from
+    (``reduction = 1 - distilbert_count / bert_count`` with both counts typed: ``["bert_count",
+    "distilbert_count"]``); [] for a name typed itself (a number, or arithmetic on numbers only)."""
+    trees = []
+    for _, source, _ in authored(nb, exercise):
+        try:
+            tree = _tree(source)
+        except Unreadable:
+            continue
+        if tree is not None:
+            trees.append(tree)
+    values, _ = bindings(trees)
+    origins = {}
+    for name in names:
+        used = {n.id for value in values.get(name, ()) for n in ast.walk(value)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name and n.id in values}
+        origins[name] = sorted(used)
+    return origins

@@ -42,6 +42,7 @@ class Row:
     student: str = ""      # the roster's id, with --roster
     read_by_hand: str = ""  # free-text answers for the instructor (never scored)
     feedback: dict = field(default_factory=dict, compare=False)  # task -> ✗ lines and hints
+    checks: dict = field(default_factory=dict, compare=False)  # task -> {check function: passed} (per-check credit)
 
 
 def sanitizers(path=SANITIZE) -> str:
@@ -100,4 +101,4 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
                          flags=f"read by hand: the grader failed on it ({type(exc).__name__})")
     return Row(display, s.status, sum(s.marks.values()), max_score, s.marks, "; ".join(s.problems + s.notes),
                _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback,
-               read_by_hand="; ".join(s.read_by_hand))
+               read_by_hand="; ".join(s.read_by_hand), checks=s.checks)
