@@ -11,9 +11,9 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 LAYERS = [
     {"student"},
     {"exercise", "marks", "channel", "trees", "cgroups", "hub"},
-    {"literals", "causes"},
+    {"literals"},
     {"submission", "integrity", "nbval_worker"},
-    {"monitor", "mounts", "verify"},
+    {"monitor", "mounts", "verify", "causes"},
     {"sandbox"},
     {"scoring"},
     {"pipeline"},

@@ -10,6 +10,8 @@ import ast
 import re
 
 from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.integrity import Unreadable, _tree, authored
+from bertfamily.grading.literals import bindings
 from bertfamily.grading.student import SOLUTION, _tags
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
@@ -54,3 +56,24 @@ def needs(task: str, name: str, owners: dict, errors: dict) -> str:
     stopped = (errors.get(source) or [""])[0]
     return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else
                                                         ", which did not define it")
+
+
+def typed_origins(nb, exercise, names) -> dict:
+    """For each of ``names`` (answers :func:`typed_answers` found), the typed names it is computed from
+    (``reduction = 1 - distilbert_count / bert_count`` with both counts typed: ``["bert_count",
+    "distilbert_count"]``); [] for a name typed itself (a number, or arithmetic on numbers only)."""
+    trees = []
+    for _, source, _ in authored(nb, exercise):
+        try:
+            tree = _tree(source)
+        except Unreadable:
+            continue
+        if tree is not None:
+            trees.append(tree)
+    values, _ = bindings(trees)
+    origins = {}
+    for name in names:
+        used = {n.id for value in values.get(name, ()) for n in ast.walk(value)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name and n.id in values}
+        origins[name] = sorted(used)
+    return origins

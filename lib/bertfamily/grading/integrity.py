@@ -385,23 +385,3 @@ def typed_answers(nb, exercise, answers: dict) -> dict:
                         typed.setdefault(name.id, index)
     return typed
 
-
-def typed_origins(nb, exercise, names) -> dict:
-    """For each of ``names`` (answers :func:`typed_answers` found), the typed names it is computed from
-    (``reduction = 1 - distilbert_count / bert_count`` with both counts typed: ``["bert_count",
-    "distilbert_count"]``); [] for a name typed itself (a number, or arithmetic on numbers only)."""
-    trees = []
-    for _, source, _ in authored(nb, exercise):
-        try:
-            tree = _tree(source)
-        except Unreadable:
-            continue
-        if tree is not None:
-            trees.append(tree)
-    values, _ = bindings(trees)
-    origins = {}
-    for name in names:
-        used = {n.id for value in values.get(name, ()) for n in ast.walk(value)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name and n.id in values}
-        origins[name] = sorted(used)
-    return origins

@@ -17,7 +17,7 @@ from itertools import zip_longest
 import nbformat
 
 from bertfamily.grading import integrity
-from bertfamily.grading.causes import answer_tasks, needs, undefined_name
+from bertfamily.grading.causes import answer_tasks, needs, typed_origins, undefined_name
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.hub import served_in, served_note
@@ -202,7 +202,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     reads = {task.name: {n for _, source in task.checks for n in read_names(source)} - {
         n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
     typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()))
-    origins = integrity.typed_origins(nb, exercise, typed)
+    origins = typed_origins(nb, exercise, typed)
     measured = measured_names(exercise)
     said = integrity.suspicious(nb, exercise)
     for index, entry in sorted(results.items()):
