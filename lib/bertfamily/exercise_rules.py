@@ -35,22 +35,17 @@ def refused(name: str, fromlist=()) -> str | None:
         if name == module or name.startswith(module + "."):
             return module
         package, _, leaf = module.rpartition(".")
-        if name == package and leaf in (fromlist or ()):
+        if name in (package, "bertfamily.checks") and leaf in (fromlist or ()):  # checks holds them too
             return module
     return None
 
 
 _ORIGINAL = builtins.__import__
-
-
-def _user_code(globals_) -> bool:
-    """True when an import runs in the notebook's own namespace (the student's cells)."""
-    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    return shell is not None and globals_ is not None and globals_ is getattr(shell, "user_ns", None)
+_SHELL = []  # the kernel's shell, found once when the guard is installed (never looked up in an import)
 
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 (import's own names)
-    if level == 0 and _user_code(globals):
+    if level == 0 and _SHELL and globals is not None and globals is getattr(_SHELL[0], "user_ns", None):
         module = refused(name, fromlist)
         if module is not None:
             raise ImportError(refusal(module), name=module)
@@ -64,6 +59,7 @@ def install_guard() -> bool:
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is None or getattr(shell, "user_ns", None) is None:
         return False
+    _SHELL[:] = [shell]
     if builtins.__import__ is not _guarded_import:
         builtins.__import__ = _guarded_import
     return True
