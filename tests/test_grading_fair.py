@@ -149,6 +149,10 @@ def test_each_check_of_a_cell_is_scored_on_its_own():
     assert (second["check"], second["passed"], second["missing"]) == ("check_combined_factor", False, ["factor"])
     answers["factor"] = {"plain": b * 4 / d}
     assert all(r["passed"] for r in verify.recheck_each(source, answers))
+    own = 'ok = x == 42\nprint("✓ Task 1 (the sum): 42" if ok else "✗ Task 1 (the sum): not yet")\n'
+    assert [(r["check"], r["passed"]) for r in verify.recheck_each(own, {"x": {"plain": 41}})] == [("its check", False)]
+    assert [r["passed"] for r in verify.recheck_each(own, {"x": {"plain": 42}})] == [True]
+    assert verify.recheck_each(own, {"x": {"missing": True}})[0]["missing"] == ["x"]
 
 
 def test_a_missing_answer_names_the_task_it_comes_from():

@@ -1,8 +1,11 @@
 """Scoring one run, task by task: marks from the re-run, checked by the grader, reproduction reported.
 
-A task passes when every cell of it ran without error on the re-run and the grader's own check of the
-answers its check cells sent says ``✓`` (:mod:`bertfamily.grading.verify`): the kernel has no answer
-key, so the verdict is the grader's alone. An answer typed as a number gains nothing, and code that
+A task passes when its cells were reached on the re-run and the grader's own check of each answer its
+check cells sent says ``✓`` (:mod:`bertfamily.grading.verify`, one verdict per check, kept in
+``Score.checks``): the kernel has no answer key, so the verdict is the grader's alone. A task is scored
+on its own checks: an error in a line that no check reads (one that prints an earlier task's answer)
+is said, not scored, and a check that reads an answer never defined names the task it comes from
+(:mod:`bertfamily.grading.causes`). An answer typed as a number gains nothing, and code that
 reaches for the grader or the interpreter's machinery is flagged (:mod:`bertfamily.grading.integrity`).
 Whether the task's stored outputs reproduced (its check cells' against the grader's check) is reported
 beside the mark; it costs the mark only under ``--strict-outputs``, where a task handed in without its
@@ -280,6 +283,8 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 if isinstance(text, str) and text.strip():
                     score.read_by_hand.append(f"{task.name}: {' '.join(text.split())}")
             each = recheck_each(source, answers)
+            if not each:
+                found.append("the grader's check: its check cell holds no check")
             printed = "".join(r["printed"] for r in each)
             for r in each:
                 checks_ok[r["check"]] = checks_ok.get(r["check"], True) and r["passed"]

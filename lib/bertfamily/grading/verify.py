@@ -159,6 +159,10 @@ def check_statements(source: str) -> list[tuple[str, str]]:
     return found
 
 
+#: The name of the one check of a check cell that calls no ``checks.check_*`` function.
+CELL_CHECK = "its check"
+
+
 def recheck_each(source: str, answers: dict) -> list[dict]:
     """Each check of a check cell run on its own, in this process, on the exported ``answers``: one
     ``{"check", "passed", "why", "printed", "missing"}`` per statement that calls a check (in order).
@@ -169,7 +173,7 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
     if "__error__" in answers:
         why = f"the grader could not read the answers ({answers['__error__']})"
         return [{"check": c, "passed": False, "why": why, "printed": "", "missing": []}
-                for c, _ in check_statements(source) if c]
+                for c in [c for c, _ in check_statements(source) if c] or [CELL_CHECK]]
     objects, namespace, absent = {}, {"checks": _checks}, {}
     for name, value in answers.items():
         problem = _not_its_configuration(value) if isinstance(value, dict) else None
@@ -182,8 +186,10 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
             absent[name] = None  # not defined when the check ran
         except ValueError as exc:
             absent[name] = f"the grader could not rebuild an answer: {exc}"
-    results = []
-    for check, statement in check_statements(source):
+    results, statements = [], check_statements(source)
+    if not any(check for check, _ in statements):  # a cell of its own checks (print ✓ or ✗): one check
+        statements = [(CELL_CHECK, source)]
+    for check, statement in statements:
         printed = io.StringIO()
         result = {"check": check, "passed": False, "why": "", "printed": "", "missing": []}
         reads = [n for n in read_names(statement) if n in absent]
