@@ -86,11 +86,11 @@ def colab(nb):
 def forged(nb):
     """Every answer replaced by a printed ✓, every check cell's stored output a ✓ line."""
     nb = copy.deepcopy(nb)
+    solutions = {c.get("id") for c in reference().cells if "solution" in c.metadata.get("tags", [])}
     for cell in nb.cells:
-        tags = cell.metadata.get("tags", [])
-        if cell.cell_type == "code" and "solution" in tags:
-            cell.source = 'print("✓ all done")\n'
-        if cell.cell_type == "code" and "check" in tags:
+        if cell.cell_type == "code" and cell.get("id") in solutions:
+            cell.source = 'print("✓ Task 1 (load the models): right")\n'
+        if cell.cell_type == "code" and "check" in cell.metadata.get("tags", []):
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="✓ Task: right\n")]
     return nb
 
@@ -216,7 +216,6 @@ def graded(tmp_path_factory):
         "colab": colab(with_source(base, LOAD, COLAB_LOAD)),
         "helper": with_source(base, COUNT, HELPER_COUNT),
         "broken": with_source(base, PREDICT, BROKEN_PREDICT),
-        "forged": forged(base),
     }
     for name, nb in students.items():
         nbformat.write(nb, folder / f"{name}.ipynb")
@@ -271,10 +270,13 @@ def test_the_helper_students_grade_is_what_their_self_check_says(graded):
 
 @pytest.mark.slow
 @needs_sandbox
-def test_forged_checks_get_nothing_on_any_command(graded, capsys):
-    rows, folder, _ = graded
-    assert rows["forged"].score == 0 and set(rows["forged"].tasks.values()) == {0}, rows["forged"]
-    assert grading.main(["grade", str(folder / "forged.ipynb"), "--json"]) == 0
+def test_forged_checks_get_nothing_on_any_command(tmp_path, capsys):
+    """Printed ✓ lines, in the answers' cells and stored in the checks' outputs: no marks from the class
+    command or the one-notebook command, and the two give the same row."""
+    path = tmp_path / "forged.ipynb"
+    nbformat.write(forged(honest()), path)
+    (klass,) = grading.grade_class([tmp_path], grading.Exercise.load(EXERCISE), grading.Limits(), progress=False)
+    assert klass.score == 0 and set(klass.tasks.values()) == {0}, klass
+    assert grading.main(["grade", str(path), "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
-    assert (row["score"], set(row["tasks"].values())) == (0, {0})
-    assert row == json.loads(json.dumps(dataclasses.asdict(rows["forged"]))), "one notebook's row is the class's"
+    assert row == json.loads(json.dumps(dataclasses.asdict(klass))), "one notebook's row is the class's"
