@@ -162,7 +162,7 @@ def test_a_missing_answer_names_the_task_it_comes_from():
     problem = "cell 20 raised NameError: name 'int8_mib' is not defined"
     assert causes.undefined_name(problem) == "int8_mib"
     said = causes.needs("task6", "int8_mib", owners, {"task4": ["cell 12 raised NameError: name 'x' is not defined"]})
-    assert said == "task6 needs `int8_mib` from task4, where cell 12 raised NameError: name 'x' is not defined"
+    assert said == "task6 needs `int8_mib` from task4, where cell 12 raised NameError"
 
 
 def test_feedback_says_a_value_is_computed_from_a_typed_number():

@@ -47,16 +47,13 @@ def undefined_name(problem: str) -> str | None:
 
 
 def needs(task: str, name: str, owners: dict, errors: dict) -> str:
-    """Why ``task`` had no ``name``: the task that defines it, and what went wrong there (``errors``:
-    {task: its cells' problems})."""
+    """Why ``task`` had no ``name``: the task that defines it, and what stopped it there in a few words
+    (``errors``: {task: its cells' problems}, said in full in that task's own line)."""
     source = owners.get(name)
     if source is None or source == task:
-        stopped = (errors.get(task) or [""])[0]
-        return f"`{name}` was not defined" + (f" ({stopped})" if stopped else "")
-    stopped = (errors.get(source) or [""])[0]
-    return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else
-                                                        ", which did not define it")
-
+        return f"`{name}` was not defined (see the error above)" if errors.get(task) else f"`{name}` was not defined"
+    stopped = (errors.get(source) or [""])[0].split(":", 1)[0]  # "cell 12 raised NameError"
+    return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else ", which did not define it")
 
 def typed_origins(nb, exercise, names) -> dict:
     """For each of ``names`` (answers :func:`typed_answers` found), the typed names it is computed from
