@@ -163,12 +163,12 @@ def test_grade_runs_a_copy(tmp_path, capsys):
     past = time.time() - 3600
     os.utime(path, (past, past))
     before = unchanged(path)
-    results = grading.grade(path, timeout=60)
+    results = grading.self_check(path, timeout=60)
     assert unchanged(path) == before
     assert not (tmp_path / "side_effect.txt").exists()
     assert [(r.task, r.passed) for r in results] == [("Task x", False), ("Task cwd", True)]
     assert results[1].message == "wrote True"
-    assert grading.main(["grade", str(path), "--json"]) == 0
+    assert grading.main(["self-check", str(path), "--json"]) == 0
     assert '"task": "Task x"' in capsys.readouterr().out
     assert unchanged(path) == before
 
@@ -233,7 +233,7 @@ def test_exercise_solutions_put_back_are_the_reference_code(student_path):
 
 @pytest.mark.slow
 def test_solutions_put_back_pass_every_check(tmp_path):
-    """The self-check (grading.grade) on the small exercise made for the tests, its student version with
+    """The self-check (grading.self_check) on the small exercise made for the tests, its student version with
     the solutions put back: every graded check passes, on a copy."""
     tiny = ROOT / "tests" / "data" / "grading_tiny.ipynb"
     reference = nbformat.read(tiny, as_version=4)
@@ -241,7 +241,7 @@ def test_solutions_put_back_pass_every_check(tmp_path):
     path = tmp_path / "filled.ipynb"
     nbformat.write(filled, path)
     before = unchanged(path)
-    results = grading.grade(path, timeout=600)
+    results = grading.self_check(path, timeout=600)
     assert unchanged(path) == before
     graded = grading.Exercise.load(tiny).graded
     assert len(results) >= len(graded) >= 4

@@ -626,9 +626,13 @@ def test_kind4_the_course_does_not_answer_and_a_size_is_a_files(graded_tiny):
 
 
 def test_kind4_the_sandboxs_course_has_no_calculator(tmp_path):
-    """In the kernel's copy of the course, the calculators of answers are not there at all."""
+    """In the kernel's copy of the course, the calculators of answers are not there: in their place,
+    modules that raise the ImportError the student's own notebook raises (bertfamily.exercise_rules)."""
+    from bertfamily import exercise_rules
     target = sandbox.kernel_package(tmp_path)
-    assert not (target / "budget.py").exists() and not (target / "quantization.py").exists()
+    for name in ("budget", "quantization"):
+        text = (target / f"{name}.py").read_text(encoding="utf-8")
+        assert text == exercise_rules.kernel_stub(f"bertfamily.{name}") and "def " not in text
     assert not (target / "sharing.py").exists()  # it imports the budget
     assert (target / "models.py").is_file() and (target / "checks.py").is_file()
     assert "expected_counts" not in (target / "checks.py").read_text(encoding="utf-8")

@@ -10,10 +10,10 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 #: a class -> the gradebook and feedback (a cluster and the command line on top).
 LAYERS = [
     {"student", "textsafe", "safeio", "budget", "cgroupv1"},
-    {"exercise", "marks", "channel", "trees", "cgroups"},
+    {"exercise", "marks", "channel", "trees", "cgroups", "hub"},
     {"literals"},
     {"submission", "integrity", "nbval_worker"},
-    {"monitor", "mounts", "verify"},
+    {"monitor", "mounts", "verify", "causes"},
     {"sandbox"},
     {"scoring", "copies"},
     {"pipeline"},

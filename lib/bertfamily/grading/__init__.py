@@ -5,15 +5,18 @@ its own; tests/test_grading_layers.py keeps it so):
 
 ``exercise``      what a class is graded on: the reference notebook and its tasks
 ``student``       the student version of it (``make student``); ``marks`` reads the checks' ✓ / ✗ lines
+                  (the student's self-check, which is not a grade)
 ``submission``    a file -> read (repaired first, then validated), recognised, prepared into the copy that runs
 ``channel``       what crosses the sandbox's wall: the exporter going in, the answers (JSON) coming out
+``hub``           the course's models served offline under their hub names, in every run
 ``trees``         any file tree a run leaves, measured and deleted without recursion
 ``nbval_worker``  the child process that runs the copy under nbval, and its bounded record
 ``monitor``       the run's limits, and the watcher of those the kernel does not enforce
 ``mounts``        the sandbox's walls: bubblewrap's mounts and namespaces, the kernel's copy of the course
 ``sandbox``       one sealed run (and the probe run before a class)
 ``verify``        the grader's own check of the answers, outside the kernel; ``integrity`` reads the student's code
-                  (``literals``: which answers are typed rather than computed)
+                  (``literals``: which answers are typed rather than computed; ``causes``: which task an answer
+                  that was never defined comes from)
 ``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row
 ``policy``        the lecturer's points (bonus, partial credit), deadline, late policy, which submission counts
@@ -22,7 +25,7 @@ its own; tests/test_grading_layers.py keeps it so):
 ``lms``           Canvas's and Moodle's exports as they come: whose each file is, when; Moodle's worksheet
 ``fingerprints``, ``journal``, ``cluster``   grading on a Dask cluster
 ``regrade``       the journal of a local run (``--resume``) and the regrade in place (``--regrade``)
-``cli``           ``bertfamily-grade``, ``python -m bertfamily.grading student|grade``
+``cli``           ``bertfamily-grade``, ``python -m bertfamily.grading student|grade|self-check``
 
 The names of :data:`_WHERE` are the package's interface (as before the re-cut).
 """
@@ -62,7 +65,8 @@ _WHERE = {
     'write_gradebook': 'gradebook',
     'CheckResult': 'marks',
     'execute_copy': 'marks',
-    'grade': 'marks',
+    'self_check': 'marks',
+    'grade_notebook': 'classroom',
     'report': 'marks',
     'Limits': 'sandbox',
     'place_independent': 'sandbox',

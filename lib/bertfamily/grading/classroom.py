@@ -186,3 +186,15 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
         if copies.get(row.submission):
             row.flags = "; ".join([row.flags, *copies[row.submission]] if row.flags else copies[row.submission])
     return sorted(rows, key=lambda r: r.submission)
+
+
+def grade_notebook(path, exercise: Exercise | None = None, limits: Limits = Limits(), sanitize=SANITIZE,
+                   strict_outputs: bool = False) -> Row:
+    """Grade one notebook exactly as a class is graded (:func:`grade_class`: the same sandbox, checks
+    and row), with the class's defaults: ``python -m bertfamily.grading grade NOTEBOOK``."""
+    path = Path(path)
+    if not path.is_file() and not path.is_symlink():
+        raise ValueError(f"no notebook at {path}")
+    (row,) = grade_class([path], exercise, limits, sanitize=sanitize, progress=False,
+                         strict_outputs=strict_outputs, executor=LocalPool(1))
+    return row

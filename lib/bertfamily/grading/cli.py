@@ -10,17 +10,18 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading import lms, policy
-from bertfamily.grading.classroom import LocalPool, _jobs_default, grade_class
+from bertfamily.grading.classroom import LocalPool, _jobs_default, grade_class, grade_notebook
 from bertfamily.grading.exercise import REFERENCE, Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
     apply_roster,
+    feedback_markdown,
     read_roster,
     summary,
     write_canvas,
     write_gradebook,
 )
-from bertfamily.grading.marks import _print_report, grade
+from bertfamily.grading.marks import _print_report, self_check
 from bertfamily.grading.pipeline import SANITIZE
 from bertfamily.grading.regrade import Journaled, select
 from bertfamily.grading.safeio import check_output_folder
@@ -30,7 +31,8 @@ from bertfamily.grading.verify import package_changes
 
 USAGE = """\
     python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
-    python -m bertfamily.grading grade NOTEBOOK.ipynb [--timeout 600] [--json]
+    python -m bertfamily.grading grade NOTEBOOK.ipynb [--json]      (sealed, as bertfamily-grade grades a class)
+    python -m bertfamily.grading self-check NOTEBOOK.ipynb [--json]  (a student's check on their own machine: no grade)
     bertfamily-grade SUBMISSION... --out gradebook.csv [--force] [--jobs N] [--strict-outputs]
                      [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
                      [--moodle-worksheet CSV --moodle FILE] [--grading TOML] [--deadline TIME]
@@ -53,7 +55,8 @@ def _main_gradebook(argv) -> int:
         prog="bertfamily-grade",
         description="Regrade a class: re-execute each submission under nbval in a sandbox, check every answer "
                     "again outside the kernel, and write a gradebook (CSV). Other commands: 'student SOURCE DEST' "
-                    "(the student version) and 'grade NOTEBOOK' (the checks of one notebook).")
+                    "(the student version), 'grade NOTEBOOK' (one notebook, graded as a class is) and "
+                    "'self-check NOTEBOOK' (a student's check on their own machine, no grade).")
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
     parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out (and --canvas)")
@@ -227,10 +230,20 @@ def _main_commands(argv) -> int:
     s.add_argument("--force", action="store_true", help="overwrite DEST even if it differs")
     s.add_argument("--grading", metavar="TOML", help="the grading file: each task's heading shows its points "
                    "(default: 1 point a task)")
-    g = sub.add_parser("grade", help="execute a copy of a notebook and report its checks")
+    g = sub.add_parser("grade", help="grade one notebook exactly as bertfamily-grade grades a class: in the "
+                       "sandbox, every answer checked again outside it; prints its row and feedback")
     g.add_argument("notebook")
-    g.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
-    g.add_argument("--json", action="store_true", help="print the report as JSON")
+    g.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout,
+                   help="seconds per cell (default %(default)s)")
+    g.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds per notebook (default %(default)s)")
+    g.add_argument("--memory-mib", type=int, default=Limits.memory_mib, help="memory of the run (default %(default)s)")
+    g.add_argument("--reference", default=str(REFERENCE), help="the solution notebook (default: the course's)")
+    g.add_argument("--json", action="store_true", help="print the gradebook row as JSON")
+    c = sub.add_parser("self-check", help="a student's self-check, not a grade: run a copy of your notebook on "
+                       "this machine, as you, and list what its checks print")
+    c.add_argument("notebook")
+    c.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "student":
@@ -238,8 +251,10 @@ def _main_commands(argv) -> int:
                                     points=_handout_points(args.source, args.grading))
             print(f"{outcome}: {args.dest} (student version of {args.source})")
             return 0
-        results = grade(args.notebook, timeout=args.timeout)
-    except ValueError as exc:
+        if args.command == "grade":
+            return _grade_one(args)
+        results = self_check(args.notebook, timeout=args.timeout)
+    except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -249,11 +264,27 @@ def _main_commands(argv) -> int:
     return 0
 
 
+def _grade_one(args) -> int:
+    """``grade NOTEBOOK``: the class's path for one file (:func:`grade_notebook`): the same sandbox, the
+    same row; never the notebook's own check outputs."""
+    limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)
+    require_sandbox()
+    exercise = Exercise.load(args.reference)
+    row = grade_notebook(args.notebook, exercise, limits)
+    if args.json:
+        print(json.dumps(asdict(row), indent=1, ensure_ascii=False))
+    else:
+        print(feedback_markdown(row, exercise))
+        print(f"graded in the sandbox, as bertfamily-grade grades a class: {row.status}, "
+              f"{'–' if row.score is None else row.score} of {row.max_score}")
+    return 0
+
+
 def main(argv=None) -> int:
     """``student`` and ``grade`` as before; anything else is a class to regrade into a gradebook."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if "torch" not in sys.modules:  # `grade` runs its kernel in this environment
         os.environ.update(kernels.pinned_environ())
-    if argv and argv[0] in ("student", "grade"):
+    if argv and argv[0] in ("student", "grade", "self-check"):
         return _main_commands(argv)
     return _main_gradebook(argv)

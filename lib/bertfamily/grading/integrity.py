@@ -55,6 +55,12 @@ DUNDERS = {"__globals__", "__builtins__", "__dict__", "__code__", "__closure__",
 SHADOWED = {"globals", "locals", "vars", "__import__", "exec", "eval", "compile", "open", "print", "isinstance",
             "type", "getattr", "setattr", "hasattr", "repr", "id", "str", "int", "float", "dict", "list", "len",
             "runpy", "json", "checks", "__builtins__"}
+#: What the runtimes and editors students work in put in a notebook: Colab's own module (its Drive mount,
+#: its forms, its files), IPython's display tools. Not installed where the grader runs (google.colab), or
+#: harmless there: never a flag.
+RUNTIME_MODULES = ("google.colab", "IPython.display", "IPython.core.display")
+#: A shell line an honest Colab notebook holds (``!pip install -q transformers``): an install, nothing chained.
+_PIP = ("pip install", "pip -q install", "pip3 install", "python -m pip install")
 #: The course's calculators: they predict what tasks 2, 6 and 9 ask to count or measure.
 CALCULATORS = ("bertfamily.budget", "bertfamily.quantization", "bertfamily.models.published_config",
                "bertfamily.checks")
@@ -274,6 +280,8 @@ def _findings(tree, imported, expected) -> list[str]:
                 found.append(f"imports {'.' * node.level}{node.module or ''} (a relative import: code the grader "
                              "does not read)")
             for module in modules:
+                if _runtime_module(module, node):
+                    continue
                 why = MODULES.get(module.split(".")[0])
                 if why:
                     found.append(f"imports {module} ({why})")
@@ -324,9 +332,24 @@ def _findings(tree, imported, expected) -> list[str]:
                                                or any("Module" in ".".join(chain(b)) for b in node.bases)):
             found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("system", "getoutput") and _on_ipython(node.func):
+                and node.func.attr in ("system", "getoutput") and _on_ipython(node.func) and not _pip_line(node):
             found.append("runs a shell command (!)")
     return found
+
+
+def _runtime_module(module: str, node) -> bool:
+    """An import of what a runtime or editor provides (:data:`RUNTIME_MODULES`): ``from google.colab
+    import drive``, ``import google.colab``, ``from google import colab``, ``from IPython.display import
+    display``."""
+    names = [module] + ([f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [])
+    return any(n == r or n.startswith(r + ".") for n in names[1:] or names for r in RUNTIME_MODULES) or \
+        any(module == r or module.startswith(r + ".") for r in RUNTIME_MODULES)
+
+
+def _pip_line(node) -> bool:
+    """``!pip install -q x`` (Colab's usual first line): a pip install, with no other shell command chained."""
+    line = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+    return isinstance(line, str) and line.strip().startswith(_PIP) and not any(c in line for c in ";&|`$<>\n")
 
 
 def _python_file(value) -> bool:
@@ -364,7 +387,8 @@ def _only_magics(tree) -> bool:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
             attribute = parent.get(id(node))
             call = parent.get(id(attribute)) if isinstance(attribute, ast.Attribute) else None
-            if not isinstance(call, ast.Call) or call.func is not attribute or _magic(call) is None:
+            if not isinstance(call, ast.Call) or call.func is not attribute or (_magic(call) is None and not (
+                    attribute.attr == "system" and _pip_line(call))):
                 return False
     return True
 
@@ -396,3 +420,4 @@ def typed_answers(nb, exercise, answers: dict, budget=None) -> dict:
                     if isinstance(name, ast.Name) and name.id in answers and name.id in known:
                         typed.setdefault(name.id, index)
     return typed
+

@@ -1,7 +1,9 @@
 """Reading the checks' verdicts: the ``✓`` / ``✗`` lines that :mod:`bertfamily.checks` prints.
 
-``grade`` executes a *copy* of one notebook in a temporary folder and reports its checks; the
-student's file is only read, never modified.
+:func:`self_check` is the student's self-check, not a grade: it executes a *copy* of one notebook in a
+temporary folder, as the user who runs it, and reports what its checks print (the student's file is
+only read, never modified). Grading is the sealed run of :mod:`~bertfamily.grading.pipeline`, for one
+notebook (``python -m bertfamily.grading grade``) as for a class.
 """
 from __future__ import annotations
 
@@ -85,8 +87,10 @@ def execute_copy(path, timeout: int = 600, kernel_name: str = "python3"):
     return nb
 
 
-def grade(path, timeout: int = 600, kernel_name: str = "python3") -> list[CheckResult]:
-    """Execute a copy of the notebook at ``path`` (see :func:`execute_copy`) and return its check results."""
+def self_check(path, timeout: int = 600, kernel_name: str = "python3") -> list[CheckResult]:
+    """The self-check of the notebook at ``path``: execute a copy (see :func:`execute_copy`) where and as
+    whoever calls it, and return what its checks print. Not a grade: it runs unsandboxed, and the checks'
+    lines are the notebook's own (the grader re-checks every answer outside the notebook)."""
     return report(execute_copy(path, timeout=timeout, kernel_name=kernel_name))
 
 
@@ -97,4 +101,4 @@ def _print_report(results, stream=sys.stdout) -> None:
         if r.hint:
             print(f"  {'':<{width}}  hint: {r.hint}", file=stream)
     passed = sum(r.passed for r in results)
-    print(f"{passed}/{len(results)} checks passed", file=stream)
+    print(f"{passed}/{len(results)} checks passed (a self-check, not a grade)", file=stream)

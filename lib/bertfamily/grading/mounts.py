@@ -27,12 +27,14 @@ import sys
 from pathlib import Path
 
 from bertfamily import kernels
+from bertfamily.exercise_rules import REFUSED, kernel_stub
 from bertfamily.grading.channel import kernel_checks_source
 
 #: Where the run's writable folders appear inside the sandbox, and the grader's exporter (read-only).
 INSIDE = Path("/sandbox")
 EXPORTER_INSIDE = "/grader/export.py"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
+HUB = "hub"  # the run's served hub cache (:mod:`~bertfamily.grading.hub`), read-only under INSIDE
 SANDBOX_UID = 1000  # the kernel's user inside the sandbox
 _KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ")
 #: Read-only system folders (what a Linux Python and its libraries load).
@@ -71,6 +73,7 @@ def sandbox_env(folder, threads: int | None = None) -> dict:
                       ("JUPYTER_RUNTIME_DIR", "home/.jupyter-runtime"), ("MPLCONFIGDIR", "home/.matplotlib"),
                       ("HF_HOME", "home/.cache/huggingface")):
         env[name] = str(folder / sub)
+    env["HF_HUB_CACHE"] = str(folder / HUB)  # the course's models under their hub names (grading.hub)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
                JUPYTER_PLATFORM_DIRS="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
@@ -223,6 +226,8 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     for sub in ("", "home", "tmp", "work"):
         args += ["--dir", str(INSIDE / sub)]
     args += ["--ro-bind", ["host", str(folder / "submitted" / submitted)], str(INSIDE / "work" / submitted)]
+    if (folder / HUB).is_dir():
+        args += ["--ro-bind", ["host", str(folder / HUB)], str(INSIDE / HUB)]
     for top in tops:
         args += ["--remount-ro", str(top)]
     args += ["--remount-ro", "/dev", "--chdir", str(INSIDE / "work")]
@@ -327,7 +332,9 @@ def _read_answering(signature: tuple, target: Path) -> frozenset:
 
 def kernel_package(dest: Path) -> Path:
     """The course package as the kernel sees it, copied into ``dest``: as installed now, without the
-    grader, without the calculators of answers (:data:`CALCULATORS`) and every module that imports one,
+    grader, without the calculators of answers (:data:`CALCULATORS`; in their place, modules that raise the
+    ``ImportError`` the student's own notebook raises: :mod:`bertfamily.exercise_rules`) and every module
+    that imports one,
     and with the kernel's ``checks`` (no answer key). Read-only in the sandbox; one per run, so nothing
     an instructor changes mid-class, and nothing a run does, reaches another run."""
     source, target = package_dir(), Path(dest) / "bertfamily"
@@ -337,5 +344,7 @@ def kernel_package(dest: Path) -> Path:
     signature = tuple(sorted((m, p.stat().st_size, p.stat().st_mtime_ns) for m, p in modules.items()))
     for module in _answering(signature, target):
         modules[module].unlink()
+    for module in REFUSED:  # the calculators the student may not import: an ImportError that says why
+        target.joinpath(*module.split(".")[1:]).with_suffix(".py").write_text(kernel_stub(module), encoding="utf-8")
     (target / "checks.py").write_text(kernel_checks_source(), encoding="utf-8")
     return target

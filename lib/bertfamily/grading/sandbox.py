@@ -37,6 +37,7 @@ import nbformat
 
 from bertfamily.grading import cgroups, cgroupv1, trees
 from bertfamily.grading.channel import ANSWERS_MIME, EXPORTER, kernel_checks_source, with_exports  # noqa: F401
+from bertfamily.grading.hub import write_served_hub
 from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as before the split)
     CPU_GRACE_S,
     DISK_POLL_S,
@@ -53,6 +54,7 @@ from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as
 from bertfamily.grading.mounts import (  # noqa: F401
     EXPORTER_INSIDE,
     HIDDEN,
+    HUB,
     INSIDE,
     UNSAFE_FLAG,
     SandboxMissing,
@@ -245,6 +247,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         for sub in ("nb", "grader", "submitted", "worker", "worker/home", "worker/tmp"):
             (folder / sub).mkdir(mode=0o700)
         (folder / "grader" / "export.py").write_text(EXPORTER, encoding="utf-8")
+        write_served_hub(folder / HUB)
         kernel_package(folder / "course")
         name = _file_name(name)
         data = submitted if submitted is not None else nbformat.writes(nb).encode("utf-8")

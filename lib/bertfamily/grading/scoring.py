@@ -1,8 +1,11 @@
 """Scoring one run, task by task: marks from the re-run, checked by the grader, reproduction reported.
 
-A task passes when every cell of it ran without error on the re-run and the grader's own check of the
-answers its check cells sent says ``✓`` (:mod:`bertfamily.grading.verify`): the kernel has no answer
-key, so the verdict is the grader's alone. An answer typed as a number gains nothing, and code that
+A task passes when its cells were reached on the re-run and the grader's own check of each answer its
+check cells sent says ``✓`` (:mod:`bertfamily.grading.verify`, one verdict per check, kept in
+``Score.checks``): the kernel has no answer key, so the verdict is the grader's alone. A task is scored
+on its own checks: an error in a line that no check reads (one that prints an earlier task's answer)
+is said, not scored, and a check that reads an answer never defined names the task it comes from
+(:mod:`bertfamily.grading.causes`). An answer typed as a number gains nothing, and code that
 reaches for the grader or the interpreter's machinery is flagged (:mod:`bertfamily.grading.integrity`).
 Whether the task's stored outputs reproduced (its check cells' against the grader's check) is reported
 beside the mark; it costs the mark only under ``--strict-outputs``, where a task handed in without its
@@ -18,12 +21,14 @@ import nbformat
 
 from bertfamily.grading import integrity
 from bertfamily.grading.budget import Budget, OverBudget
+from bertfamily.grading.causes import answer_tasks, needs, typed_origins, undefined_name
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.hub import served_in, served_note
 from bertfamily.grading.marks import _MARK, _output_text, report
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.student import CHECK
-from bertfamily.grading.verify import recheck_output
+from bertfamily.grading.verify import recheck_each
 
 REPRODUCED, NOT_STORED = "reproduced", "not checked: handed in without outputs"
 
@@ -179,6 +184,36 @@ def _not_a_file(name: str, value, sizes: set) -> str | None:
     return f"`{name}` ({value:,}) is not the size of any file the run wrote: it earns no mark"
 
 
+def _raised_now(index, cell, problem) -> str | None:
+    """A stored cell that ran cleanly where the student worked but raised on the re-run: its outputs did not
+    reproduce (nbval reports the error, not a difference)."""
+    stored = cell.get("outputs") or []
+    if problem and stored and not any(o.get("output_type") == "error" for o in stored):
+        return f"cell {index}: stored without an error, the re-run {problem.split(' ', 2)[-1]}"[:200]
+    return None
+
+
+def _verdict(source, result, task, answer_task, errors) -> list[tuple[str, str]]:
+    """What one failed check says: (the gradebook's words, the feedback's), for each of its ✗ lines, or
+    for the answer it did not have (named with the task it comes from), or for why the grader's check
+    could not pass it."""
+    stream = [{"output_type": "stream", "name": "stdout", "text": result["printed"]}]
+    lines = [r for r in _check_results(source, stream) if not r.task.startswith("cell ") and not r.passed]
+    if lines:
+        return [(f"✗ {r.task}: {r.message}"[:200],
+                 f"✗ {r.task}: {r.message}" + (f" (hint: {r.hint})" if r.hint else "")) for r in lines]
+    if result["missing"]:
+        why = "; ".join(needs(task, name, answer_task, errors) for name in result["missing"])
+        return [(f"{result['check']}: {why}"[:300], f"{result['check']} had no answer: {why}")]
+    return [(f"the grader's check: {result['why']}", f"the grader's check of your answer: {result['why']}")]
+
+
+def _said_not_scored(task, problem, answer_task, errors) -> str:
+    name = undefined_name(problem)
+    cause = f": {needs(task, name, answer_task, errors)}" if name else ""
+    return f"note: {problem}{cause} (its checks passed: no mark lost)"
+
+
 def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_outputs: bool = False) -> Score:
     """Score the run of ``prepared`` (:func:`~bertfamily.grading.exercise.prepare`'s copy)."""
     nb = prepared.nb
@@ -195,8 +230,9 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     try:
         typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()), budget)
         said = integrity.suspicious(nb, exercise, budget)
+        origins = typed_origins(nb, exercise, typed)
     except OverBudget as exc:  # not read: the instructor reads it; the marks come from the run alone
-        typed, said = {}, [f"not read by the grader: {exc}"]
+        typed, said, origins = {}, [f"not read by the grader: {exc}"], {}
     measured = measured_names(exercise)
     for index, entry in sorted(results.items()):
         if nb.cells[index].get("id") not in checked and sent_answers(entry["outputs"]):
@@ -206,19 +242,40 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             said.append(f"cell {index} asked for the answer key ({str(errors[0]['evalue']).split(' is the')[0]})")
     if said:
         score.flags.append("read by hand: " + "; ".join(dict.fromkeys(said)))
+    answer_task = answer_tasks(exercise)
+    task_errors = {}  # task -> its cells' problems on the re-run, in order: the causes of missing answers
+    for index in (i for i in code if i in results):
+        problem = _problem(index, results[index], limits.cell_timeout, nb.cells[index].source)
+        if problem and owners.get(index):
+            task_errors.setdefault(owners[index], []).append(problem)
     for task in exercise.graded:
-        found, reached, differs, stored, feedback = [], True, [], True, []
+        found, reached, differs, stored, feedback, raised, served = [], True, [], True, [], [], []
+        check_cells = {by_id[cid][0] for cid, _ in task.checks if cid in by_id}
         verdicts = {"passed": [], "failed": [], "partial": True}  # partial credit: none for a typed answer
         for index in (i for i in code if owners.get(i) == task.name):
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
                 continue
-            found.extend(p for p in [_problem(index, results[index], limits.cell_timeout, nb.cells[index].source)] if p)
-            differs.extend(d for d in [_difference(index, results[index])] if d)
+            problem = _problem(index, results[index], limits.cell_timeout, nb.cells[index].source)
+            if problem and index not in check_cells:  # a check cell's error is its checks' verdict
+                raised.append(problem)
+            differs.extend(d for d in [_difference(index, results[index]) or _raised_now(index, nb.cells[index],
+                                                                                             problem)] if d)
+            served += served_in("".join(o.get("text", "") for o in results[index]["outputs"]
+                                        if o.get("output_type") == "stream"))
+        if served:
+            score.notes.append(f"{task.name}: note: {served_note(dict.fromkeys(served))}")
         for name in sorted(reads[task.name] & set(typed)):
-            found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
-            score.flags.append(f"{task.name}: `{name}` typed as a number in cell {typed[name]}")
-            verdicts["partial"] = False
+            sources = ", ".join(f"`{n}`" for n in origins[name])
+            if sources:  # what the student did: computed, from numbers typed elsewhere
+                found.append(f"`{name}` is computed from {sources}, typed as a number rather than measured "
+                             f"(cell {typed[name]}): it earns no mark")
+                score.flags.append(f"{task.name}: `{name}` computed from {sources}, typed as a number")
+                verdicts["partial"] = False
+            else:
+                found.append(f"`{name}` is typed as a number (cell {typed[name]}), not computed: it earns no mark")
+                score.flags.append(f"{task.name}: `{name}` typed as a number in cell {typed[name]}")
+                verdicts["partial"] = False
         for cid, source in task.checks:
             if cid not in by_id:  # prepare() puts every check back: never an honest notebook
                 found.append("its check cell is missing")
@@ -229,12 +286,13 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 if status == "graded":  # a run that stopped says why in its status
                     found.append("its check cell did not run")
                 continue
-            if _problem(index, results[index], limits.cell_timeout):
-                continue  # it raised: the cell's problem says so
             answers, trouble = answers_of(cid, results[index]["outputs"])
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
                 verdicts["partial"] = False
+            if answers is None and _problem(index, results[index], limits.cell_timeout):
+                found.append(_problem(index, results[index], limits.cell_timeout, nb.cells[index].source))
+                continue
             if answers is None:
                 found.append("its check cell sent no answers to the grader")
                 if not trouble:
@@ -254,17 +312,16 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 text = (answers.get(name) or {}).get("plain")
                 if isinstance(text, str) and text.strip():
                     score.read_by_hand.append(f"{task.name}: {' '.join(text.split())}")
-            ok, why, printed = recheck_output(source, answers)
-            lines = [r for r in _check_results(source, [{"output_type": "stream", "name": "stdout", "text": printed}])
-                     if not r.task.startswith("cell ")]
-            for r in lines:
-                verdicts["passed" if r.passed and ok else "failed"].append(r.task)
-                if not r.passed:
-                    found.append(f"✗ {r.task}: {r.message}"[:200])
-                    feedback.append(f"✗ {r.task}: {r.message}" + (f" (hint: {r.hint})" if r.hint else ""))
-            if not ok and not any(not r.passed for r in lines):
-                found.append(f"the grader's check: {why}")
-                feedback.append(f"the grader's check of your answer: {why}")
+            each = recheck_each(source, answers)
+            if not each:
+                found.append("the grader's check: its check cell holds no check")
+            printed = "".join(r["printed"] for r in each)
+            for r in each:
+                verdicts["passed" if r["passed"] else "failed"].append(r["check"])
+                if not r["passed"]:
+                    said = _verdict(source, r, task.name, answer_task, task_errors)
+                    found += [line for line, _ in said]
+                    feedback += [line for _, line in said]
             if cell.get("outputs"):
                 before = _marks(_output_text(cell))
                 if before != _marks(printed):
@@ -278,6 +335,10 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         if not reached and status == "graded":
             found.append("not all of its cells ran")
         score.marks[task.name] = 1 if reached and not found else 0
+        if found:  # what its own cells raised, as the cause
+            found[:0] = raised
+        else:  # an error in a line no check reads (one that prints an earlier task's answer) costs nothing
+            score.notes += [f"{task.name}: {_said_not_scored(task.name, p, answer_task, task_errors)}" for p in raised]
         score.problems.extend(f"{task.name}: {p}" for p in found)
         score.feedback[task.name] = feedback
         score.checks[task.name] = verdicts

