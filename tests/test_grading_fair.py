@@ -134,7 +134,13 @@ def test_the_calculators_are_refused_by_the_same_words_here_and_in_the_sandbox()
     with pytest.raises(ImportError) as raised:
         exec(compile(stub, "budget.py", "exec"), {})
     assert str(raised.value) == exercise_rules.refusal("bertfamily.budget")
-    assert exercise_rules.install_guard() is False  # outside a kernel nothing changes
+    # outside a kernel nothing changes (asked of a fresh interpreter: another test of this process may
+    # have started an IPython shell, which the guard would then take for the student's kernel)
+    import subprocess
+    import sys
+    said = subprocess.run([sys.executable, "-c", "from bertfamily import exercise_rules; "
+                           "print(exercise_rules.install_guard())"], capture_output=True, text=True, check=True)
+    assert said.stdout.strip() == "False", said
 
 
 def test_each_check_of_a_cell_is_scored_on_its_own():

@@ -11,7 +11,7 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 LAYERS = [
     {"student", "textsafe", "safeio", "budget", "cgroupv1"},
     {"exercise", "marks", "channel", "trees", "cgroups", "hub"},
-    {"literals"},
+    {"literals", "magics"},
     {"submission", "integrity", "nbval_worker"},
     {"monitor", "mounts", "verify", "causes"},
     {"sandbox"},

@@ -15,7 +15,8 @@ its own; tests/test_grading_layers.py keeps it so):
 ``mounts``        the sandbox's walls: bubblewrap's mounts and namespaces, the kernel's copy of the course
 ``sandbox``       one sealed run (and the probe run before a class)
 ``verify``        the grader's own check of the answers, outside the kernel; ``integrity`` reads the student's code
-                  (``literals``: which answers are typed rather than computed; ``causes``: which task an answer
+                  (``literals``: which answers are typed rather than computed; ``magics``: the code IPython's
+                  magics run; ``causes``: which task an answer
                   that was never defined comes from)
 ``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row

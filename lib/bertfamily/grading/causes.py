@@ -10,8 +10,9 @@ import ast
 import re
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.integrity import Unreadable, _tree, authored
+from bertfamily.grading.integrity import authored
 from bertfamily.grading.literals import bindings
+from bertfamily.grading.magics import Unreadable, _tree
 from bertfamily.grading.student import SOLUTION, _tags
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")

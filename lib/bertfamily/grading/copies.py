@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.integrity import MAX_SOURCE, _python
+from bertfamily.grading.magics import MAX_SOURCE, _python
 from bertfamily.grading.student import SOLUTION, _tags, placeholder
 from bertfamily.grading.submission import Invalid, link_problem, read_submission
 

@@ -1,0 +1,149 @@
+"""IPython's magics as the grader reads them: the Python code that a magic's line or body runs
+(``%time``, ``%%capture``, ``%config``), parsed with the cell's own code, and the cell parsed within
+a budget of characters (:data:`MAX_SOURCE`)."""
+from __future__ import annotations
+
+import ast
+import functools
+
+
+def _on_ipython(func) -> bool:
+    value = func.value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "get_ipython"
+
+
+#: IPython magics whose line or body is Python code the kernel runs: the grader reads that code as
+#: the cell's own (with the options each takes an argument for, which are not code).
+CODE_MAGICS = {"time": "", "timeit": "nrp", "prun": "DlsT", "capture": None, "debug": ""}
+#: ``%config`` executes its line (``%config A.b = expr``): read as code too.
+CODE_MAGICS["config"] = ""
+#: Magics that run no Python code of the student's: displays, plots, installs, settings. (Their line
+#: is still code where it holds ``{expr}``, which IPython evaluates in every line: :func:`expansions`.)
+MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", "aimport", "env", "cd",
+          "pwd", "ls", "who", "whos", "precision", "xmode", "html", "HTML", "javascript", "js", "latex", "markdown",
+          "svg"}
+MAX_MAGIC_DEPTH = 8
+
+
+@functools.lru_cache(maxsize=256)  # cells of up to MAX_SOURCE characters: at most ~100 MB kept
+def _python(source: str) -> str:
+    """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    return TransformerManager().transform_cell(source)
+
+
+class Unreadable(Exception):
+    """Code the grader cannot read: too long or too deeply nested to parse."""
+
+
+MAX_SOURCE = 200_000  # characters of one cell the grader parses (a long solution is a few thousand)
+
+
+def _tree(source: str):
+    """The AST of a cell, the code its magics run included (:func:`_read`), or None when it is not
+    Python (the run reports that); :class:`Unreadable` when it is too large or deep to parse, which is
+    read by hand."""
+    return _read(source)[0]
+
+
+def _magic(node):
+    """(name, line, body or None) of a magic IPython runs (``get_ipython().run_cell_magic('time', '',
+    'x = 1')``) whose arguments are written out; None for any other node."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _on_ipython(node.func) \
+            and node.func.attr in ("run_line_magic", "run_cell_magic") and not node.keywords \
+            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
+            and len(node.args) == (2 if node.func.attr == "run_line_magic" else 3):
+        return node.args[0].value, node.args[1].value, node.args[2].value if len(node.args) == 3 else None
+    return None
+
+
+def _first_word(text: str) -> tuple[str, str]:
+    parts = text.strip().split(None, 1)
+    return (parts[0], parts[1] if len(parts) == 2 else "") if parts else ("", "")
+
+
+def _without_options(line: str, takes: str) -> str:
+    """A magic's line without its leading options (``-n 1 -r3 -q f(x)`` -> ``f(x)``); ``takes``: the
+    options whose argument is the next word."""
+    rest = line.strip()
+    while rest.startswith("-") and len(rest) > 1 and not rest[1].isspace():
+        flag, rest = _first_word(rest)
+        if len(flag) == 2 and flag[1] in takes:
+            _, rest = _first_word(rest)
+    return rest
+
+
+def expansions(line: str) -> list[str] | None:
+    """The Python expressions IPython may evaluate in a magic's line before it runs (``{expr}``, as
+    ``str.format`` does; ``{{`` is a brace): None when a brace is left unbalanced."""
+    found, depth, start, i = [], 0, 0, 0
+    while i < len(line):
+        if depth == 0 and line.startswith(("{{", "}}"), i):
+            i += 2
+            continue
+        if line[i] == "{":
+            depth += 1
+            start = i + 1 if depth == 1 else start
+        elif line[i] == "}" and depth:
+            depth -= 1
+            if depth == 0 and line[start:i].strip():
+                found.append(f"({line[start:i]})")
+        i += 1
+    return None if depth else found
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+
+
+def magic_code(name: str, line: str, body: str | None) -> list[str] | None:
+    """The Python code a magic runs (its line's ``{expr}`` expansions, its line, its body): [] for a
+    magic that runs none, None for one that runs code the grader cannot read (a shell, another
+    interpreter, a file, an expansion that is not Python)."""
+    expanded = expansions(line)
+    line_is_code = CODE_MAGICS.get(name, None) is not None
+    if line_is_code:  # a line of code may hold braces of its own (a dict): read what parses
+        expanded = [e for e in expanded or [] if _parses(e)]
+    elif expanded is None:
+        return None
+    if name in MAGICS:
+        return expanded
+    if name not in CODE_MAGICS:
+        return None
+    code = [_without_options(line, CODE_MAGICS[name])] if line_is_code else []
+    return [c for c in expanded + code + [body or ""] if c.strip()]
+
+
+def _read(source: str, depth: int = 0):
+    """(the AST of a cell with the code of its magics appended, the magics whose code it cannot read)."""
+    if len(source) > MAX_SOURCE:
+        raise Unreadable(f"{len(source):,} characters")
+    try:
+        tree = ast.parse(_python(source))
+    except (SyntaxError, ValueError):
+        return None, []
+    except (RecursionError, MemoryError) as exc:
+        raise Unreadable("nested too deeply") from exc
+    inner, unread = [], []
+    for node in ast.walk(tree):
+        found = _magic(node)
+        if found is None:
+            continue
+        name, line, body = found
+        code = magic_code(name, line, body)
+        if code is None or (code and depth >= MAX_MAGIC_DEPTH):
+            unread.append(f"%%{name}" if body is not None else f"%{name}")
+            continue
+        for piece in code:
+            sub, more = _read(piece, depth + 1)
+            if sub is None:  # code that is not Python: read by hand
+                unread.append(f"%%{name}" if body is not None else f"%{name}")
+            else:
+                inner += sub.body
+                unread += more
+    tree.body += inner
+    return tree, unread
