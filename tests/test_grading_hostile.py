@@ -208,3 +208,20 @@ def test_numbers_kept_in_markdown_or_metadata_are_flagged_and_the_course_is_not(
     said = integrity.suspicious(nb, ex)
     assert any("(markdown) holds the number 66362880" in s for s in said), said
     assert any("cell 0 (" in s and "66362880" in s for s in said), said
+
+
+# ------------------------------------------------------------------ a student never passes for another
+
+def test_a_file_named_like_a_classmates_moodle_export_stays_its_senders(tmp_path):
+    from bertfamily.grading import lms
+
+    flat = tmp_path / "moodle"
+    flat.mkdir()
+    bob = "Bob Jones_333_assignsubmission_file_"
+    (flat / f"{bob}exercise_distilbert.ipynb").write_text("{}")
+    # Mallory uploads a file (or a folder) named like Bob's export; Moodle puts her own prefix in front
+    (flat / f"Mallory Smith_222_assignsubmission_file_{bob}exercise.ipynb").write_text("{}")
+    (flat / f"Eve Roe_444_assignsubmission_file_{bob}").mkdir()
+    (flat / f"Eve Roe_444_assignsubmission_file_{bob}" / "x.ipynb").write_text("{}")
+    got = sorted((f.key, f.name) for f in lms.find([flat]))
+    assert got == [("222", "Mallory Smith"), ("333", "Bob Jones"), ("444", "Eve Roe")], got

@@ -41,8 +41,12 @@ from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.submission import printable
 from bertfamily.grading.textsafe import disk_name, escape_controls, html_text
 
-MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_$")
-MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
+# Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
+# name, which may itself look like another student's prefix: the participant is the FIRST such prefix
+# (the name is matched lazily), so "Mallory_222_assignsubmission_file_Bob_333_assignsubmission_file_x.ipynb"
+# is Mallory's, not Bob's.
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
+MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
 CANVAS_FILE = re.compile(r"^(?P<name>[a-z0-9]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
                          re.IGNORECASE)
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
