@@ -225,3 +225,20 @@ def test_a_file_named_like_a_classmates_moodle_export_stays_its_senders(tmp_path
     (flat / f"Eve Roe_444_assignsubmission_file_{bob}" / "x.ipynb").write_text("{}")
     got = sorted((f.key, f.name) for f in lms.find([flat]))
     assert got == [("222", "Mallory Smith"), ("333", "Bob Jones"), ("444", "Eve Roe")], got
+
+
+def test_a_name_with_a_newline_or_escape_is_the_same_row_for_the_grader_and_the_lms_reader(tmp_path):
+    """The class's rows are made by collect() and matched to the LMS layout by lms.find(): one name
+    shown two ways made a KeyError after the whole class had run (no gradebook, no feedback)."""
+    from bertfamily.grading import lms
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for name in ("new\nline.ipynb", "tab\there.ipynb", "\x1b]0;t\x07x.ipynb", "\u202eevil.ipynb", "-rf --out=x.ipynb"):
+        (klass / name).write_text("{}")
+    os.mkdir(klass / "Jane Doe\r_5_assignsubmission_file_")
+    (klass / "Jane Doe\r_5_assignsubmission_file_" / "a\nb.ipynb").write_text("{}")
+    (klass / os.fsdecode(b"caf\xe9.ipynb")).write_text("{}")
+    shown = sorted(d for _, d in collect([klass]))
+    assert shown == sorted(f.display for f in lms.find([klass])), shown
+    assert not [d for d in shown if CONTROL.search(d)], shown

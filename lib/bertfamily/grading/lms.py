@@ -39,7 +39,7 @@ from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number, utc
 from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.submission import printable
-from bertfamily.grading.textsafe import disk_name, escape_controls, html_text
+from bertfamily.grading.textsafe import disk_name, display_name, escape_controls, html_text
 
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
 # name, which may itself look like another student's prefix: the participant is the FIRST such prefix
@@ -69,7 +69,7 @@ class Found:
 
 def _identify(path: Path, root: Path | None) -> Found:
     rel = path.relative_to(root).parts if root is not None else (path.name,)
-    display = printable(path)
+    display = display_name(path)  # as classroom.collect names the row
     notebook = path.suffix.lower() == ".ipynb"
     for part in rel[:-1]:
         m = MOODLE_FOLDER.match(part)
