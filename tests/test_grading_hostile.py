@@ -242,3 +242,18 @@ def test_a_name_with_a_newline_or_escape_is_the_same_row_for_the_grader_and_the_
     shown = sorted(d for _, d in collect([klass]))
     assert shown == sorted(f.display for f in lms.find([klass])), shown
     assert not [d for d in shown if CONTROL.search(d)], shown
+
+
+def test_a_lone_surrogate_escaped_in_the_json_is_refused_with_its_reason(tmp_path):
+    """``"\\udfff"`` in a notebook's JSON is valid JSON but no UTF-8 text: the sandbox's copy could not be
+    written and the row said "the grader failed" (UnicodeEncodeError); now it says what is wrong."""
+    import json
+
+    nb = grading.model_answer(grading.Exercise.load().reference)
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("text \udfff"))
+    path = tmp_path / "surrogate.ipynb"
+    path.write_text(json.dumps(nb, ensure_ascii=True))
+    began = time.monotonic()
+    row = grade_submission(path, "surrogate.ipynb", grading.Exercise.load(), grading.Limits(), "")
+    assert time.monotonic() - began < 30
+    assert row.status == "invalid" and "lone surrogate ('\\udfff')" in row.detail, row
