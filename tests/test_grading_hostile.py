@@ -257,3 +257,26 @@ def test_a_lone_surrogate_escaped_in_the_json_is_refused_with_its_reason(tmp_pat
     row = grade_submission(path, "surrogate.ipynb", grading.Exercise.load(), grading.Limits(), "")
     assert time.monotonic() - began < 30
     assert row.status == "invalid" and "lone surrogate ('\\udfff')" in row.detail, row
+
+
+def test_a_moodle_name_holding_the_prefix_twice_is_said_on_the_row(tmp_path):
+    """Moodle's prefix twice in one name: a full name a student set to carry a classmate's prefix
+    (``Bob Jones_333_assignsubmission_file_``, folder ``..._222_assignsubmission_file_``) reads as Bob's,
+    a file named so reads as its sender's; either way the row says so, for the instructor to check."""
+    from test_grading_week import _row
+
+    from bertfamily.grading import lms
+
+    exercise = grading.Exercise.load()
+    export = tmp_path / "moodle"
+    odd = "Bob Jones_333_assignsubmission_file__222_assignsubmission_file_"
+    for folder in ("Bob Jones_333_assignsubmission_file_", odd):
+        (export / folder).mkdir(parents=True)
+        (export / folder / "exercise_distilbert.ipynb").write_text("{}")
+    found = lms.find([export])
+    names = [t.name for t in exercise.graded]
+    for roster in (None, {"222": {"id": "222", "participant": "222"}, "333": {"id": "333", "participant": "333"}}):
+        rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster)
+        said = {r.submission.split("/")[-2]: r.flags for r in rows if r.submission}
+        assert "prefix twice" in said[odd] and "read by hand" in said[odd], said
+        assert "prefix twice" not in said["Bob Jones_333_assignsubmission_file_"], said

@@ -65,6 +65,18 @@ class Found:
     name: str = ""    # what the layout calls the student: Moodle's full name, Canvas's sortable name
     late: bool = False  # Canvas marked it LATE
     notebook: bool = True
+    doubt: str = ""   # why the student read from the name may be another
+
+
+#: Moodle's prefix; seen twice in one name, the name can be read as two participants
+_MOODLE_PREFIX = re.compile(r"_\d+_assign(?:submission|feedback)_")
+
+
+def _doubt(part: str) -> str:
+    if len(_MOODLE_PREFIX.findall(part)) < 2:
+        return ""
+    return (f"read by hand: {escape_controls(part)!r} holds Moodle's prefix twice (a name or a file named like "
+            "a classmate's export): check whose it is in Moodle")
 
 
 def _identify(path: Path, root: Path | None) -> Found:
@@ -75,10 +87,10 @@ def _identify(path: Path, root: Path | None) -> Found:
         m = MOODLE_FOLDER.match(part)
         if m:  # an online-text or feedback folder holds no handed-in file: left out
             return Found(path, display, "moodle" if m["plugin"] == "file" else "skip", m["id"], m["name"],
-                         notebook=notebook and m["plugin"] == "file")
+                         notebook=notebook and m["plugin"] == "file", doubt=_doubt(part))
     m = MOODLE_FILE.match(path.name)
     if m:
-        return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook)
+        return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook, doubt=_doubt(path.name))
     m = CANVAS_FILE.match(path.name)
     if m:
         return Found(path, display, "canvas", m["id"], m["name"], late=bool(m["late"]), notebook=notebook)
@@ -199,6 +211,8 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
         if r.status == "invalid" and r.detail.startswith("not a notebook:"):
             r.detail = f"{r.detail}: {EXPORT}"
         r.student = sid
+        if f.doubt:  # in the flags: the summary lists the row for the instructor to read
+            r.flags = "; ".join(p for p in (f.doubt, r.flags) if p)
         r.submitted, r.time_from = submitted(f, times or {}, tz)
         if problem:
             r.detail = "; ".join(p for p in (problem, r.detail) if p)
