@@ -223,8 +223,11 @@ def test_a_file_named_like_a_classmates_moodle_export_stays_its_senders(tmp_path
     (flat / f"Mallory Smith_222_assignsubmission_file_{bob}exercise.ipynb").write_text("{}")
     (flat / f"Eve Roe_444_assignsubmission_file_{bob}").mkdir()
     (flat / f"Eve Roe_444_assignsubmission_file_{bob}" / "x.ipynb").write_text("{}")
+    (flat / "Ann Lee_555_assignsubmission_file_new\nline.ipynb").write_text("{}")  # still Ann's
+    (flat / "leeann_666_1001_new\nline.ipynb").write_text("{}")  # Canvas: still this student's
     got = sorted((f.key, f.name) for f in lms.find([flat]))
-    assert got == [("222", "Mallory Smith"), ("333", "Bob Jones"), ("444", "Eve Roe")], got
+    assert got == [("222", "Mallory Smith"), ("333", "Bob Jones"), ("444", "Eve Roe"), ("555", "Ann Lee"),
+                   ("666", "leeann")], got
 
 
 def test_a_name_with_a_newline_or_escape_is_the_same_row_for_the_grader_and_the_lms_reader(tmp_path):

@@ -46,9 +46,9 @@ from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 # (the name is matched lazily), so "Mallory_222_assignsubmission_file_Bob_333_assignsubmission_file_x.ipynb"
 # is Mallory's, not Bob's.
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
-MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
+MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$", re.DOTALL)
 CANVAS_FILE = re.compile(r"^(?P<name>[a-z0-9]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
-                         re.IGNORECASE)
+                         re.IGNORECASE | re.DOTALL)  # a file name may hold a newline
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
 EXPORT = ("export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
           "and Export Notebook As > Notebook, .ipynb); in Colab, File > Download > Download .ipynb; in VS Code, the "
