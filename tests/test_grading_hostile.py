@@ -208,3 +208,78 @@ def test_numbers_kept_in_markdown_or_metadata_are_flagged_and_the_course_is_not(
     said = integrity.suspicious(nb, ex)
     assert any("(markdown) holds the number 66362880" in s for s in said), said
     assert any("cell 0 (" in s and "66362880" in s for s in said), said
+
+
+# ------------------------------------------------------------------ a student never passes for another
+
+def test_a_file_named_like_a_classmates_moodle_export_stays_its_senders(tmp_path):
+    from bertfamily.grading import lms
+
+    flat = tmp_path / "moodle"
+    flat.mkdir()
+    bob = "Bob Jones_333_assignsubmission_file_"
+    (flat / f"{bob}exercise_distilbert.ipynb").write_text("{}")
+    # Mallory uploads a file (or a folder) named like Bob's export; Moodle puts her own prefix in front
+    (flat / f"Mallory Smith_222_assignsubmission_file_{bob}exercise.ipynb").write_text("{}")
+    (flat / f"Eve Roe_444_assignsubmission_file_{bob}").mkdir()
+    (flat / f"Eve Roe_444_assignsubmission_file_{bob}" / "x.ipynb").write_text("{}")
+    (flat / "Ann Lee_555_assignsubmission_file_new\nline.ipynb").write_text("{}")  # still Ann's
+    (flat / "leeann_666_1001_new\nline.ipynb").write_text("{}")  # Canvas: still this student's
+    got = sorted((f.key, f.name) for f in lms.find([flat]))
+    assert got == [("222", "Mallory Smith"), ("333", "Bob Jones"), ("444", "Eve Roe"), ("555", "Ann Lee"),
+                   ("666", "leeann")], got
+
+
+def test_a_name_with_a_newline_or_escape_is_the_same_row_for_the_grader_and_the_lms_reader(tmp_path):
+    """The class's rows are made by collect() and matched to the LMS layout by lms.find(): one name
+    shown two ways made a KeyError after the whole class had run (no gradebook, no feedback)."""
+    from bertfamily.grading import lms
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for name in ("new\nline.ipynb", "tab\there.ipynb", "\x1b]0;t\x07x.ipynb", "\u202eevil.ipynb", "-rf --out=x.ipynb"):
+        (klass / name).write_text("{}")
+    os.mkdir(klass / "Jane Doe\r_5_assignsubmission_file_")
+    (klass / "Jane Doe\r_5_assignsubmission_file_" / "a\nb.ipynb").write_text("{}")
+    (klass / os.fsdecode(b"caf\xe9.ipynb")).write_text("{}")
+    shown = sorted(d for _, d in collect([klass]))
+    assert shown == sorted(f.display for f in lms.find([klass])), shown
+    assert not [d for d in shown if CONTROL.search(d)], shown
+
+
+def test_a_lone_surrogate_escaped_in_the_json_is_refused_with_its_reason(tmp_path):
+    """``"\\udfff"`` in a notebook's JSON is valid JSON but no UTF-8 text: the sandbox's copy could not be
+    written and the row said "the grader failed" (UnicodeEncodeError); now it says what is wrong."""
+    import json
+
+    nb = grading.model_answer(grading.Exercise.load().reference)
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("text \udfff"))
+    path = tmp_path / "surrogate.ipynb"
+    path.write_text(json.dumps(nb, ensure_ascii=True))
+    began = time.monotonic()
+    row = grade_submission(path, "surrogate.ipynb", grading.Exercise.load(), grading.Limits(), "")
+    assert time.monotonic() - began < 30
+    assert row.status == "invalid" and "lone surrogate ('\\udfff')" in row.detail, row
+
+
+def test_a_moodle_name_holding_the_prefix_twice_is_said_on_the_row(tmp_path):
+    """Moodle's prefix twice in one name: a full name a student set to carry a classmate's prefix
+    (``Bob Jones_333_assignsubmission_file_``, folder ``..._222_assignsubmission_file_``) reads as Bob's,
+    a file named so reads as its sender's; either way the row says so, for the instructor to check."""
+    from test_grading_week import _row
+
+    from bertfamily.grading import lms
+
+    exercise = grading.Exercise.load()
+    export = tmp_path / "moodle"
+    odd = "Bob Jones_333_assignsubmission_file__222_assignsubmission_file_"
+    for folder in ("Bob Jones_333_assignsubmission_file_", odd):
+        (export / folder).mkdir(parents=True)
+        (export / folder / "exercise_distilbert.ipynb").write_text("{}")
+    found = lms.find([export])
+    names = [t.name for t in exercise.graded]
+    for roster in (None, {"222": {"id": "222", "participant": "222"}, "333": {"id": "333", "participant": "333"}}):
+        rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster)
+        said = {r.submission.split("/")[-2]: r.flags for r in rows if r.submission}
+        assert "prefix twice" in said[odd] and "read by hand" in said[odd], said
+        assert "prefix twice" not in said["Bob Jones_333_assignsubmission_file_"], said

@@ -39,12 +39,16 @@ from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number, utc
 from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.submission import printable
-from bertfamily.grading.textsafe import disk_name, escape_controls, html_text
+from bertfamily.grading.textsafe import disk_name, display_name, escape_controls, html_text
 
-MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_$")
-MOODLE_FILE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$")
+# Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
+# name, which may itself look like another student's prefix: the participant is the FIRST such prefix
+# (the name is matched lazily), so "Mallory_222_assignsubmission_file_Bob_333_assignsubmission_file_x.ipynb"
+# is Mallory's, not Bob's.
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
+MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$", re.DOTALL)
 CANVAS_FILE = re.compile(r"^(?P<name>[a-z0-9]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
-                         re.IGNORECASE)
+                         re.IGNORECASE | re.DOTALL)  # a file name may hold a newline
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
 EXPORT = ("export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
           "and Export Notebook As > Notebook, .ipynb); in Colab, File > Download > Download .ipynb; in VS Code, the "
@@ -61,20 +65,32 @@ class Found:
     name: str = ""    # what the layout calls the student: Moodle's full name, Canvas's sortable name
     late: bool = False  # Canvas marked it LATE
     notebook: bool = True
+    doubt: str = ""   # why the student read from the name may be another
+
+
+#: Moodle's prefix; seen twice in one name, the name can be read as two participants
+_MOODLE_PREFIX = re.compile(r"_\d+_assign(?:submission|feedback)_")
+
+
+def _doubt(part: str) -> str:
+    if len(_MOODLE_PREFIX.findall(part)) < 2:
+        return ""
+    return (f"read by hand: {escape_controls(part)!r} holds Moodle's prefix twice (a name or a file named like "
+            "a classmate's export): check whose it is in Moodle")
 
 
 def _identify(path: Path, root: Path | None) -> Found:
     rel = path.relative_to(root).parts if root is not None else (path.name,)
-    display = printable(path)
+    display = display_name(path)  # as classroom.collect names the row
     notebook = path.suffix.lower() == ".ipynb"
     for part in rel[:-1]:
         m = MOODLE_FOLDER.match(part)
         if m:  # an online-text or feedback folder holds no handed-in file: left out
             return Found(path, display, "moodle" if m["plugin"] == "file" else "skip", m["id"], m["name"],
-                         notebook=notebook and m["plugin"] == "file")
+                         notebook=notebook and m["plugin"] == "file", doubt=_doubt(part))
     m = MOODLE_FILE.match(path.name)
     if m:
-        return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook)
+        return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook, doubt=_doubt(path.name))
     m = CANVAS_FILE.match(path.name)
     if m:
         return Found(path, display, "canvas", m["id"], m["name"], late=bool(m["late"]), notebook=notebook)
@@ -195,6 +211,8 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
         if r.status == "invalid" and r.detail.startswith("not a notebook:"):
             r.detail = f"{r.detail}: {EXPORT}"
         r.student = sid
+        if f.doubt:  # in the flags: the summary lists the row for the instructor to read
+            r.flags = "; ".join(p for p in (f.doubt, r.flags) if p)
         r.submitted, r.time_from = submitted(f, times or {}, tz)
         if problem:
             r.detail = "; ".join(p for p in (problem, r.detail) if p)

@@ -150,6 +150,11 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
         raise Invalid("not a notebook: JSON nested too deeply") from None
     if not isinstance(content, dict) or content.get("nbformat") != 4:
         raise Invalid("not a notebook: JSON without 'nbformat': 4 (Jupyter notebooks since 2015 have it)")
+    try:  # a lone surrogate ("\\udfff" in the JSON): no editor saves one, and no copy of it can be written
+        json.dumps(content, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise Invalid(f"not a notebook: its JSON escapes a lone surrogate ({exc.object[exc.start]!a}), which no "
+                      "UTF-8 text holds: save it again from Jupyter") from None
     for cell in content.get("cells") or []:  # Windows line ends: the same code as Jupyter shows it
         source = cell.get("source") if isinstance(cell, dict) else None
         if isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source)):
