@@ -33,7 +33,7 @@ def _tolerant(original, abs_tol, rel_tol, any_text=False):
 SHARED_SCOPES = {"tests/test_grading_kinds.py": "the graded class", "tests/test_sandbox.py": "the graded class",
                  "tests/test_gradebook.py": "the graded class",
                  "tests/test_book.py": "the built book", "tests/test_browser.py": "the built book",
-                 "tests/test_browser_fill.py": "the built book"}
+                 "tests/test_browser_fill.py": "the built book", "tests/test_public_book.py": "the built book"}
 
 
 def _scope(nodeid: str) -> str:
