@@ -1,24 +1,28 @@
 """The "For instructors" page's recipe, run as written on a tiny class.
 
 The commands of its first section (every ```bash block, in order) run in a folder of links to this
-checkout, where a Canvas download (`submissions.zip`) and a Moodle download (`moodle.zip`) of a class
-of three were planted with the names the page uses, and the page's own class list (its ```text
-block) is `roster.csv`. Then what the page promises is checked: the student version, a gradebook
-that finds every student, the Canvas file, the feedback, a regrade of one student, and the Moodle
-layout graded with the page's loop and pattern.
+checkout, where a Canvas download (`submissions.zip`), a Moodle download (`moodle.zip`) and Moodle's
+grading worksheet of a class of three were planted with the names the page uses; the page's grading
+file (its ```toml block) is `grading.toml` and its class list (its ```text block) `roster.csv`.
+Before the regrade, Jane hands in again (her file replaced by an honest one). Then what the page
+promises is checked: the student version with its points, a gradebook that finds every student with
+the file's points, the Canvas file, the feedback, the regrade in place (every other line byte for
+byte), and the Moodle layout and worksheet.
 """
 from __future__ import annotations
 
 import csv
+import os
 import re
 import subprocess
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from bertfamily.grading import sandbox
+from bertfamily.grading import lms, policy, sandbox
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.student import model_answer, student_version
 
@@ -44,31 +48,77 @@ def _options(command: str) -> set[str]:
 
 def test_the_recipe_has_its_steps_and_uses_only_options_the_grader_has():
     commands = blocks("bash")
-    assert [c.split()[0] for c in commands] == ["make", "unzip", ".venv/bin/bertfamily-grade",
+    assert [c.split()[0] for c in commands] == [".venv/bin/python", "unzip", ".venv/bin/bertfamily-grade",
                                                 ".venv/bin/bertfamily-grade", "unzip",
                                                 ".venv/bin/bertfamily-grade"]
+    assert "--regrade" in commands[3] and "--moodle-worksheet" in commands[5]
+    assert all("--grading grading.toml" in c for c in commands if "bertfamily" in c)
     done = subprocess.run([str(ROOT / ".venv" / "bin" / "bertfamily-grade"), "--help"], capture_output=True,
                           text=True, timeout=120)
     known = _options(done.stdout)
     used = set().union(*(_options(c) for c in commands if "bertfamily-grade" in c))
     assert used and used <= known, used - known
+    student = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "bertfamily.grading", "student", "--help"],
+                             capture_output=True, text=True, timeout=120)
+    assert _options(commands[0]) <= _options(student.stdout), _options(commands[0]) - _options(student.stdout)
     assert len(blocks("text")) == 1 and blocks("text")[0].startswith("id,name,canvas_id,")
+    assert len(blocks("toml")) == 1
+
+
+def test_the_pages_grading_file_is_read_as_it_says(tmp_path):
+    (tmp_path / "grading.toml").write_text(blocks("toml")[0], encoding="utf-8")
+    rules = policy.load(Exercise.load(), tmp_path / "grading.toml")
+    assert (rules.tasks["task1"].points, rules.tasks["task4"].partial, rules.tasks["task10"].bonus) == (2, True, True)
+    assert (rules.late, rules.penalty_percent_per_day, rules.counts) == ("penalty", 10, "latest-before-deadline")
+    assert rules.due.isoformat() == "2026-03-01T23:59:00+01:00"
+
+
+ON_TIME = (2026, 3, 1, 20, 0, 0)  # before the page's deadline, as the LMS's zip keeps it
+
+
+def _entry(name: str) -> zipfile.ZipInfo:
+    return zipfile.ZipInfo(name, date_time=ON_TIME)
 
 
 def _plant(work: Path, reference) -> None:
     honest, blank = model_answer(reference), student_version(reference)
-    with zipfile.ZipFile(work / "submissions.zip", "w") as canvas:  # Canvas: name_[late_]userid_subid_file
-        canvas.writestr("lovelaceada_1001_5001_exercise_distilbert.ipynb", nbformat.writes(honest))
-        canvas.writestr("smithjane_1002_5002_exercise_distilbert.ipynb", nbformat.writes(blank))
+    with zipfile.ZipFile(work / "submissions.zip", "w") as canvas:  # Canvas: name_userid_fileid_name
+        canvas.writestr(_entry("lovelaceada_1001_5001_exercise_distilbert.ipynb"), nbformat.writes(honest))
+        canvas.writestr(_entry("smithjane_1002_5002_exercise_distilbert.ipynb"), nbformat.writes(blank))
     with zipfile.ZipFile(work / "moodle.zip", "w") as moodle:  # Moodle: a folder per student
-        moodle.writestr("Ada Lovelace_1001_assignsubmission_file_/exercise_distilbert.ipynb", nbformat.writes(honest))
-        moodle.writestr("Jane Smith_1002_assignsubmission_file_/my exercise.ipynb", nbformat.writes(blank))
+        moodle.writestr(_entry("Ada Lovelace_1001_assignsubmission_file_/exercise_distilbert.ipynb"),
+                        nbformat.writes(honest))
+        moodle.writestr(_entry("Jane Smith_1002_assignsubmission_file_/my exercise.ipynb"), nbformat.writes(blank))
+    sheet = [lms.MOODLE_FIELDS]
+    for number, name, when in (("1001", "Ada Lovelace", "Sunday, 1 March 2026, 8:00 PM"),
+                               ("1002", "Jane Smith", "Sunday, 1 March 2026, 8:30 PM"), ("1003", "Carl Weber", "-")):
+        status = "No submission" if when == "-" else "Submitted for grading"
+        sheet.append([f"Participant {number}", name, f"{number}@example.edu", status, "", "13.00", "Yes", when,
+                      "-", ""])
+    with open(work / "worksheet.csv", "w", newline="", encoding="utf-8-sig") as handle:
+        csv.writer(handle).writerows(sheet)
     (work / "roster.csv").write_text(blocks("text")[0], encoding="utf-8")
+    (work / "grading.toml").write_text(blocks("toml")[0], encoding="utf-8")
+
+
+def _task1_solved(reference):
+    """The student version with its first solution (task 1's) filled in from the reference: too short
+    to be flagged as a copy of a classmate's, so the regrade changes Jane's rows alone."""
+    handed, solved = student_version(reference), {c.get("id"): c.source for c in model_answer(reference).cells}
+    first = next(c for c in handed.cells if "# YOUR CODE HERE" in c.source)
+    first.source = solved[first.get("id")]
+    return handed
 
 
 def _rows(path: Path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
+
+
+def _lines(path: Path) -> list[list[str]]:
+    """The CSV's records exactly as written (a cell may hold line breaks, so not the file's lines)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
 
 
 @pytest.mark.slow  # grades real submissions: left out by make unit
@@ -82,37 +132,48 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
         (work / name).symlink_to(ROOT / name)
     exercise = Exercise.load()
     _plant(work, exercise.reference)
+    rules = policy.load(exercise, work / "grading.toml")
+    top, bonus = str(policy.number(rules.max_score)), str(policy.number(rules.max_score + 1))
+    before = {}
     for command in blocks("bash"):
         command = command.replace("\\\n", " ").strip()
+        if "--regrade" in command:  # Jane hands in again, on time, with task 1 solved: her file replaced
+            before = {name: _lines(work / name) for name in ("gradebook.csv", "canvas.csv")}
+            jane = work / "submissions" / "smithjane_1002_5002_exercise_distilbert.ipynb"
+            nbformat.write(_task1_solved(exercise.reference), jane)
+            stamp = datetime(*ON_TIME, tzinfo=timezone.utc).timestamp()
+            os.utime(jane, (stamp, stamp))
         if "bertfamily-grade" in command:
             command += " --jobs 2"  # two at a time, as on this machine's two cores
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=work, capture_output=True,
                               text=True, timeout=1800)
         assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    graded = len(exercise.graded)
-    # 1. hand out: the student version, without solutions
-    handed = nbformat.read(work / "student" / "exercise_distilbert.ipynb", as_version=4)
-    assert "# YOUR CODE HERE" in "\n".join(c.source for c in handed.cells)
-    # 3. grade: every student found, the one who handed in nothing missing
+    # 2. hand out: the student version, without solutions, each task's points in its heading
+    handed = "\n".join(c.source for c in nbformat.read(work / "student" / "exercise_distilbert.ipynb",
+                                                         as_version=4).cells)
+    assert "# YOUR CODE HERE" in handed and "(2 points)" in handed and "bonus" in handed
+    # 4. grade: every student found, the one who handed in nothing missing; 6. Jane regraded in place
     rows = {r["student"]: r for r in _rows(work / "gradebook.csv")}
     assert set(rows) == {"1001", "1002", "1003"}, rows
-    assert (rows["1001"]["status"], rows["1001"]["score"]) == ("graded", str(graded)), rows["1001"]
+    assert (rows["1001"]["status"], rows["1001"]["score"], rows["1001"]["max_score"]) == ("graded", bonus, top)
     assert rows["1001"]["flags"].startswith("copy: the solution cells of task1"), rows["1001"]  # the reference's code
-    assert rows["1002"]["status"] == "graded" and int(rows["1002"]["score"]) < graded, rows["1002"]
+    jane = [r for r in before["gradebook.csv"] if r[1] == "1002"][0]
+    assert rows["1001"]["late"] == "" and float(rows["1002"]["score"]) >= float(jane[3]) + 2, (jane, rows["1002"])
     assert rows["1003"]["status"] == "missing"
-    assert len(list((work / "feedback").glob("*.md"))) == 2
-    # 4. upload: Canvas's import file, a row per roster student
+    assert sorted(p.name for p in (work / "feedback").glob("*.md")) == ["1001.md", "1002.md"]
+    # 5. upload: Canvas's import file, a row per roster student, Jane's line the only one the regrade changed
     canvas = list(csv.reader(open(work / "canvas.csv", newline="", encoding="utf-8")))
     assert canvas[0][-1] == "DistilBERT exercise (1234)" and canvas[1][0] == "Points Possible"
-    scores = {line[2]: line[-1] for line in canvas[2:]}
-    assert scores == {"S1001": str(graded), "S1002": rows["1002"]["score"], "S1003": ""}, scores
-    # 5. regrade one: that file alone, the same grade as in the class's run
-    again = _rows(work / "regrade.csv")
-    assert len(again) == 1 and again[0]["submission"].startswith("submissions/smithjane_1002_"), again
-    assert again[0]["score"] == rows["1002"]["score"] and len(list((work / "regrade-feedback").glob("*.md"))) == 1
-    # Moodle: a folder per student, copied out by the page's loop and found by its pattern
+    graded = {"S1001": bonus, "S1002": rows["1002"]["score"], "S1003": ""}
+    assert {line[2]: line[-1] for line in canvas[2:]} == graded, canvas
+    for name, old in before.items():
+        new = _lines(work / name)
+        assert len(new) == len(old) and [a for a, b in zip(old, new) if a != b], name
+        assert all("1002" in a[:3] for a, b in zip(old, new) if a != b), (name, old, new)  # Jane's row alone
+    # Moodle: a folder per student and the worksheet, written back with the grades
     moodle = {r["student"]: r for r in _rows(work / "moodle-gradebook.csv")}
     assert set(moodle) == {"1001", "1002", "1003"} and moodle["1003"]["status"] == "missing", moodle
-    assert moodle["1001"]["score"] == str(graded) and moodle["1002"]["score"] == rows["1002"]["score"], moodle
-    assert sorted(p.name for p in (work / "moodle-submissions").iterdir()) == ["Ada Lovelace_1001.ipynb",
-                                                                               "Jane Smith_1002.ipynb"]
+    assert moodle["1001"]["score"] == bonus and float(moodle["1002"]["score"]) < float(top), moodle
+    back = {r["Identifier"]: r for r in csv.DictReader(open(work / "moodle-grades.csv", encoding="utf-8-sig"))}
+    assert back["Participant 1001"]["Grade"] == bonus and back["Participant 1003"]["Grade"] == "", back
+    assert back["Participant 1002"]["Grade"] == moodle["1002"]["score"], back

@@ -97,7 +97,7 @@ def _main_gradebook(argv) -> int:
                              "only the rest")
     week = parser.add_argument_group("the lecturer's week: points, deadline, regrades, Moodle")
     week.add_argument("--grading", metavar="TOML", help="the grading file: each task's points, bonus tasks, partial "
-                      "credit, the deadline and the late policy (docs/pending/week.md; default: 1 point a task)")
+                      "credit, the deadline and the late policy (docs/INSTRUCTORS.md; default: 1 point a task)")
     week.add_argument("--deadline", metavar="TIME", help="the deadline, ISO 8601 with its offset "
                       "(2026-03-01T23:59+01:00); overrides the grading file's")
     week.add_argument("--late", metavar="POLICY", help="late work: none (accepted, flagged; the default), "
