@@ -35,6 +35,7 @@ including the load average before, during and after, are part of the result.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -764,10 +765,12 @@ def measure_fill(page, sentences=FILL_SENTENCES, timeout_ms: int = 120000) -> di
             "guesses": shown}
 
 
-def browser_fill_times(model_folder: Path | None = None, sentences=FILL_SENTENCES, chromium: Path = CHROMIUM) -> dict:
+def browser_fill_times(model_folder: Path | None = None, sentences=FILL_SENTENCES, chromium: Path = CHROMIUM,
+                       driver=None) -> dict:
     """The course model in headless Chromium, offline: a minimal page with lesson 1's form (:func:`fill_page`)
     served on localhost, :func:`measure_fill` on it. ``model_folder``: an export (default: the course model,
-    exported into a temporary folder). Requests leaving the site are blocked and listed (``left_site``)."""
+    exported into a temporary folder). Requests leaving the site are blocked and listed (``left_site``).
+    ``driver``: a running Playwright (one process holds one; default: one started here)."""
     import functools
     import http.server
 
@@ -790,7 +793,7 @@ def browser_fill_times(model_folder: Path | None = None, sentences=FILL_SENTENCE
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base, left = f"http://127.0.0.1:{server.server_address[1]}/", []
         try:
-            with sync_playwright() as playwright:
+            with (contextlib.nullcontext(driver) if driver is not None else sync_playwright()) as playwright:
                 browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
                 context = browser.new_context()
                 context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)

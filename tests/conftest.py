@@ -161,3 +161,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.section("the website")
         for line in report.values():
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def playwright_driver():
+    """Playwright's one driver for this process: the browser tests of every file launch their Chromium
+    from it (a second `sync_playwright()` while the first is open fails: "Sync API inside the asyncio
+    loop", as it did when two browser test files shared a pytest-xdist worker)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        yield driver

@@ -320,23 +320,21 @@ def site(book_build):
 
 
 @pytest.fixture(scope="session")
-def browser_context(site, book_report):
+def browser_context(site, book_report, playwright_driver):
     """One headless Chromium for the session; requests that leave localhost are blocked."""
     if not CHROMIUM.is_file():
         reason = f"browser tests skipped: no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)"
         book_report["browser"] = reason
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
     base = site[1]
     start = time.perf_counter()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.set_default_timeout(15000)
-        context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
-                      else route.abort())
-        yield context
-        browser.close()
+    browser = playwright_driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(15000)
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
+                  else route.abort())
+    yield context
+    browser.close()
     book_report["browser time"] = f"browser tests: {time.perf_counter() - start:.1f} s in Chromium"
 
 

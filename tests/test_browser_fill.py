@@ -65,12 +65,11 @@ def site(request):
 
 
 @pytest.fixture(scope="module")
-def chromium(site):
+def chromium(site, playwright_driver):
     """(new_page, requests that left the site): pages of one headless Chromium, every request outside the
     site blocked and recorded."""
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
-    from playwright.sync_api import sync_playwright
     base, left = site[1], []
 
     def route(r):
@@ -79,24 +78,23 @@ def chromium(site):
         left.append(r.request.url)
         return r.abort()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        contexts = []
+    browser = playwright_driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    contexts = []
 
-        def new_page(javascript: bool = True):
-            context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=javascript)
-            context.set_default_timeout(60000)
-            context.route("**/*", route)
-            contexts.append(context)
-            page = context.new_page()
-            requests = []
-            page.on("request", lambda r: requests.append(r.url))
-            return page, requests
+    def new_page(javascript: bool = True):
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=javascript)
+        context.set_default_timeout(60000)
+        context.route("**/*", route)
+        contexts.append(context)
+        page = context.new_page()
+        requests = []
+        page.on("request", lambda r: requests.append(r.url))
+        return page, requests
 
-        yield new_page, left
-        for context in contexts:
-            context.close()
-        browser.close()
+    yield new_page, left
+    for context in contexts:
+        context.close()
+    browser.close()
 
 
 @pytest.fixture(scope="module")

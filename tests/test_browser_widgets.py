@@ -97,11 +97,10 @@ def test_element_ids_are_unique_and_stable():
 
 
 @pytest.fixture(scope="module")
-def widget_page(tmp_path_factory, tokenizer):
+def widget_page(tmp_path_factory, tokenizer, playwright_driver):
     """The three widgets in one page of their own, open in headless Chromium (no request allowed out)."""
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
-    from playwright.sync_api import sync_playwright
     from test_browser import CHROMIUM_ARGS
 
     ids = tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
@@ -109,17 +108,16 @@ def widget_page(tmp_path_factory, tokenizer):
     path = tmp_path_factory.mktemp("widgets") / "page.html"
     path.write_text("<!doctype html><html><body>" + "".join(w._repr_html_() for w in parts) + "</body></html>",
                     encoding="utf-8")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        requests, errors = [], []
-        page.on("request", lambda r: not r.url.startswith("file://") and requests.append(r.url))
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                   else route.abort())
-        page.goto(path.as_uri())
-        yield page, requests, errors
-        browser.close()
+    browser = playwright_driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    page = browser.new_page()
+    requests, errors = [], []
+    page.on("request", lambda r: not r.url.startswith("file://") and requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+               else route.abort())
+    page.goto(path.as_uri())
+    yield page, requests, errors
+    browser.close()
 
 
 def test_widgets_compute_python_s_numbers_in_chromium(widget_page, tokenizer):

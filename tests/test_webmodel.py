@@ -153,14 +153,14 @@ needs_chromium = pytest.mark.skipif(not Path(os.environ.get("CHROMIUM", "/usr/bi
 
 
 @needs_chromium
-def test_benchmark_measures_the_box_in_chromium_offline(tiny):
+def test_benchmark_measures_the_box_in_chromium_offline(tiny, playwright_driver):
     """benchmarks/run.py's browser_fill_times on the tiny export: a reader's keystrokes in Chromium give
     fill.guess's guesses; the model downloads only on the first request; the times and bytes are the page's."""
     sys.path.insert(0, str(ROOT))
     from benchmarks import run as bench
     tokenizer, words, model, folder, _ = tiny
     sentences = SENTENCES[:3]
-    result = bench.browser_fill_times(folder, sentences)
+    result = bench.browser_fill_times(folder, sentences, driver=playwright_driver)
     assert result["status"] == "ok" and result["errors"] == [] and result["left_site"] == []
     assert result["downloaded"] == [webmodel.MANIFEST, webmodel.WEIGHTS]  # nothing of the model before
     assert result["download_bytes"] == webmodel.download_bytes(folder) == result["model_bytes"]

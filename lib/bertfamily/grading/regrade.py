@@ -41,6 +41,7 @@ class Journaled:
             raise ValueError(f"--regrade updates a class graded before: no journal {path} beside --out (grade the "
                              "class once with this version, then regrade)")
         keep = self.resume or self.regrade is not None
+        existed = path.exists()
         journal = Journal.open(path, run_settings(settings.exercise, settings.limits, settings.sanitize,
                                                   settings.strict_outputs, fingerprint()), keep, self.force)
         by_name = {display: (digest, row) for (display, digest), row in journal.rows.items()}
@@ -75,6 +76,8 @@ class Journaled:
                     f"writes {self.out}.") from None
         finally:
             journal.close()
+            if not existed and not journal.rows:  # a run that graded nothing (its probe failed) leaves no file
+                path.unlink(missing_ok=True)
         return rows
 
 
