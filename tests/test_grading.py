@@ -246,3 +246,26 @@ def test_solutions_put_back_pass_every_check(tmp_path):
     graded = grading.Exercise.load(tiny).graded
     assert len(results) >= len(graded) >= 4
     assert all(r.passed for r in results), [(r.task, r.message) for r in results if not r.passed]
+
+
+def test_a_self_check_names_the_error_above_that_its_check_stumbled_on():
+    """Measured on a class of 6 (lecturer's afternoon): a student who imported lesson 3's calculator saw only
+    "✗ cell 21 error NameError: name 'fp32_mib' is not defined" in their self-check, never the ImportError
+    that says why; the grader's feedback shows it. The self-check now names it too."""
+    from bertfamily.grading.marks import report
+
+    def cell(source, ename=None, evalue=None, tags=()):
+        c = new_code_cell(source, metadata={"tags": list(tags)} if tags else {})
+        c.outputs = [new_output("error", ename=ename, evalue=evalue, traceback=[])] if ename else []
+        return c
+
+    nb = new_notebook(cells=[
+        cell("from bertfamily import budget", "ImportError", "bertfamily.budget is the course's own calculator"),
+        cell("ok = checks.check_predicted_sizes(fp32_mib, int8_mib)", "NameError",
+             "name 'fp32_mib' is not defined", tags=["check"]),
+        cell("ok = checks.check_file_sizes(a, b)", "NameError", "name 'a' is not defined", tags=["check"]),
+    ])
+    first, second = report(nb)
+    assert not first.passed and "NameError: name 'fp32_mib'" in first.message
+    assert "(cell 0 above raised ImportError: bertfamily.budget is the course's own calculator)" in first.message
+    assert "above" not in second.message  # no student cell raised between the two checks

@@ -369,3 +369,26 @@ def test_a_changed_grading_file_rewrites_the_class_without_running_it(tmp_path, 
     assert log.read_text(encoding="utf-8") == ""  # no notebook ran again
     then = {r["student"]: r["score"] for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
     assert all(int(then[s]) == int(first[s]) + 4 for s in ("s0", "s1", "s2")), (first, then)
+
+
+def test_feedback_shows_the_error_a_check_points_at_and_keeps_a_students_semicolons(exercise):
+    """Measured on a class of 6 (lecturer's afternoon): a student who imported lesson 3's calculator read
+    "`fp32_mib` was not defined (see the error above)" with no error above it (the ImportError was only in
+    the gradebook's `detail`), and a free-text answer with a "; " was cut in two bullets."""
+    from bertfamily.grading.gradebook import feedback_markdown
+
+    names = [t.name for t in exercise.graded]
+    task = names[3]
+    error = (f"{task}: cell 20 (the cell that starts `# Predict`) raised ImportError: bertfamily.budget is the "
+             "course's own calculator")
+    lost = "`fp32_mib` was not defined (see the error above)"
+    row = _row("b.ipynb", dict.fromkeys(names, 1) | {task: 0},
+               read_by_hand=f"{names[6]}: only Linear layers; the embeddings stay fp32; {names[0]}: a note")
+    row.detail = f"{error}; {task}: check_predicted_sizes: {lost}"
+    row.feedback = {task: [f"check_predicted_sizes had no answer: {lost}"]}
+    text = feedback_markdown(row, exercise)
+    section = text.split(f"## {task}:", 1)[1].split("##", 1)[0]
+    assert "raised ImportError: bertfamily.budget" in section
+    assert section.index("raised ImportError") < section.index("see the error above")
+    assert f"- {names[6]}: only Linear layers; the embeddings stay fp32\n" in text
+    assert f"- {names[0]}: a note" in text

@@ -211,11 +211,14 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
     for t in exercise.graded:
         said = row.feedback.get(t.name) or []
         lost = [p.split(": ", 1)[1] for p in row.detail.split("; ") if p.startswith(f"{t.name}: ")]
+        # the error a check's "(see the error above)" points at is in `detail`: it goes above that line
+        errors = [p for p in lost if " raised " in p and p not in said] if said else []
         if said or lost:
-            lines += [f"## {t.name}: {t.title}", "", *(f"- {line}" for line in said or lost), ""]
+            lines += [f"## {t.name}: {t.title}", "", *(f"- {line}" for line in errors + (said or lost)), ""]
     if row.read_by_hand:
+        # one entry a task ("task7: the student's words"); a student's own "; " is not a boundary
         lines += ["## Read by your instructor", "", "Not scored by the grader; your instructor reads it:", "",
-                  *(f"- {part}" for part in row.read_by_hand.split("; ")), ""]
+                  *(f"- {part}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)), ""]
     others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
     if others:
         lines += ["## About the run", "", *(f"- {p}" for p in others), ""]

@@ -45,10 +45,15 @@ def report(nb) -> list[CheckResult]:
     A check cell that raised, or printed no mark, counts as a failed check.
     """
     results = []
+    above = ""  # the error of a student's cell since the last check: what a check's error often comes from
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or CHECK not in _tags(cell):
+        if cell.cell_type != "code":
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if CHECK not in _tags(cell):
+            if errors:
+                above = f" (cell {index} above raised {errors[0].get('ename')}: {errors[0].get('evalue')})"
+            continue
         marks = 0
         for line in _output_text(cell).splitlines():
             m = _MARK.match(line)
@@ -60,9 +65,11 @@ def report(nb) -> list[CheckResult]:
                 results[-1].hint = f"{results[-1].hint} {hint}".strip()
         if errors:
             e = errors[0]
-            results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}", index))
+            results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}",
+                                       index))
         elif not marks:
             results.append(CheckResult(f"cell {index}", False, "the check printed no result", index))
+        above = ""
     return results
 
 
