@@ -350,7 +350,8 @@ def test_infinite_loop_times_out(loop_row):
     """The run stops at the loop: nothing after it is graded."""
     assert (loop_row.status, loop_row.score) == ("timeout", 0), loop_row
     assert set(loop_row.tasks.values()) == {0}
-    assert loop_row.detail == "not in a task: cell 1 (the cell that starts `while True:`) ran past the per-cell limit of 5 s"
+    assert loop_row.detail == ("not in a task: cell 1 (the cell that starts `while True:`) ran past the per-cell "
+                               "limit of 5 s")
 
 
 def snapshot(folder):

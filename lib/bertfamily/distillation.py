@@ -130,7 +130,8 @@ def mlm_triple_loss(teacher, *, temperature: float = 2.0,
     # checked now, not at the first step
     check_triple_weights(temperature, alpha_ce, alpha_mlm, alpha_cos)
     if targets not in ("soft", "first guess"):
-        raise ValueError(f"targets must be 'soft' or 'first guess', got {targets!r}")
+        raise ValueError(
+            f"targets must be 'soft' or 'first guess', got {targets!r}")
     if not (hasattr(teacher, "bert") and hasattr(teacher, "cls")):
         raise ValueError(f"the teacher must be a BertForMaskedLM (with "
                          f".bert and .cls), got {type(teacher).__name__}")
