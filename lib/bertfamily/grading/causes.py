@@ -9,11 +9,10 @@ from __future__ import annotations
 import ast
 import re
 
-from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.integrity import authored
 from bertfamily.grading.literals import bindings
 from bertfamily.grading.magics import Unreadable, _tree
-from bertfamily.grading.student import SOLUTION, _tags
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
@@ -24,14 +23,7 @@ def answer_tasks(exercise: Exercise) -> dict:
     owner = {}
     cells = {c.get("id"): c for c in exercise.reference.cells}
     for task in exercise.tasks:
-        for cid in task.cells:
-            cell = cells.get(cid)
-            if cell is None or cell.cell_type != "code" or SOLUTION not in _tags(cell):
-                continue
-            try:
-                tree = ast.parse(cell.source)
-            except SyntaxError:
-                continue
+        for _, tree in solution_trees(cells.get(cid) for cid in task.cells):
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     owner.setdefault(node.id, task.name)

@@ -75,13 +75,17 @@ class RunGroup:
         with open(self.path / "cgroup.procs", "w", encoding="utf-8") as handle:
             handle.write("0\n")
 
-    def out_of_memory(self) -> bool:
-        """Whether the kernel killed a process of the run for going past ``memory.max``."""
+    def _happened(self, events_file: str, key: str) -> bool:
+        """Whether the group's ``events_file`` (``memory.events``, ``pids.events``) counts ``key`` at least once."""
         try:
-            events = dict(line.split() for line in (self.path / "memory.events").read_text().splitlines())
+            events = dict(line.split() for line in (self.path / events_file).read_text().splitlines())
         except (OSError, ValueError):
             return False
-        return int(events.get("oom_kill", 0)) > 0
+        return int(events.get(key, 0)) > 0
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel killed a process of the run for going past ``memory.max``."""
+        return self._happened("memory.events", "oom_kill")
 
     def _number(self, name: str) -> int:
         try:
@@ -102,11 +106,7 @@ class RunGroup:
         return self._number("pids.current")
 
     def tasks_refused(self) -> bool:
-        try:
-            events = dict(line.split() for line in (self.path / "pids.events").read_text().splitlines())
-        except (OSError, ValueError):
-            return False
-        return int(events.get("max", 0)) > 0
+        return self._happened("pids.events", "max")
 
     def kill(self) -> None:
         try:

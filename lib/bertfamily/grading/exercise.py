@@ -4,6 +4,7 @@ A submission is read and prepared against it in :mod:`bertfamily.grading.submiss
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,3 +85,15 @@ def exercise_tasks(reference) -> list[Task]:
     if not tasks:
         raise ValueError("the reference notebook has no {exercise} directive with check cells")
     return tasks
+
+
+def solution_trees(cells):
+    """(cell, its parsed code) for each solution cell among ``cells`` (code cells tagged
+    :data:`~bertfamily.grading.student.SOLUTION`) that parses."""
+    for cell in cells:
+        if cell is None or cell.cell_type != "code" or SOLUTION not in _tags(cell):
+            continue
+        try:
+            yield cell, ast.parse(cell.source)
+        except SyntaxError:
+            continue

@@ -23,7 +23,7 @@ from bertfamily.grading import integrity
 from bertfamily.grading.budget import Budget, OverBudget
 from bertfamily.grading.causes import answer_tasks, needs, typed_origins, undefined_name
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
-from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.hub import served_in, served_note
 from bertfamily.grading.marks import _MARK, _output_text, report
 from bertfamily.grading.monitor import Limits
@@ -156,15 +156,8 @@ def measured_names(exercise: Exercise) -> set[str]:
     ``.st_size``): a submission's value of one must be the size of a file its run wrote."""
     import ast
 
-    from bertfamily.grading.student import SOLUTION, _tags
     names = set()
-    for cell in exercise.reference.cells:
-        if cell.cell_type != "code" or SOLUTION not in _tags(cell):
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
+    for _, tree in solution_trees(exercise.reference.cells):
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and any(
                     (isinstance(n, ast.Attribute) and n.attr in ("getsize", "st_size")) for n in ast.walk(node.value)):
