@@ -21,7 +21,7 @@ import pytest
 from test_grading_kinds import TINY, tiny  # noqa: E402  (tests/ is on sys.path)
 
 from bertfamily import grading
-from bertfamily.grading import integrity, literals, monitor, nbval_worker, trees
+from bertfamily.grading import integrity, literals, magics, monitor, nbval_worker, trees
 from bertfamily.grading.classroom import collect
 from bertfamily.grading.gradebook import write_feedback, write_gradebook
 
@@ -70,16 +70,16 @@ def test_the_real_exercises_solution_types_nothing_and_is_not_flagged():
     ("%%capture {exec('x = 1')}\nprint(1)", "exec"),
     ("%matplotlib {get_ipython().run_cell('x = 42')}", "get_ipython")])
 def test_code_in_a_magics_line_is_read(source, seen):
-    tree, unread = integrity._read(source)
+    tree, unread = magics._read(source)
     code = "\n".join(ast.unparse(n) for n in tree.body)
     assert seen in code.split("run_line_magic")[-1] or seen in code.split("run_cell_magic")[-1], code
     assert integrity._findings(tree, {"os": "os"}, set()), code
 
 
 def test_a_magics_line_that_cannot_be_read_is_said_and_a_dict_in_timeit_is_code():
-    assert integrity._read("%cd {x")[1] == ["%cd"]
-    assert integrity._read("%timeit d = {1: 2}")[1] == []
-    assert integrity._read("%matplotlib inline")[1] == []
+    assert magics._read("%cd {x")[1] == ["%cd"]
+    assert magics._read("%timeit d = {1: 2}")[1] == []
+    assert magics._read("%matplotlib inline")[1] == []
 
 
 @pytest.mark.parametrize("source, said", [

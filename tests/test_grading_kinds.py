@@ -819,14 +819,14 @@ def test_record_and_log_are_bounded():
 
 
 def test_magics_are_read_as_the_code_they_run():
-    from bertfamily.grading import integrity
+    from bertfamily.grading import magics
 
-    tree, unread = integrity._read("%%capture out\n%%time\nimport ctypes\nz = 5\n")
+    tree, unread = magics._read("%%capture out\n%%time\nimport ctypes\nz = 5\n")
     assert unread == [] and "import ctypes" in "\n".join(map(__import__("ast").unparse, tree.body))
-    assert integrity._read("%timeit -n 1 -r 3 y = f(2)")[0].body[-1].targets[0].id == "y"
-    assert integrity._read("%%bash\necho hi")[1] == ["%%bash"]
-    assert integrity._read("%%writefile x.py\nprint(1)")[1] == ["%%writefile"]
-    assert integrity._read("%matplotlib inline\nw = 1")[1] == []
+    assert magics._read("%timeit -n 1 -r 3 y = f(2)")[0].body[-1].targets[0].id == "y"
+    assert magics._read("%%bash\necho hi")[1] == ["%%bash"]
+    assert magics._read("%%writefile x.py\nprint(1)")[1] == ["%%writefile"]
+    assert magics._read("%matplotlib inline\nw = 1")[1] == []
 
 
 def test_feedback_names_are_unique_and_attribution_is_never_guessed():

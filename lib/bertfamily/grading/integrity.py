@@ -25,7 +25,7 @@ from bertfamily.grading.literals import (
     in_text_cells,
     literal_names,
 )
-from bertfamily.grading.magics import (  # noqa: F401 (the tests read a cell as the grader does: integrity._read)
+from bertfamily.grading.magics import (
     Unreadable,
     _magic,
     _on_ipython,
