@@ -254,12 +254,19 @@ def feedback_names(rows) -> list[str]:
 def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
     """One Markdown file per submission in ``folder`` (created), named by :func:`feedback_names`;
     none is written twice in a run."""
-    folder = Path(folder)
     handed = [r for r in rows if r.submission]
-    written, where = [], open_folder(folder)  # no link followed, at any part of the path or at a name
+    return write_markdown_files(folder, ((name, feedback_markdown(r, exercise))
+                                         for r, name in zip(handed, feedback_names(handed))))
+
+
+def write_markdown_files(folder, named_texts) -> list[Path]:
+    """Each (file name, Markdown) into ``folder`` (created), as a student may safely read it: control
+    characters escaped, HTML shown as text, no link followed at any part of the path or at a name."""
+    folder = Path(folder)
+    written, where = [], open_folder(folder)
     try:
-        for r, name in zip(handed, feedback_names(handed)):
-            text = html_text(escape_controls(printable(feedback_markdown(r, exercise)), keep="\n"))
+        for name, markdown in named_texts:
+            text = html_text(escape_controls(printable(markdown), keep="\n"))
             write_in(where, name, (text + "\n").encode("utf-8"))
             written.append(folder / name)
     finally:

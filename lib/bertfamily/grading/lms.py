@@ -34,12 +34,11 @@ from bertfamily.grading.gradebook import (
     _cell,
     feedback_markdown,
     feedback_names,
+    write_markdown_files,
 )
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number, utc
-from bertfamily.grading.safeio import open_folder, write_in
-from bertfamily.grading.submission import printable
-from bertfamily.grading.textsafe import disk_name, display_name, escape_controls, html_text
+from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
 # name, which may itself look like another student's prefix: the participant is the FIRST such prefix
@@ -277,18 +276,9 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
 def write_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
     """One Markdown file per handed-in row in ``folder`` (created), named by student
     (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
-    folder = Path(folder)
-    written, where = [], open_folder(folder)  # no link followed, at any part of the path or at a name
-    try:
-        for r, name in feedback_files(rows):
-            if only is not None and r.submission not in only:
-                continue
-            text = html_text(escape_controls(printable(feedback_text(r, exercise, policy)), keep="\n"))
-            write_in(where, disk_name(name), (text + "\n").encode("utf-8"))
-            written.append(folder / disk_name(name))
-    finally:
-        os.close(where)
-    return written
+    return write_markdown_files(folder, ((disk_name(name), feedback_text(r, exercise, policy))
+                                         for r, name in feedback_files(rows)
+                                         if only is None or r.submission in only))
 
 
 # --------------------------------------------------------------------------- Moodle's grading worksheet
