@@ -810,10 +810,25 @@ def browser_fill_times(model_folder: Path | None = None, sentences=FILL_SENTENCE
             and not left else "failed"}
 
 
+def outside_event_loop(function, *args, **kwargs):
+    """``function(*args, **kwargs)``, in a thread of its own where this one runs an asyncio loop: Playwright's
+    sync API refuses to start inside one (a Playwright already started in this process, say by a test, runs
+    one in its thread)."""
+    import asyncio
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return function(*args, **kwargs)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(function, *args, **kwargs).result()
+
+
 def browser_fill_record(result: dict | None = None) -> dict:
     """:func:`browser_fill_times` of the course model (or ``result``, one of its results) as the benchmark's
     result records it: the guesses counted, not kept."""
-    result = browser_fill_times() if result is None else result
+    result = outside_event_loop(browser_fill_times) if result is None else result
     return {**{k: v for k, v in result.items() if k != "guesses"},
             "guesses": sum(len(g) for g in result["guesses"])}
 

@@ -1,9 +1,10 @@
 """Train the course's checkpoints (make pretrain): lesson 1's masking runs, lesson 4's shared and
 unshared layers, lesson 6's MLM and TLM models, the course model that lessons 1, 2 and 3 evaluate,
 and its three 2-layer students (distilled, hard labels, random init) that lessons 2 and 3 compare, and the
-students trained on 3% of the articles (course-scarce) that lesson 2 compares.
+students trained on 3% of the articles (course-scarce) that lesson 2 compares, and lesson 2's
+compute-matched control (course-control: the students' shape from random weights, trained longer).
 
-    python tools/pretrain.py [masking] [tlm] [sharing] [course] [course-distil] [course-scarce]
+    python tools/pretrain.py [masking] [tlm] [sharing] [course] [course-distil] [course-scarce] [course-control]
 
 All of them by default; each log records how long its experiment took (``seconds``) and on what
 machine, and the README's table of run times is read from those logs.
@@ -223,6 +224,40 @@ def course_distil(progress) -> dict:
     return result
 
 
+def course_control(progress) -> dict:
+    """Lesson 2's compute-matched control, ``COURSE_CONTROL``: the students' 2-layer shape from random weights,
+    the course model's own recipe, for the teacher's steps plus a student's. Weights stored after every
+    evaluation (a run cut short leaves its last model); the log holds the validation curve, the test scores and
+    each hidden test blank's right or wrong first guess, for it and for the stored distilled student (the pair
+    an article-level interval compares)."""
+    from bertfamily import checkpoints as ck
+    from bertfamily.models import count_parameters
+
+    s = ck.COURSE_CONTROL
+    data = ck.course_data()
+    path, start = ck.FOLDER / "course-control.json", time.perf_counter()
+    result = {"settings": s, "blanks": data.held_out.targets}
+
+    def write(model, log):
+        ck.save(model, "course-control")
+        last = log["evaluations"][-1]
+        result.update(parameters=count_parameters(model), evaluations=log["evaluations"], steps_done=last["step"],
+                      machine=machine(), seconds=round(time.perf_counter() - start, 1))
+        path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        progress(f"control step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}% "
+                 f"({time.perf_counter() - start:.0f} s)")
+
+    model, log = ck.train_course_model(data, settings=s, on_evaluation=write)
+    ck.halve(model)  # the metrics of the weights as stored
+    ck.save(model, "course-control")
+    distilled = ck.load_course_student(data, "distilled")
+    result.update(final=ck.blank_scores(model, data.held_out), final_validation=ck.blank_scores(model, data.validation),
+                  right=ck.right_answers(model, data.held_out),
+                  distilled_right=ck.right_answers(distilled, data.held_out), epochs=log["epochs"],
+                  first_losses=log["train_loss"][:10], train_loss=[round(x, 4) for x in log["train_loss"]])
+    return result
+
+
 def course_scarce(progress) -> dict:
     """Lesson 2's second experiment, ``COURSE_SCARCE``: the course model's 2-layer students trained on 3% of the
     training articles, with hard labels, the teacher's soft targets or its first guesses, seed by seed. The log
@@ -273,10 +308,10 @@ def course_scarce(progress) -> dict:
 #: The course model and its students train with bfloat16 matrix products, fast on CPUs with AMX or AVX-512
 #: BF16 and slow where oneDNN is capped at AVX2: they run with the machine's own kernels (the threads stay
 #: pinned); their evaluations are float32, and the tests compare a re-run with the log within a tolerance.
-NATIVE = ("course", "course-distil", "course-scarce")
+NATIVE = ("course", "course-distil", "course-scarce", "course-control")
 
 
-EXPERIMENTS = ("masking", "tlm", "sharing", "course", "course-distil", "course-scarce")
+EXPERIMENTS = ("masking", "tlm", "sharing", "course", "course-distil", "course-scarce", "course-control")
 README_MARKS = ("<!-- pretrain-times: written by `python tools/pretrain.py --readme` from the logs -->",
                 "<!-- /pretrain-times -->")
 
@@ -287,7 +322,7 @@ def runtimes_table() -> str:
 
     lines = ["| experiment | lessons | minutes | threads | kernels | CPU | date |", "|---|---|--:|--:|---|---|---|"]
     lessons = {"masking": "1", "tlm": "6", "sharing": "4", "course": "1, 2, 3", "course-distil": "2, 3",
-               "course-scarce": "2"}
+               "course-scarce": "2", "course-control": "2"}
     for name in EXPERIMENTS:
         log = ck.read_log(name)
         m = log["machine"]
@@ -357,7 +392,8 @@ def main(argv=None) -> int:
     for name in args.experiments:
         start = time.perf_counter()
         result = {"masking": masking, "tlm": tlm, "sharing": sharing, "course": course,
-                  "course-distil": course_distil, "course-scarce": course_scarce}[name](tqdm.write)
+                  "course-distil": course_distil, "course-scarce": course_scarce,
+                  "course-control": course_control}[name](tqdm.write)
         result.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
         path = ck.FOLDER / f"{name}.json"
         path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -601,6 +601,18 @@ def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None =
     return student, log
 
 
+#: Lesson 2's compute-matched control, Turc et al. (2019)'s question "distil, or train the small model longer?": a model
+#: of the students' shape (2 layers) from random weights, trained with the course model's own from-scratch recipe
+#: (:data:`COURSE`) for the teacher's steps plus a student's (3,600 + 300), the budget that made the distilled
+#: student. Its steps cost less than the teacher's (half the layers), so it is matched in steps and tokens seen.
+COURSE_CONTROL = {**COURSE, "layers": len(COURSE_DISTIL["layers"]), "steps": COURSE["steps"] + COURSE_DISTIL["steps"]}
+
+
+def load_course_control(data: CourseData, settings: dict = COURSE_CONTROL):
+    """Lesson 2's stored compute-matched control (see :data:`COURSE_CONTROL`), in eval mode."""
+    return load_into(course_model(data, settings=settings), "course-control")
+
+
 def load_course_student(data: CourseData, arm: str, settings: dict = COURSE_DISTIL):
     """Lesson 2's stored student of ``arm`` (see :data:`COURSE_DISTIL`), in eval mode."""
     if arm not in settings["arms"]:
