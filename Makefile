@@ -28,7 +28,7 @@ help:
 	@echo "make lab STUDENT=1  write the student version (make student) and open it (student/) instead"
 	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
 	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
-	@echo "make unit       the unit tests only (no notebook, no book build): the fast gate"
+	@echo "make unit       lint, then the unit tests only (no notebook, no book build): the fast gate"
 	@echo "make pretrain   retrain the checkpoints of lessons 1-4 and 6, the course model and its students among them (about 5 hours)"
 	@echo "make colab-check every notebook alone on Colab's package set, installed by its own Colab cell (CI)"
 	@echo "make binder-check every notebook in an environment built from environment.yml + postBuild"
@@ -93,7 +93,7 @@ test: $(STAMP) lint
 	$(BIN)/python tools/nb.py format --check
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile --durations=15
 
-unit: $(STAMP)
+unit: $(STAMP) lint
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book and not slow" -n $(JOBS)
 
 notebooks: $(STAMP)
