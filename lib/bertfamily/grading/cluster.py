@@ -1,6 +1,6 @@
 """Grading a class on a Dask distributed cluster: ``bertfamily-grade ... --scheduler ADDRESS``.
 
-Each submission is one Dask task that runs :func:`~bertfamily.grading.gradebook.grade_submission`
+Each submission is one Dask task that runs :func:`~bertfamily.grading.pipeline.grade_submission`
 (the same sandbox as a local run) on a worker, from the submission's bytes (workers need not share
 the instructor's files). The rows are the local run's, sorted the same way, so the gradebook and
 the feedback files are byte for byte those of a local run.

@@ -208,7 +208,7 @@ def _said_not_scored(task, problem, answer_task, errors) -> str:
 
 
 def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_outputs: bool = False) -> Score:
-    """Score the run of ``prepared`` (:func:`~bertfamily.grading.exercise.prepare`'s copy)."""
+    """Score the run of ``prepared`` (:func:`~bertfamily.grading.submission.prepare`'s copy)."""
     nb = prepared.nb
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]  # nbval's cell number -> index
     results = {code[n]: entry for n, entry in run["results"].items() if 0 <= n < len(code)}
