@@ -52,7 +52,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 # what the book shows lives in the package (the appendix page reads it on Colab too)
-from bertfamily.measurements import RESULTS, SCHEMA, load_results, masking_table, notebook_table, plot  # noqa: F401
+from bertfamily.measurements import RESULTS, SCHEMA, load_results, masking_table, notebook_table
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 2 ** 20

@@ -15,6 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from bertfamily import measurements
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks import run as bench  # noqa: E402
@@ -188,7 +190,7 @@ def test_load_results_rejects_another_schema(tmp_path):
 def test_plot_draws_one_bar_per_notebook_and_the_limits():
     result = fake_result()
     bench.summarize(result)
-    fig = bench.plot(result)
+    fig = measurements.plot(result)
     left, right = fig.axes
     assert len(left.patches) == len(right.patches) == 4
     assert {l.get_xdata()[0] for l in right.lines} == {bench.BUDGETS["notebook_peak_mib"], bench.BUDGETS["binder_mib"]}

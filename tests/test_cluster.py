@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from bertfamily import grading
-from bertfamily.grading import cluster
+from bertfamily.grading import cluster, fingerprints
 from bertfamily.grading.classroom import collect
 from bertfamily.grading.gradebook import write_feedback, write_gradebook
 from bertfamily.grading.pipeline import Row
@@ -117,7 +117,7 @@ def test_a_worker_that_differs_is_named_and_grades_nothing(exercise, tmp_path):
     mine = cluster.fingerprint()
     assert {"Python", "bertfamily version", "bertfamily files (SHA-256 of all)", "torch version"} <= set(mine)
     theirs = {**mine, "bertfamily version": "0.0.9", "torch version": "not installed"}
-    assert cluster.differences(mine, theirs) == [
+    assert fingerprints.differences(mine, theirs) == [
         f"bertfamily version: 0.0.9 on the worker, {mine['bertfamily version']} here",
         f"torch version: not installed on the worker, {mine['torch version']} here"]
     (folder, log) = cheap_class(tmp_path / "one", 1)
@@ -186,11 +186,11 @@ def test_killed_workers_lose_nothing(exercise, tmp_path):
 def test_a_mismatched_worker_is_refused_before_it_grades(exercise, client, dask_cluster, tmp_path, capsys):
     def stale():
         cluster.fingerprint()
-        cluster._FINGERPRINT["bertfamily version"] = "0.0.1"
+        fingerprints._FINGERPRINT["bertfamily version"] = "0.0.1"
         return os.getpid()
 
     def fresh():
-        cluster._FINGERPRINT.clear()
+        fingerprints._FINGERPRINT.clear()
 
     first = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
     (pid,) = client.run(stale, workers=[first]).values()
@@ -208,10 +208,10 @@ def test_a_mismatched_worker_is_refused_before_it_grades(exercise, client, dask_
 def test_a_cluster_of_mismatched_workers_grades_nothing(exercise, client, dask_cluster, tmp_path):
     def stale():
         cluster.fingerprint()
-        cluster._FINGERPRINT["torch version"] = "1.0"
+        fingerprints._FINGERPRINT["torch version"] = "1.0"
 
     def fresh():
-        cluster._FINGERPRINT.clear()
+        fingerprints._FINGERPRINT.clear()
 
     client.run(stale)
     try:

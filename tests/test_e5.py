@@ -141,15 +141,15 @@ def test_corrupt_and_stale_caches_are_rebuilt(e5_model, e5_cache, tmp_path, caps
         byte = fh.read(1)
         fh.seek(-1, os.SEEK_CUR)
         fh.write(bytes([byte[0] ^ 0xFF]))
-    with pytest.raises(e5._BadCache, match="hash"):
-        e5._check_cache(cache, e5._source_id(e5.source_path()))
+    with pytest.raises(e5.cache._BadCache, match="hash"):
+        e5.cache._check_cache(cache, e5.cache._source_id(e5.source_path()))
 
     # truncated weights (an interrupted copy): detected, rebuilt, then good again
     with open(weights, "r+b") as fh:
         fh.truncate(weights.stat().st_size // 3)
     model, tokenizer = e5.multilingual_e5(cache_dir=cache)
     assert "rebuilding" in capsys.readouterr().out
-    e5._check_cache(cache, e5._source_id(e5.source_path()))            # no exception
+    e5.cache._check_cache(cache, e5.cache._source_id(e5.source_path()))            # no exception
     text = REFERENCE["embeddings"][0]["text"]
     assert torch.allclose(e5.embed(model, tokenizer, [text]), _embed(e5_model, [text]), atol=1e-6)
     del model, tokenizer
@@ -159,16 +159,16 @@ def test_corrupt_and_stale_caches_are_rebuilt(e5_model, e5_cache, tmp_path, caps
     for key, value in [("source", {"file": e5.SOURCE_FILE, "size": 1, "sha256": "0" * 64}),
                        ("format_version", e5.FORMAT_VERSION - 1)]:
         (cache / e5.MANIFEST).write_text(json.dumps({**manifest, key: value}))
-        with pytest.raises(e5._BadCache):
-            e5._check_cache(cache, e5._source_id(e5.source_path()))
+        with pytest.raises(e5.cache._BadCache):
+            e5.cache._check_cache(cache, e5.cache._source_id(e5.source_path()))
     e5.multilingual_e5(cache_dir=cache)                                # format version: rebuilt
     assert "format version" in capsys.readouterr().out
     assert json.loads((cache / e5.MANIFEST).read_text())["format_version"] == e5.FORMAT_VERSION
 
     # no manifest at all (e.g. a folder someone filled by hand)
     (cache / e5.MANIFEST).unlink()
-    with pytest.raises(e5._BadCache, match="no cache"):
-        e5._check_cache(cache, e5._source_id(e5.source_path()))
+    with pytest.raises(e5.cache._BadCache, match="no cache"):
+        e5.cache._check_cache(cache, e5.cache._source_id(e5.source_path()))
 
 
 def test_interrupted_rebuild_leaves_the_old_cache(e5_cache, tmp_path, monkeypatch):
@@ -178,11 +178,11 @@ def test_interrupted_rebuild_leaves_the_old_cache(e5_cache, tmp_path, monkeypatc
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(e5.tokenizer, "_write_tokenizer_json", interrupted)
+    monkeypatch.setattr(e5.tokenizer, "write_tokenizer_json", interrupted)
     with pytest.raises(KeyboardInterrupt):
         e5.multilingual_e5(cache_dir=cache, rebuild=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == before        # no half-built leftovers
-    e5._check_cache(cache, e5._source_id(e5.source_path()))            # the old cache is intact
+    e5.cache._check_cache(cache, e5.cache._source_id(e5.source_path()))            # the old cache is intact
 
 
 def test_missing_package_says_how_to_install(monkeypatch):

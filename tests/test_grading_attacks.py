@@ -58,7 +58,7 @@ def test_a_number_the_checks_expect_is_seen_however_it_is_written(source):
 def test_the_real_exercises_solution_types_nothing_and_is_not_flagged():
     ex = grading.Exercise.load()
     nb = grading.model_answer(ex.reference)
-    from bertfamily.grading.scoring import read_names
+    from bertfamily.grading.channel import read_names
     names = {n for t in ex.graded for _, s in t.checks for n in read_names(s)}
     assert integrity.typed_answers(nb, ex, names) == {} and integrity.suspicious(nb, ex) == []
 
@@ -70,16 +70,16 @@ def test_the_real_exercises_solution_types_nothing_and_is_not_flagged():
     ("%%capture {exec('x = 1')}\nprint(1)", "exec"),
     ("%matplotlib {get_ipython().run_cell('x = 42')}", "get_ipython")])
 def test_code_in_a_magics_line_is_read(source, seen):
-    tree, unread = magics._read(source)
+    tree, unread = magics.read_cell(source)
     code = "\n".join(ast.unparse(n) for n in tree.body)
     assert seen in code.split("run_line_magic")[-1] or seen in code.split("run_cell_magic")[-1], code
     assert integrity._findings(tree, {"os": "os"}, set()), code
 
 
 def test_a_magics_line_that_cannot_be_read_is_said_and_a_dict_in_timeit_is_code():
-    assert magics._read("%cd {x")[1] == ["%cd"]
-    assert magics._read("%timeit d = {1: 2}")[1] == []
-    assert magics._read("%matplotlib inline")[1] == []
+    assert magics.read_cell("%cd {x")[1] == ["%cd"]
+    assert magics.read_cell("%timeit d = {1: 2}")[1] == []
+    assert magics.read_cell("%matplotlib inline")[1] == []
 
 
 @pytest.mark.parametrize("source, said", [
@@ -157,7 +157,7 @@ def test_a_byte_order_mark_and_windows_line_ends_are_read_as_jupyter_shows_them(
 
 
 def test_data_the_courses_cells_give_is_not_a_literal_even_in_a_changed_course_cell():
-    from bertfamily.grading.scoring import read_names
+    from bertfamily.grading.channel import read_names
 
     ex = tiny()
     nb = grading.model_answer(ex.reference)

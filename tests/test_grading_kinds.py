@@ -25,7 +25,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_output
 
 from bertfamily import grading
-from bertfamily.grading import sandbox
+from bertfamily.grading import mounts, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "grading_tiny.ipynb"
@@ -499,7 +499,7 @@ def _grade_the_class(root: Path) -> dict:
     base.mkdir()
     _plant_leftover(base)
     out, feedback = root / "gradebook.csv", root / "feedback"
-    package = sandbox.package_dir()
+    package = mounts.course_package_dir()
     before = {"class": digest(klass), "package": vandalised(package), "tiny": digest(TINY.parent),
               "shm": sorted(os.listdir("/dev/shm")), "dev": sorted(os.listdir("/dev"))}
     env = {**os.environ, "BERTFAMILY_GRADE_TMP": str(base), "BERTFAMILY_CANARY": CANARY}
@@ -718,11 +718,11 @@ def test_kind9_a_course_under_tmp_in_a_folder_with_a_space(tmp_path_factory):
 
     where = Path("/tmp") / f"bf clone {os.getpid()}"
     if where.exists():
-        grading.sandbox.remove_tree(where)
+        grading.trees.remove_tree(where)
     try:
         (where / "lib").mkdir(parents=True)
         import shutil
-        shutil.copytree(sandbox.package_dir(), where / "lib" / "bertfamily",
+        shutil.copytree(mounts.course_package_dir(), where / "lib" / "bertfamily",
                         ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))
         (where / "tests").mkdir()
         shutil.copy(ROOT / "tests" / "sanitize.cfg", where / "tests" / "sanitize.cfg")
@@ -745,7 +745,7 @@ def test_kind9_a_course_under_tmp_in_a_folder_with_a_space(tmp_path_factory):
         assert (status, score) == ("graded", str(GRADED)) and module.startswith(str(where)), done.stdout
         assert list(runs.iterdir()) == []
     finally:
-        grading.sandbox.remove_tree(where)
+        grading.trees.remove_tree(where)
 
 
 @pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
@@ -809,11 +809,11 @@ def test_record_and_log_are_bounded():
     from bertfamily.grading import nbval_worker
 
     big = [{"output_type": "stream", "name": "stdout", "text": "z" * 2**20} for _ in range(50)]
-    answers = [{"output_type": "display_data", "data": {grading.sandbox.ANSWERS_MIME: {"cell": "c", "answers": "{}"}}}
+    answers = [{"output_type": "display_data", "data": {grading.channel.ANSWERS_MIME: {"cell": "c", "answers": "{}"}}}
                for _ in range(5)]
     kept = nbval_worker._plain(big + answers)
     assert sum(len(o.get("text", "")) for o in kept) <= nbval_worker.CELL_TEXT + nbval_worker.MAX_TEXT
-    assert sum(grading.sandbox.ANSWERS_MIME in o.get("data", {}) for o in kept) == nbval_worker.ANSWERS_KEPT + 1
+    assert sum(grading.channel.ANSWERS_MIME in o.get("data", {}) for o in kept) == nbval_worker.ANSWERS_KEPT + 1
     essentials = nbval_worker._plain(big + [{"output_type": "error", "ename": "E", "evalue": "v" * 5000}], True)
     assert [o["output_type"] for o in essentials] == ["error", "stream"] and len(essentials[0]["evalue"]) < 1100
 
@@ -821,16 +821,16 @@ def test_record_and_log_are_bounded():
 def test_magics_are_read_as_the_code_they_run():
     from bertfamily.grading import magics
 
-    tree, unread = magics._read("%%capture out\n%%time\nimport ctypes\nz = 5\n")
+    tree, unread = magics.read_cell("%%capture out\n%%time\nimport ctypes\nz = 5\n")
     assert unread == [] and "import ctypes" in "\n".join(map(__import__("ast").unparse, tree.body))
-    assert magics._read("%timeit -n 1 -r 3 y = f(2)")[0].body[-1].targets[0].id == "y"
-    assert magics._read("%%bash\necho hi")[1] == ["%%bash"]
-    assert magics._read("%%writefile x.py\nprint(1)")[1] == ["%%writefile"]
-    assert magics._read("%matplotlib inline\nw = 1")[1] == []
+    assert magics.read_cell("%timeit -n 1 -r 3 y = f(2)")[0].body[-1].targets[0].id == "y"
+    assert magics.read_cell("%%bash\necho hi")[1] == ["%%bash"]
+    assert magics.read_cell("%%writefile x.py\nprint(1)")[1] == ["%%writefile"]
+    assert magics.read_cell("%matplotlib inline\nw = 1")[1] == []
 
 
 def test_feedback_names_are_unique_and_attribution_is_never_guessed():
-    from bertfamily.grading.gradebook import _attribution, feedback_names
+    from bertfamily.grading.gradebook import attribution, feedback_names
 
     rows = [grading.Row(n, "graded", 1, 1, {}, "") for n in ("c/alice.ipynb", "late/alice.ipynb", "c/alice-2.ipynb",
                                                             "c/Bob.ipynb", "c/bob.ipynb")]
@@ -838,9 +838,9 @@ def test_feedback_names_are_unique_and_attribution_is_never_guessed():
     names = feedback_names([*rows, grading.Row(spoof, "graded", 1, 1, {}, "")])
     assert len({n.casefold() for n in names}) == 6 and "alice-2.md" in names
     roster = {"alice": {}, "alice-2": {}}
-    assert _attribution("alice-2.ipynb", grading.gradebook.ID_PATTERN, roster) == ("alice-2", "")
-    assert _attribution("alice_late.ipynb", grading.gradebook.ID_PATTERN, roster) == ("alice", "")
-    assert _attribution("alice-2_late.ipynb", grading.gradebook.ID_PATTERN, roster)[0] == ""
+    assert attribution("alice-2.ipynb", grading.gradebook.ID_PATTERN, roster) == ("alice-2", "")
+    assert attribution("alice_late.ipynb", grading.gradebook.ID_PATTERN, roster) == ("alice", "")
+    assert attribution("alice-2_late.ipynb", grading.gradebook.ID_PATTERN, roster)[0] == ""
 
 
 def test_a_notebook_is_repaired_before_it_is_validated():

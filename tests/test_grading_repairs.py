@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from bertfamily import grading
-from bertfamily.grading import verify
-from bertfamily.grading.sandbox import ANSWERS_MIME
+from bertfamily.grading import channel, verify
+from bertfamily.grading.channel import ANSWERS_MIME
 from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 
 EXPORTER = {}
-exec(verify.EXPORTER, EXPORTER)  # the exporter as the kernel runs it
+exec(channel.EXPORTER, EXPORTER)  # the exporter as the kernel runs it
 
 
 def check_cell(exercise, n):
@@ -95,11 +95,11 @@ def test_the_exporter_never_raises_and_prints_nothing(capsys):
 
 def test_answers_count_only_from_their_own_check_cell_once():
     one = [message("c1", {"x": {"plain": 1}})]
-    assert verify.answers_of("c1", one) == ({"x": {"plain": 1}}, "")
-    assert verify.answers_of("c1", []) == (None, "")
-    answers, why = verify.answers_of("c1", one + [message("c1", {"x": {"plain": 2}})])
+    assert channel.answers_of("c1", one) == ({"x": {"plain": 1}}, "")
+    assert channel.answers_of("c1", []) == (None, "")
+    answers, why = channel.answers_of("c1", one + [message("c1", {"x": {"plain": 2}})])
     assert answers is None and "forged" in why  # a second message: neither counts
-    answers, why = verify.answers_of("c2", one)
+    answers, why = channel.answers_of("c2", one)
     assert answers is None and "did not send" in why
 
 

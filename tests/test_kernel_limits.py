@@ -158,7 +158,7 @@ def test_the_groups_of_a_grader_that_is_gone_are_swept():
     left = [folders[h] / f"bertfamily-run-{dead}-deadbeef" for h in cgroupv1.HIERARCHIES]
     for folder in left:
         folder.mkdir()
-    mine = cgroupv1.run_group(2**30, 10)
+    mine = cgroupv1.v1_run_group(2**30, 10)
     try:
         assert cgroupv1.sweep() >= 2
         assert not any(folder.exists() for folder in left) and mine.memory.exists()  # a live grader's stays

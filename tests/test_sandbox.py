@@ -16,7 +16,7 @@ import pytest
 from test_grading_kinds import MEMORY_MIB, TINY, added, full, row, shared_class, tiny
 
 from bertfamily import grading
-from bertfamily.grading import sandbox
+from bertfamily.grading import mounts, sandbox
 
 pytestmark = [pytest.mark.skipif(sandbox.sandbox_problem() is not None,
                                  reason=f"no sandbox here: {sandbox.sandbox_problem()}"),
@@ -138,4 +138,4 @@ def test_the_sandbox_is_read_only_but_for_its_own_capped_files(tmp_path, monkeyp
     assert said[:3] == ["Read-only file system"] * 3 and said[3:5] == ["True", "True"], said
     assert list(tmp_path.iterdir()) == []
     assert os.path.isdir("/dev")  # nothing of the host changed
-    assert Path(sandbox.package_dir()).is_dir()
+    assert Path(mounts.course_package_dir()).is_dir()

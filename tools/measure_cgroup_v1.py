@@ -62,7 +62,7 @@ def threads(count=200):
 
 def charged(pairs=1000):
     """Unix socket buffers under a large limit: how much the group is charged for them."""
-    group = cgroupv1.run_group(4 * 2**30, TASKS)
+    group = cgroupv1.v1_run_group(4 * 2**30, TASKS)
     pid = os.fork()
     if pid == 0:
         group.join()
@@ -84,7 +84,7 @@ def main() -> int:
           f"pids.max {TASKS}")
     for name, work in (("400 MiB of anonymous memory", anonymous), ("400 MiB written to /dev/shm", shared),
                        ("2000 Unix socketpairs filled", sockets), ("200 threads", threads)):
-        group = cgroupv1.run_group(LIMIT, TASKS)
+        group = cgroupv1.v1_run_group(LIMIT, TASKS)
         pid = os.fork()
         if pid == 0:
             group.join()

@@ -92,12 +92,12 @@ def solution_needles(reference, public_text: str) -> tuple[list[str], list[str]]
     of each stay on the page) and every line of prose of a solution markdown cell, at least MIN_LINE
     characters long. The names: identifiers of at least MIN_NAME characters that the solutions use and
     no public source does (the search index keeps words, not lines)."""
-    from bertfamily.grading.student import SOLUTION, SOLUTIONS_NOTE, _tags
+    from bertfamily.grading.student import SOLUTION, SOLUTIONS_NOTE, cell_tags
 
     lines, names = [], set()
     public_words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", public_text))
     for cell in reference.cells:
-        tags = _tags(cell)
+        tags = cell_tags(cell)
         if SOLUTION not in tags and SOLUTIONS_NOTE not in tags:
             continue
         found = _code_lines(cell.source) if cell.cell_type == "code" else _prose_lines(cell.source)

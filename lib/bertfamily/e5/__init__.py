@@ -31,18 +31,8 @@ from __future__ import annotations
 import torch
 
 from .. import features
-from .cache import (  # noqa: F401 (the cache's pieces, as tests and tools reach them)
-    FORMAT_VERSION,
-    MANIFEST,
-    MODEL_NAME,
-    WEIGHTS,
-    _BadCache,
-    _check_cache,
-    _source_id,
-    default_cache_dir,
-    multilingual_e5,
-)
-from .fileformat import BLOCK, PIP_SPEC, QK, SOURCE_FILE, E5File, source_path  # noqa: F401
+from .cache import FORMAT_VERSION, MANIFEST, MODEL_NAME, WEIGHTS, default_cache_dir, multilingual_e5
+from .fileformat import PIP_SPEC, SOURCE_FILE, E5File, source_path
 
 __all__ = ["multilingual_e5", "embed", "default_cache_dir", "source_path", "E5File", "FORMAT_VERSION",
            "PIP_SPEC", "SOURCE_FILE", "MODEL_NAME", "MANIFEST", "WEIGHTS"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import tokenizer as _tokenizer
-from .fileformat import SOURCE_FILE, E5File, _build_model, source_path
+from .fileformat import SOURCE_FILE, E5File, build_model, source_path
 
 #: Bump when the rebuild changes in a way that makes older caches wrong.
 FORMAT_VERSION = 2
@@ -142,13 +142,13 @@ def _rebuild(src: Path, source: dict, cache: Path):
     tmp = Path(tempfile.mkdtemp(prefix=f".{cache.name}-build-", dir=cache.parent))
     try:
         f = E5File(src)
-        model = _build_model(f)
+        model = build_model(f)
         with quiet_loading():
             model.save_pretrained(tmp, safe_serialization=True)
         del model
         gc.collect()
-        _tokenizer._write_tokenizer_json(f, tmp / "tokenizer.json")
-        tokenizer = _tokenizer._wrap_tokenizer(tmp / "tokenizer.json", f)
+        _tokenizer.write_tokenizer_json(f, tmp / "tokenizer.json")
+        tokenizer = _tokenizer.wrap_tokenizer(tmp / "tokenizer.json", f)
         tokenizer.save_pretrained(tmp)
         del f                                     # unmaps the source file
         files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}

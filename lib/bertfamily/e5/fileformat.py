@@ -121,7 +121,7 @@ def _config(f: E5File):
     )
 
 
-def _build_model(f: E5File):
+def build_model(f: E5File):
     """A ``BertModel`` whose every parameter is written from the file (so no random init)."""
     from transformers import BertModel
     from transformers.initialization import no_init_weights

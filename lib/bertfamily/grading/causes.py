@@ -12,7 +12,7 @@ import re
 from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.integrity import authored
 from bertfamily.grading.literals import bindings
-from bertfamily.grading.magics import Unreadable, _tree
+from bertfamily.grading.magics import Unreadable, cell_tree
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
@@ -55,7 +55,7 @@ def typed_origins(nb, exercise, names) -> dict:
     trees = []
     for _, source, _ in authored(nb, exercise):
         try:
-            tree = _tree(source)
+            tree = cell_tree(source)
         except Unreadable:
             continue
         if tree is not None:

@@ -144,4 +144,4 @@ def run_group(limits):
             return RunGroup(parent, memory, limits.processes)
         except OSError:
             pass
-    return cgroupv1.run_group(memory, limits.processes)
+    return cgroupv1.v1_run_group(memory, limits.processes)

@@ -193,7 +193,7 @@ def sweep(root: Path = ROOT) -> int:
     return removed
 
 
-def run_group(memory_bytes: int, tasks: int, root: Path = ROOT) -> V1Group | None:
+def v1_run_group(memory_bytes: int, tasks: int, root: Path = ROOT) -> V1Group | None:
     """A run's v1 groups with these limits, where the machine lets the grader make them; else None."""
     folders = parents(root)
     if folders is None:

@@ -106,14 +106,14 @@ def _worker_died(args) -> Row:
                                      "submissions were graded)")
 
 
-def _cores() -> int:
+def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _jobs_default() -> int:
+def default_jobs() -> int:
     """One job per core, but no more than the free memory holds (about 1.8 GiB each)."""
     import psutil
-    return max(1, min(_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
+    return max(1, min(usable_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
 
 
 class _Rows(list):
@@ -152,7 +152,7 @@ class LocalPool:
         limits = settings.limits
         probe_kernel(limits)  # a kernel that cannot start here is said once, before anyone is graded
         if limits.threads is None:  # share the cores between the kernels that run at once
-            limits = dataclasses.replace(limits, threads=max(1, _cores() // max(1, min(self.jobs, len(found)))))
+            limits = dataclasses.replace(limits, threads=max(1, usable_cores() // max(1, min(self.jobs, len(found)))))
         work = [settings.args(path, name, limits) for path, name in found]
         rows = _Rows(self.on_row)
         with tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress, file=sys.stderr) as bar:

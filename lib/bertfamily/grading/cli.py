@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading import lms, policy
-from bertfamily.grading.classroom import LocalPool, _jobs_default, grade_class, grade_notebook
+from bertfamily.grading.classroom import LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import REFERENCE, Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
@@ -21,11 +21,13 @@ from bertfamily.grading.gradebook import (
     write_canvas,
     write_gradebook,
 )
-from bertfamily.grading.marks import _print_report, self_check
+from bertfamily.grading.marks import print_report, self_check
+from bertfamily.grading.monitor import Limits
+from bertfamily.grading.mounts import UNSAFE_FLAG, SandboxMissing
 from bertfamily.grading.pipeline import SANITIZE
 from bertfamily.grading.regrade import Journaled, select
 from bertfamily.grading.safeio import check_output_folder
-from bertfamily.grading.sandbox import UNSAFE_FLAG, Limits, SandboxMissing, require_sandbox
+from bertfamily.grading.sandbox import require_sandbox
 from bertfamily.grading.student import write_student
 from bertfamily.grading.verify import package_changes
 
@@ -60,7 +62,7 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
     parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out (and --canvas)")
-    parser.add_argument("--jobs", type=int, default=_jobs_default(),
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
                         help="submissions at a time (default: one per core, as far as free memory allows: %(default)s)")
     parser.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout,
                         help="seconds per cell (default %(default)s)")
@@ -157,7 +159,7 @@ def _main_gradebook(argv) -> int:
                 check_output_folder(given, args.submissions, label)
         exercise = Exercise.load(args.reference)
         rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts)
-        owners = {f.display: (lms._roster_match(f, roster)[0] if roster is not None else lms._plain_key(f))
+        owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
         if args.scheduler:  # distributed stays optional: imported only here
@@ -188,7 +190,8 @@ def _main_gradebook(argv) -> int:
         if moodle:
             for warning in lms.write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)
-        feedback = lms.write_feedback(rows, exercise, args.feedback, rules, only=chosen) if args.feedback else []
+        feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=chosen)
+                    if args.feedback else [])
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -260,7 +263,7 @@ def _main_commands(argv) -> int:
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=1, ensure_ascii=False))
     else:
-        _print_report(results)
+        print_report(results)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Grading a class on a Dask distributed cluster: ``bertfamily-grade ... --scheduler ADDRESS``.
 
-Each submission is one Dask task that runs :func:`~bertfamily.grading.gradebook.grade_submission`
+Each submission is one Dask task that runs :func:`~bertfamily.grading.pipeline.grade_submission`
 (the same sandbox as a local run) on a worker, from the submission's bytes (workers need not share
 the instructor's files). The rows are the local run's, sorted the same way, so the gradebook and
 the feedback files are byte for byte those of a local run.
@@ -31,18 +31,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertfamily.grading.classroom import ClassSettings, _cores
+from bertfamily.grading.classroom import ClassSettings, usable_cores
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.fingerprints import (  # noqa: F401  (the tests reach them here)
-    _FINGERPRINT,
-    LIBRARIES,
-    _digest,
-    differences,
-    file_digest,
-    fingerprint,
-    worker_problems,
-)
-from bertfamily.grading.journal import JOURNAL_SUFFIX, Journal, journal_path, run_settings  # noqa: F401
+from bertfamily.grading.fingerprints import bytes_digest, file_digest, fingerprint, worker_problems
+from bertfamily.grading.journal import Interrupted, Journal, journal_path, run_settings
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.pipeline import Row, error_row, grade_submission
 from bertfamily.grading.submission import link_problem
@@ -53,10 +45,6 @@ KILLS = 2
 POLL_S = 0.5
 #: Seconds to fetch a finished row from its worker.
 RESULT_TIMEOUT_S = 60
-
-
-class Interrupted(ValueError):
-    """The run stopped before every submission was graded; the journal keeps what was."""
 
 
 class WorkerMismatch(RuntimeError):
@@ -91,7 +79,7 @@ def grade_bytes(data: bytes, display: str, exercise: Exercise, limits: Limits, s
     if problems:
         raise WorkerMismatch("; ".join(problems))
     if limits.threads is None:
-        limits = dataclasses.replace(limits, threads=max(1, _cores() // max(1, host_threads)))
+        limits = dataclasses.replace(limits, threads=max(1, usable_cores() // max(1, host_threads)))
     with tempfile.TemporaryDirectory(prefix="bertfamily-submission-") as tmp:
         path = Path(tmp).resolve() / Path(display).name  # the name it was handed in under, no link on the way
         path.write_bytes(data)
@@ -234,7 +222,7 @@ class _Run:
                 data = item.path.read_bytes()
             except OSError as exc:
                 raise Interrupted(f"cannot read {item.display} any more ({exc.strerror})") from None
-            if _digest(data) != item.digest:
+            if bytes_digest(data) != item.digest:
                 raise Interrupted(f"{item.display} changed while the class was being graded")
             self.serial += 1
             future = self.client.submit(

@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.magics import MAX_SOURCE, _python
-from bertfamily.grading.student import SOLUTION, _tags, placeholder
+from bertfamily.grading.magics import MAX_SOURCE, as_python
+from bertfamily.grading.student import SOLUTION, cell_tags, placeholder
 from bertfamily.grading.submission import Invalid, link_problem, read_submission
 
 #: Lines of code in common (not comments, not blank) below which nothing is flagged.
@@ -32,7 +32,7 @@ def normalized(source: str) -> tuple:
     if len(source) > MAX_SOURCE:
         return tuple(line.strip() for line in source.splitlines() if line.strip())
     try:
-        code = _python(source)
+        code = as_python(source)
         tokens = tokenize.generate_tokens(io.StringIO(code).readline)
         return tuple((t.type, "" if t.type in (tokenize.INDENT, tokenize.DEDENT) else t.string)
                      for t in tokens if t.type not in _SKIP)
@@ -52,7 +52,7 @@ def _graded_solutions(exercise: Exercise) -> dict:
     for task in exercise.graded:
         for cid in task.cells:
             cell = by_id[cid]
-            if cell.cell_type == "code" and SOLUTION in _tags(cell) and code_lines(cell.source):
+            if cell.cell_type == "code" and SOLUTION in cell_tags(cell) and code_lines(cell.source):
                 found[normalized(cell.source)] = (task.name, code_lines(cell.source))
     return found
 
@@ -63,7 +63,7 @@ def _course_cells(exercise: Exercise) -> set:
     course = set()
     for cell in exercise.reference.cells:
         if cell.cell_type == "code":
-            course.add(normalized(placeholder(cell) if SOLUTION in _tags(cell) else cell.source))
+            course.add(normalized(placeholder(cell) if SOLUTION in cell_tags(cell) else cell.source))
     return course
 
 

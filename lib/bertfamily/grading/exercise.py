@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from bertfamily.grading.student import CHECK, SOLUTION, _tags
+from bertfamily.grading.student import CHECK, SOLUTION, cell_tags
 
 ROOT = Path(__file__).resolve().parents[3]
 #: The course's solution notebook: it defines the tasks (and is graded like any submission).
@@ -29,7 +29,7 @@ class Task:
     graded: bool
 
 
-def _lines(source: str) -> tuple:
+def visible_lines(source: str) -> tuple:
     """A cell's code, compared as a reader sees it: lines without trailing spaces, no blank lines."""
     return tuple(line.rstrip() for line in source.splitlines() if line.strip())
 
@@ -66,20 +66,20 @@ def exercise_tasks(reference) -> list[Task]:
         found = _EXERCISE.search(cell.source) if cell.cell_type == "markdown" else None
         if found:
             groups.append((found.group(1), [], []))
-        elif cell.cell_type == "code" and ({SOLUTION, CHECK} & set(_tags(cell))):
+        elif cell.cell_type == "code" and ({SOLUTION, CHECK} & set(cell_tags(cell))):
             if not groups:
-                raise ValueError(f"code cell {cell.get('id')} is tagged {_tags(cell)} before any "
+                raise ValueError(f"code cell {cell.get('id')} is tagged {cell_tags(cell)} before any "
                                  "{exercise} directive of the reference notebook")
             if not cell.get("id"):
                 raise ValueError("the reference notebook's cells have no ids (nbformat 4.5 or later)")
             groups[-1][1].append(cell.id)
-            if CHECK in _tags(cell):
+            if CHECK in cell_tags(cell):
                 groups[-1][2].append(cell)
     tasks = []
     for number, (title, cells, checks) in enumerate(groups, 1):
         if not checks:
             raise ValueError(f"exercise {number} ({title}) of the reference notebook has no check cell")
-        graded = not all("nbval-ignore-output" in _tags(c) for c in checks)
+        graded = not all("nbval-ignore-output" in cell_tags(c) for c in checks)
         tasks.append(Task(f"task{number}", title, tuple(cells), tuple((c.id, c.source) for c in checks),
                           graded))
     if not tasks:
@@ -91,7 +91,7 @@ def solution_trees(cells):
     """(cell, its parsed code) for each solution cell among ``cells`` (code cells tagged
     :data:`~bertfamily.grading.student.SOLUTION`) that parses."""
     for cell in cells:
-        if cell is None or cell.cell_type != "code" or SOLUTION not in _tags(cell):
+        if cell is None or cell.cell_type != "code" or SOLUTION not in cell_tags(cell):
             continue
         try:
             yield cell, ast.parse(cell.source)

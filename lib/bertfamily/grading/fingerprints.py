@@ -11,13 +11,14 @@ from pathlib import Path
 from bertfamily.grading import sandbox
 from bertfamily.grading.exercise import REFERENCE
 from bertfamily.grading.monitor import Limits
+from bertfamily.grading.mounts import SandboxMissing
 
 #: What a worker must have as the instructor has it, besides the course package: the libraries
 #: whose versions can change what a notebook prints, and what runs it.
 LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "nbval", "nbclient", "nbformat", "ipykernel", "pytest")
 
 
-def _digest(data: bytes) -> str:
+def bytes_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -68,13 +69,13 @@ def fingerprint() -> dict:
     return dict(_FINGERPRINT)
 
 
-def _short(value: str) -> str:
+def short_digest(value: str) -> str:
     return value[:12] + "…" if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
 
 
 def differences(expected: dict, found: dict) -> list[str]:
     """What differs between the instructor's fingerprint and a worker's, in words."""
-    return [f"{key}: {_short(str(found.get(key, 'missing')))} on the worker, {_short(str(value))} here"
+    return [f"{key}: {short_digest(str(found.get(key, 'missing')))} on the worker, {short_digest(str(value))} here"
             for key, value in expected.items() if found.get(key) != value]
 
 
@@ -92,7 +93,7 @@ def sandbox_problem_for(limits: Limits) -> str | None:
         if problem is None:
             try:
                 sandbox.probe_kernel(limits)
-            except sandbox.SandboxMissing as exc:
+            except SandboxMissing as exc:
                 problem = str(exc)
         _SANDBOX.append(problem)
     return _SANDBOX[0]

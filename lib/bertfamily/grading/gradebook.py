@@ -63,7 +63,7 @@ def student_id(name: str, pattern: str) -> str | None:
     return found.group("id") if found else None
 
 
-def _attribution(name: str, pattern: str, roster: dict) -> tuple[str, str]:
+def attribution(name: str, pattern: str, roster: dict) -> tuple[str, str]:
     """(the student a file name belongs to, or "", and what is ambiguous about it, or ""). A file name
     that is a roster id (``alice-2.ipynb``) is that student's; a name that starts with several roster
     ids (``alice-2_late.ipynb`` with alice and alice-2 on the roster) is nobody's until renamed."""
@@ -88,13 +88,13 @@ def _attribution(name: str, pattern: str, roster: dict) -> tuple[str, str]:
 def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTERN) -> list[Row]:
     """Rows with the student id filled in; students of the roster without a submission get a
     ``missing`` row; a student with two submissions, a file matching nobody, or a file name that could
-    be two students' (:func:`_attribution`: attributed to neither), is said in ``detail``."""
+    be two students' (:func:`attribution`: attributed to neither), is said in ``detail``."""
     if "id" not in re.compile(pattern).groupindex:
         raise ValueError(f"--pattern must have a group named id, as in {ID_PATTERN!r}, got {pattern!r}")
     rows = [dataclasses.replace(r) for r in rows]
     seen, ambiguous = Counter(), {}
     for r in rows:
-        r.student, ambiguous[id(r)] = _attribution(r.submission, pattern, roster)
+        r.student, ambiguous[id(r)] = attribution(r.submission, pattern, roster)
         seen[r.student] += 1
     for r in rows:
         extra = []
@@ -127,7 +127,7 @@ def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = Fal
             "read_by_hand", "detail"]
 
 
-def _cell(value):
+def csv_cell(value):
     """A CSV cell a spreadsheet shows as text: a string that starts like a formula (= + - @, or a tab or
     carriage return before one) gets a leading apostrophe, as OWASP recommends."""
     if isinstance(value, str):  # no control character either (a cell is one line; ESC, BEL, bidi marks)
@@ -138,9 +138,9 @@ def _cell(value):
 
 
 
-def _atomic_csv(out, rows: list[list], force: bool, cells=_cell) -> None:
+def write_csv_atomically(out, rows: list[list], force: bool, cells=csv_cell) -> None:
     """Write CSV rows atomically (a temporary file in the same folder, then a rename); an existing
-    ``out`` is replaced only with ``force``; each value passes through ``cells`` (:func:`_cell`)."""
+    ``out`` is replaced only with ``force``; each value passes through ``cells`` (:func:`csv_cell`)."""
     out = Path(out)
     if out.exists() and not force:
         raise ValueError(f"{out} exists; pass --force to overwrite it")
@@ -169,7 +169,7 @@ def write_gradebook(rows, exercise: Exercise, out, force: bool = False, roster: 
         policy = [r.submitted, r.time_from, r.late, r.counts] if timed else []
         lines.append([r.submission, *([r.student] if roster else []), r.status, "" if r.score is None else r.score,
                       r.max_score, *marks, *policy, r.outputs, r.flags, r.read_by_hand, r.detail])
-    _atomic_csv(out, lines, force)
+    write_csv_atomically(out, lines, force)
 
 
 #: Canvas's grade-import CSV: these five columns, then one column per assignment, named as Canvas
@@ -193,7 +193,7 @@ def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False) 
     for sid, s in roster.items():
         lines.append([s.get("name", ""), s.get("canvas_id", ""), s.get("sis_user_id", "") or sid,
                       s.get("sis_login_id", ""), s.get("section", ""), best.get(sid, "")])
-    _atomic_csv(out, lines, force)
+    write_csv_atomically(out, lines, force)
 
 
 def feedback_markdown(row: Row, exercise: Exercise) -> str:

@@ -27,12 +27,12 @@ from bertfamily.grading.literals import (
 )
 from bertfamily.grading.magics import (
     Unreadable,
-    _magic,
-    _on_ipython,
-    _read,
-    _tree,
+    cell_tree,
+    magic_call,
+    on_ipython,
+    read_cell,
 )
-from bertfamily.grading.student import SOLUTION, _tags
+from bertfamily.grading.student import SOLUTION, cell_tags
 
 #: Modules no solution of the exercise needs, and what importing them can do to a graded run.
 MODULES = {"gc": "reach any object of the interpreter", "ctypes": "write the interpreter's memory",
@@ -83,7 +83,7 @@ def authored(nb, exercise) -> list[tuple[int, str, str]]:
     solution cells, added cells and course cells the student changed; never the course's own cells,
     restored checks or their copies."""
     course = {c.id: c.source for c in exercise.reference.cells
-              if c.cell_type == "code" and SOLUTION not in _tags(c)}
+              if c.cell_type == "code" and SOLUTION not in cell_tags(c)}
     found = []
     for index, cell in enumerate(nb.cells):
         cid = cell.get("id") or ""
@@ -102,7 +102,7 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
             budget.take(len(cell.source))
         if cell.cell_type == "code":
             try:
-                imported.update(imported_names(_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
+                imported.update(imported_names(cell_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
             except (Unreadable, RecursionError):
                 pass
     expected = _expected_values()
@@ -110,7 +110,7 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
         if budget is not None:
             budget.check()
         try:
-            tree, unread = _read(source)
+            tree, unread = read_cell(source)
         except Unreadable as why:
             said.append(f"cell {index} cannot be read by the grader ({why})")
             continue
@@ -121,7 +121,7 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
         try:
             found = _findings(tree, imported, expected)
             if course:  # a course cell the student changed: only what the student's version adds
-                known = set(_findings(_tree(course) or ast.Module(body=[], type_ignores=[]), imported, expected))
+                known = set(_findings(cell_tree(course) or ast.Module(body=[], type_ignores=[]), imported, expected))
                 found = [f for f in found if f not in known]
         except RecursionError:
             found = ["is nested too deeply to read"]
@@ -202,7 +202,7 @@ def _findings(tree, imported, expected) -> list[str]:
                                                or any("Module" in ".".join(chain(b)) for b in node.bases)):
             found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("system", "getoutput") and _on_ipython(node.func) and not _pip_line(node):
+                and node.func.attr in ("system", "getoutput") and on_ipython(node.func) and not _pip_line(node):
             found.append("runs a shell command (!)")
     return found
 
@@ -245,14 +245,14 @@ def _installed(top: str) -> bool:
 
 def _only_magics(tree) -> bool:
     """True when every use of get_ipython is a magic written out (IPython writes ``%timeit x`` as
-    ``get_ipython().run_line_magic('timeit', 'x')``): its code is read (:func:`_read`), or said. One
+    ``get_ipython().run_line_magic('timeit', 'x')``): its code is read (:func:`read_cell`), or said. One
     walk of the tree (a map of each node's parent), whatever the number of calls."""
     parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
             attribute = parent.get(id(node))
             call = parent.get(id(attribute)) if isinstance(attribute, ast.Attribute) else None
-            if not isinstance(call, ast.Call) or call.func is not attribute or (_magic(call) is None and not (
+            if not isinstance(call, ast.Call) or call.func is not attribute or (magic_call(call) is None and not (
                     attribute.attr == "system" and _pip_line(call))):
                 return False
     return True
@@ -267,12 +267,13 @@ def typed_answers(nb, exercise, answers: dict, budget=None) -> dict:
         if budget is not None:
             budget.take(len(source))
         try:
-            tree = _tree(source)
+            tree = cell_tree(source)
         except Unreadable:
             continue  # said by suspicious()
         if tree is not None:
             trees.append((index, tree))
-    course = [_tree(c.source) for c in exercise.reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c)]
+    course = [cell_tree(c.source) for c in exercise.reference.cells
+              if c.cell_type == "code" and SOLUTION not in cell_tags(c)]
     given = set(bindings([t for t in course if t is not None])[0])  # the data the course's cells give
     known = literal_names([t for _, t in trees], given, budget)
     typed = {}

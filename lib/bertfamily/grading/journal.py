@@ -8,12 +8,16 @@ import tempfile
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.fingerprints import _digest, _short
+from bertfamily.grading.fingerprints import bytes_digest, short_digest
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.pipeline import Row
 
 JOURNAL_SUFFIX = ".journal"
 _JOURNAL_FORMAT = "bertfamily-grade journal 1"
+
+
+class Interrupted(ValueError):
+    """The run stopped before every submission was graded; the journal keeps what was."""
 
 
 def journal_path(out) -> Path:
@@ -68,7 +72,7 @@ class Journal:
             parts = [f"{', '.join(differ)} differ"] if differ else []
             then = head["settings"].get("course")
             then = then if isinstance(then, dict) else {}
-            changed = [f"{key} {_short(str(then.get(key)))} then, {_short(str(now))} now"
+            changed = [f"{key} {short_digest(str(then.get(key)))} then, {short_digest(str(now))} now"
                        for key, now in settings["course"].items() if then.get(key) != now]
             if changed:
                 parts.append("the course changed since: " + ", ".join(changed))
@@ -99,6 +103,6 @@ class Journal:
 def run_settings(exercise: Exercise, limits: Limits, sanitize: str, strict_outputs: bool, course: dict) -> dict:
     """What decides a row besides the submission: a journal's rows are reused only under the same."""
     reference = json.dumps(exercise.reference, sort_keys=True, ensure_ascii=False).encode()
-    return {"exercise": f"{exercise.name} {_digest(reference)}", "limits": dataclasses.asdict(limits),
-            "sanitize": _digest(sanitize.encode()), "strict_outputs": strict_outputs,
+    return {"exercise": f"{exercise.name} {bytes_digest(reference)}", "limits": dataclasses.asdict(limits),
+            "sanitize": bytes_digest(sanitize.encode()), "strict_outputs": strict_outputs,
             "course": course}

@@ -29,11 +29,11 @@ from pathlib import Path
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
-    _atomic_csv,
-    _attribution,
-    _cell,
+    attribution,
+    csv_cell,
     feedback_markdown,
     feedback_names,
+    write_csv_atomically,
     write_markdown_files,
 )
 from bertfamily.grading.pipeline import Row
@@ -130,7 +130,7 @@ def find(paths) -> list[Found]:
 
 # --------------------------------------------------------------------------- whose, and when
 
-def _roster_match(f: Found, roster: dict) -> tuple[str, str]:
+def roster_match(f: Found, roster: dict) -> tuple[str, str]:
     """(the roster id of ``f``'s student or "", what is wrong with it or "")."""
     if f.layout == "canvas":
         for sid, s in roster.items():
@@ -149,14 +149,14 @@ def _roster_match(f: Found, roster: dict) -> tuple[str, str]:
         return "", f"not on the roster (Moodle participant {f.key}, {f.name})"
     if f.layout == "folder" and f.key in roster:
         return f.key, ""
-    sid, ambiguous = _attribution(f.path.name, ID_PATTERN, roster)
+    sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
     if ambiguous:
         return "", ambiguous
     return (sid, "") if sid in roster else ("", f"not on the roster (id {sid!r} from the file name)" if sid
                                             else "no student id in the file name")
 
 
-def _plain_key(f: Found) -> str:
+def plain_key(f: Found) -> str:
     """The student of ``f`` without a roster, as the layout names them."""
     if f.layout == "moodle":
         return f"{f.name}_{f.key}"
@@ -196,7 +196,7 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
     names = [t.name for t in exercise.graded]
     out, owners = [], {}
     for f in found:
-        owners[f.display] = _roster_match(f, roster) if roster is not None else (_plain_key(f), "")
+        owners[f.display] = roster_match(f, roster) if roster is not None else (plain_key(f), "")
     has_notebook = {owners[f.display][0] or f.display for f in found if f.notebook}
     for f in found:
         sid, problem = owners[f.display]
@@ -273,7 +273,7 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
     return text
 
 
-def write_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
+def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
     """One Markdown file per handed-in row in ``folder`` (created), named by student
     (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
     return write_markdown_files(folder, ((disk_name(name), feedback_text(r, exercise, policy))
@@ -361,9 +361,9 @@ def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[
         pid = re.search(r"(\d+)\s*$", entry["Identifier"]).group(1)
         grade, comment = _grade_and_comment(counted.get(pid), max_score)
         entry["Grade"] = grade or entry.get("Grade", "")
-        entry["Feedback comments"] = _cell(comment) if comment else entry.get("Feedback comments", "")
+        entry["Feedback comments"] = csv_cell(comment) if comment else entry.get("Feedback comments", "")
         out_lines.append([entry.get(h, "") for h in head])
-    _atomic_csv(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
+    write_csv_atomically(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
     warnings = []
     maxima = {entry.get("Maximum Grade", "") for entry in (dict(zip(head, line)) for line in out_lines[1:])} - {""}
     try:

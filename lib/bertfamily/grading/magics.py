@@ -7,7 +7,7 @@ import ast
 import functools
 
 
-def _on_ipython(func) -> bool:
+def on_ipython(func) -> bool:
     value = func.value
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "get_ipython"
 
@@ -26,7 +26,7 @@ MAX_MAGIC_DEPTH = 8
 
 
 @functools.lru_cache(maxsize=256)  # cells of up to MAX_SOURCE characters: at most ~100 MB kept
-def _python(source: str) -> str:
+def as_python(source: str) -> str:
     """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become)."""
     from IPython.core.inputtransformer2 import TransformerManager
     return TransformerManager().transform_cell(source)
@@ -39,17 +39,17 @@ class Unreadable(Exception):
 MAX_SOURCE = 200_000  # characters of one cell the grader parses (a long solution is a few thousand)
 
 
-def _tree(source: str):
-    """The AST of a cell, the code its magics run included (:func:`_read`), or None when it is not
+def cell_tree(source: str):
+    """The AST of a cell, the code its magics run included (:func:`read_cell`), or None when it is not
     Python (the run reports that); :class:`Unreadable` when it is too large or deep to parse, which is
     read by hand."""
-    return _read(source)[0]
+    return read_cell(source)[0]
 
 
-def _magic(node):
+def magic_call(node):
     """(name, line, body or None) of a magic IPython runs (``get_ipython().run_cell_magic('time', '',
     'x = 1')``) whose arguments are written out; None for any other node."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _on_ipython(node.func) \
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and on_ipython(node.func) \
             and node.func.attr in ("run_line_magic", "run_cell_magic") and not node.keywords \
             and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
             and len(node.args) == (2 if node.func.attr == "run_line_magic" else 3):
@@ -118,19 +118,19 @@ def magic_code(name: str, line: str, body: str | None) -> list[str] | None:
     return [c for c in expanded + code + [body or ""] if c.strip()]
 
 
-def _read(source: str, depth: int = 0):
+def read_cell(source: str, depth: int = 0):
     """(the AST of a cell with the code of its magics appended, the magics whose code it cannot read)."""
     if len(source) > MAX_SOURCE:
         raise Unreadable(f"{len(source):,} characters")
     try:
-        tree = ast.parse(_python(source))
+        tree = ast.parse(as_python(source))
     except (SyntaxError, ValueError):
         return None, []
     except (RecursionError, MemoryError) as exc:
         raise Unreadable("nested too deeply") from exc
     inner, unread = [], []
     for node in ast.walk(tree):
-        found = _magic(node)
+        found = magic_call(node)
         if found is None:
             continue
         name, line, body = found
@@ -139,7 +139,7 @@ def _read(source: str, depth: int = 0):
             unread.append(f"%%{name}" if body is not None else f"%{name}")
             continue
         for piece in code:
-            sub, more = _read(piece, depth + 1)
+            sub, more = read_cell(piece, depth + 1)
             if sub is None:  # code that is not Python: read by hand
                 unread.append(f"%%{name}" if body is not None else f"%{name}")
             else:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import nbformat
 
-from bertfamily.grading.student import CHECK, _tags
+from bertfamily.grading.student import CHECK, cell_tags
 
-_MARK = re.compile(r"^\s*([✓✗])\s+(.*?):\s*(.*)$")
+MARK_LINE = re.compile(r"^\s*([✓✗])\s+(.*?):\s*(.*)$")
 
 
 @dataclass
@@ -29,7 +29,7 @@ class CheckResult:
     hint: str = ""
 
 
-def _output_text(cell) -> str:
+def output_text(cell) -> str:
     parts = []
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
@@ -50,13 +50,13 @@ def report(nb) -> list[CheckResult]:
         if cell.cell_type != "code":
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        if CHECK not in _tags(cell):
+        if CHECK not in cell_tags(cell):
             if errors:
                 above = f" (cell {index} above raised {errors[0].get('ename')}: {errors[0].get('evalue')})"
             continue
         marks = 0
-        for line in _output_text(cell).splitlines():
-            m = _MARK.match(line)
+        for line in output_text(cell).splitlines():
+            m = MARK_LINE.match(line)
             if m:
                 marks += 1
                 results.append(CheckResult(m.group(2), m.group(1) == "✓", m.group(3), index))
@@ -101,7 +101,7 @@ def self_check(path, timeout: int = 600, kernel_name: str = "python3") -> list[C
     return report(execute_copy(path, timeout=timeout, kernel_name=kernel_name))
 
 
-def _print_report(results, stream=sys.stdout) -> None:
+def print_report(results, stream=sys.stdout) -> None:
     width = max((len(r.task) for r in results), default=4)
     for r in results:
         print(f"{'✓' if r.passed else '✗'} {r.task:<{width}}  {r.message}", file=stream)

@@ -247,7 +247,7 @@ def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> tuple[P
     grader binds the kernel's paths onto (None when the grader is not root); remove it after the run."""
     import tempfile
 
-    args = bwrap_args(folder, runtime, limits, submitted, python_roots(), package_dir())
+    args = bwrap_args(folder, runtime, limits, submitted, python_roots(), course_package_dir())
     args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "@connection_file@"]
     path, ids, view = folder / "launch.json", outer_ids(), None
     if ids:  # its binds exist only in the launcher's own mount namespace; the host sees empty entries
@@ -258,7 +258,7 @@ def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> tuple[P
     return path, view
 
 
-def package_dir() -> Path:
+def course_package_dir() -> Path:
     import bertfamily
     return Path(bertfamily.__file__).resolve().parent
 
@@ -337,7 +337,7 @@ def kernel_package(dest: Path) -> Path:
     that imports one,
     and with the kernel's ``checks`` (no answer key). Read-only in the sandbox; one per run, so nothing
     an instructor changes mid-class, and nothing a run does, reaches another run."""
-    source, target = package_dir(), Path(dest) / "bertfamily"
+    source, target = course_package_dir(), Path(dest) / "bertfamily"
     shutil.copytree(source, target, ignore=lambda top, names: [
         n for n in names if n in HIDDEN and Path(top) == source or n == "__pycache__"])
     modules = {".".join(p.relative_to(target).with_suffix("").parts): p for p in target.rglob("*.py")}

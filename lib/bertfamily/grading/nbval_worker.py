@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 from bertfamily.grading.channel import ANSWERS_MIME
-from bertfamily.grading.marks import _output_text
+from bertfamily.grading.marks import output_text
 
 WORKER_COMMAND = ("import sys; from bertfamily.grading.nbval_worker import main; sys.exit(main(sys.argv[1:]))")
 OUTPUT_TIMEOUT_S = 60  # nbval's wait for a finished cell's output messages (as the root conftest.py)
@@ -102,7 +102,7 @@ def _first_difference(item) -> tuple[str, str]:
     from nbval.plugin import coalesce_streams
 
     def lines(outputs):
-        return item.sanitize(_output_text(nbformat.from_dict({"outputs": coalesce_streams(
+        return item.sanitize(output_text(nbformat.from_dict({"outputs": coalesce_streams(
             [nbformat.from_dict(copy.deepcopy(dict(o))) for o in outputs])}))).splitlines()
     for stored, rerun in zip_longest(lines(place_independent(item.cell.outputs)),
                                      lines(place_independent(item.test_outputs or [])),

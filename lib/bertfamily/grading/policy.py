@@ -198,13 +198,13 @@ def handout_points(exercise: Exercise, policy: Policy) -> dict:
 def reference_checks(exercise: Exercise) -> dict:
     """How many ✓ lines each graded task's check cells print in the reference: the denominator of
     partial credit (a check that never ran earns nothing, but still counts)."""
-    from bertfamily.grading.marks import _MARK, _output_text
+    from bertfamily.grading.marks import MARK_LINE, output_text
 
     found = {}
     by_id = {c.get("id"): c for c in exercise.reference.cells}
     for task in exercise.graded:
-        found[task.name] = sum(1 for cid, _ in task.checks for line in _output_text(by_id[cid]).splitlines()
-                               if _MARK.match(line))
+        found[task.name] = sum(1 for cid, _ in task.checks for line in output_text(by_id[cid]).splitlines()
+                               if MARK_LINE.match(line))
     return found
 
 

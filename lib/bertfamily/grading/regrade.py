@@ -14,13 +14,9 @@ import sys
 
 from bertfamily.grading.classroom import ClassSettings
 from bertfamily.grading.fingerprints import file_digest, fingerprint
-from bertfamily.grading.journal import Journal, journal_path, run_settings
+from bertfamily.grading.journal import Interrupted, Journal, journal_path, run_settings
 from bertfamily.grading.pipeline import Row, grade_submission
 from bertfamily.grading.submission import link_problem
-
-
-class Interrupted(ValueError):
-    """A local run stopped before every submission was graded; the journal keeps what was."""
 
 
 class Journaled:

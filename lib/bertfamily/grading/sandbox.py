@@ -36,26 +36,20 @@ from pathlib import Path
 import nbformat
 
 from bertfamily.grading import cgroups, cgroupv1, trees
-from bertfamily.grading.channel import ANSWERS_MIME, EXPORTER, kernel_checks_source, with_exports  # noqa: F401
+from bertfamily.grading.channel import EXPORTER, with_exports
 from bertfamily.grading.hub import write_served_hub
-from bertfamily.grading.monitor import (  # noqa: F401  (the package's names, as before the split)
-    CPU_GRACE_S,
-    DISK_POLL_S,
+from bertfamily.grading.monitor import (
     MAX_FILE_BYTES,
-    POLL_S,
     Limits,
     LogTail,
     child_limits,
-    die_with_parent,
     kill_tree,
     watch,
     writable_folders,
 )
-from bertfamily.grading.mounts import (  # noqa: F401
+from bertfamily.grading.mounts import (
     EXPORTER_INSIDE,
-    HIDDEN,
     HUB,
-    INSIDE,
     UNSAFE_FLAG,
     SandboxMissing,
     bwrap_options,
@@ -64,20 +58,10 @@ from bertfamily.grading.mounts import (  # noqa: F401
     launch_command,
     namespaces,
     outer_ids,
-    package_dir,
-    python_roots,
     sandbox_env,
     write_launch,
 )
-from bertfamily.grading.nbval_worker import (  # noqa: F401
-    FULL,
-    MAX_TEXT,
-    OUTPUT_TIMEOUT_S,
-    RECORD_MAX,
-    WORKER_COMMAND,
-    place_independent,
-    records,
-)
+from bertfamily.grading.nbval_worker import FULL, RECORD_MAX, WORKER_COMMAND, records
 from bertfamily.grading.textsafe import disk_name
 
 #: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
@@ -157,11 +141,6 @@ def _sweep(base) -> None:
                 trees.remove_tree(entry.path)
             except (OSError, OverflowError, ValueError):
                 pass
-
-
-def remove_tree(folder) -> None:
-    """Delete a run's folder, whatever the kernel did to its shape or permissions (never raises)."""
-    trees.remove_tree(folder)
 
 
 def _runtime(folder: Path) -> Path:

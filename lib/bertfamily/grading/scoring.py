@@ -25,7 +25,7 @@ from bertfamily.grading.causes import answer_tasks, needs, typed_origins, undefi
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.hub import served_in, served_note
-from bertfamily.grading.marks import _MARK, _output_text, report
+from bertfamily.grading.marks import MARK_LINE, output_text, report
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.student import CHECK
 from bertfamily.grading.verify import recheck_each
@@ -148,7 +148,7 @@ def _for_the_instructor(source: str) -> list[str]:
 def _marks(text: str) -> list[str]:
     """A check's verdicts, ``✓ Task 3 (the reduction)``: what must reproduce (its message may name
     what only the student's real model shows, which the grader's stand-in does not)."""
-    return [f"{m.group(1)} {m.group(2)}" for m in map(_MARK.match, text.splitlines()) if m]
+    return [f"{m.group(1)} {m.group(2)}" for m in map(MARK_LINE.match, text.splitlines()) if m]
 
 
 def measured_names(exercise: Exercise) -> set[str]:
@@ -208,7 +208,7 @@ def _said_not_scored(task, problem, answer_task, errors) -> str:
 
 
 def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_outputs: bool = False) -> Score:
-    """Score the run of ``prepared`` (:func:`~bertfamily.grading.exercise.prepare`'s copy)."""
+    """Score the run of ``prepared`` (:func:`~bertfamily.grading.submission.prepare`'s copy)."""
     nb = prepared.nb
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]  # nbval's cell number -> index
     results = {code[n]: entry for n, entry in run["results"].items() if 0 <= n < len(code)}
@@ -316,7 +316,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                     found += [line for line, _ in said]
                     feedback += [line for _, line in said]
             if cell.get("outputs"):
-                before = _marks(_output_text(cell))
+                before = _marks(output_text(cell))
                 if before != _marks(printed):
                     first = next((b, a) for b, a in zip_longest(before, _marks(printed), fillvalue="(nothing)")
                                  if b != a)

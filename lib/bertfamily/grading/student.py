@@ -43,7 +43,7 @@ PLACEHOLDER = "# YOUR CODE HERE"
 _SOLUTION_DIRECTIVE = re.compile(r"[`:]{3,}\s*\{solution")
 
 
-def _tags(cell) -> list:
+def cell_tags(cell) -> list:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
@@ -114,9 +114,9 @@ def student_version(nb, website: bool = False, points: dict | None = None):
     out = copy.deepcopy(nb)
     cells, number = [], 0
     for index, cell in enumerate(out.cells):
-        solution = SOLUTION in _tags(cell)
+        solution = SOLUTION in cell_tags(cell)
         if cell.cell_type == "markdown":
-            if solution or SOLUTIONS_NOTE in _tags(cell):
+            if solution or SOLUTIONS_NOTE in cell_tags(cell):
                 continue
             if _SOLUTION_DIRECTIVE.search(cell.source):
                 raise ValueError(f"markdown cell {index} (id {cell.get('id')}) holds a solution "
@@ -149,7 +149,7 @@ def student_version(nb, website: bool = False, points: dict | None = None):
 def restore_solutions(student_nb, solution_nb):
     """A copy of ``student_nb`` with every solution code cell put back from ``solution_nb`` (by cell id)."""
     reference = {c.get("id"): c for c in solution_nb.cells
-                 if c.cell_type == "code" and SOLUTION in _tags(c)}
+                 if c.cell_type == "code" and SOLUTION in cell_tags(c)}
     out = copy.deepcopy(student_nb)
     for cell in out.cells:
         if cell.get("id") in reference:

@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import nbformat.v4
 
-from bertfamily.grading.exercise import _lines
-from bertfamily.grading.student import SOLUTION, _tags
+from bertfamily.grading.exercise import visible_lines
+from bertfamily.grading.student import SOLUTION, cell_tags
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 #: nbval's cell tags and comment markers: the grader, not the submission, decides which outputs count.
@@ -173,8 +173,8 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise Invalid(f"not a valid notebook: {first}") from None
     ids = {c.get("id") for c in nb.cells}
-    checks = {cid: _lines(source) for t in tasks for cid, source in t.checks}
-    by_source = {_lines(c.source) for c in nb.cells if c.cell_type == "code"} & set(checks.values())
+    checks = {cid: visible_lines(source) for t in tasks for cid, source in t.checks}
+    by_source = {visible_lines(c.source) for c in nb.cells if c.cell_type == "code"} & set(checks.values())
     if not ids & set(checks) and not by_source:
         raise Invalid(f"not this exercise: none of the {len(checks)} check cells of {reference_name} "
                       "is in it (by cell id, which Jupyter keeps, or by its code)")
@@ -190,7 +190,7 @@ class Prepared:
 
 def _only_added(student: str, reference: str) -> bool:
     """True when ``student`` holds every line of ``reference``, in order (the student only added lines)."""
-    want, have = list(_lines(reference)), iter(_lines(student))
+    want, have = list(visible_lines(reference)), iter(visible_lines(student))
     return all(any(line == got for got in have) for line in want)
 
 
@@ -199,12 +199,13 @@ def _match_by_source(cells, reference) -> int:
     code cell with the same code that the notebook lacks (in order); the number matched. Solution
     cells are matched by what follows them (see ``_owners``)."""
     known, present = {c.get("id") for c in reference.cells}, {c.get("id") for c in cells}
-    free = [c for c in reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c) and c.id not in present]
+    free = [c for c in reference.cells
+            if c.cell_type == "code" and SOLUTION not in cell_tags(c) and c.id not in present]
     matched = 0
     for cell in cells:
         if cell.cell_type != "code" or cell.get("id") in known:
             continue
-        found = next((r for r in free if _lines(r.source) == _lines(cell.source)), None)
+        found = next((r for r in free if visible_lines(r.source) == visible_lines(cell.source)), None)
         if found is not None:
             cell["id"] = found.id
             free.remove(found)
@@ -230,7 +231,7 @@ def prepare(nb, exercise) -> Prepared:
     """
     reference, tasks = exercise.reference, exercise.tasks
     task_of = {cid: t.name for t in tasks for cid in t.cells}
-    course = {c.id: c for c in reference.cells if c.cell_type == "code" and SOLUTION not in _tags(c)}
+    course = {c.id: c for c in reference.cells if c.cell_type == "code" and SOLUTION not in cell_tags(c)}
     checks = {cid for t in tasks for cid, _ in t.checks}
     skipped = {cid for t in tasks if not t.graded for cid, _ in t.checks}
     tolerated = {cid for t in tasks if not t.graded for cid in t.cells} - skipped
@@ -286,9 +287,10 @@ def prepare(nb, exercise) -> Prepared:
     for cell in out.cells:
         if cell.cell_type != "code":
             continue
-        tags = [t for t in _tags(cell) if t not in NBVAL_TAGS]
+        tags = [t for t in cell_tags(cell) if t not in NBVAL_TAGS]
         if cell.get("id") in known:
-            tags += [t for t in _tags(next(c for c in reference.cells if c.id == cell.get("id"))) if t in NBVAL_TAGS]
+            reference_cell = next(c for c in reference.cells if c.id == cell.get("id"))
+            tags += [t for t in cell_tags(reference_cell) if t in NBVAL_TAGS]
         if cell.get("id") in skipped:
             tags.append("nbval-skip")
         elif cell.get("id") in checks or cell.get("id") in inserted:

@@ -1,8 +1,8 @@
 """Verifying outside the kernel: the grader checks each answer itself, in its own process.
 
 While a submission is graded its kernel has no answer key: the ``bertfamily.checks`` it imports only
-says that the grader checks (:func:`bertfamily.grading.sandbox.kernel_checks_source`). Just before
-each graded check cell, the grader's exporter (:data:`EXPORTER`, a read-only file of the sandbox, not
+says that the grader checks (:func:`bertfamily.grading.channel.kernel_checks_source`). Just before
+each graded check cell, the grader's exporter (``channel.EXPORTER``, a read-only file of the sandbox, not
 part of the notebook) sends the values that the check reads as one display message: numbers, text,
 and for a model a summary of what the checks look at (its class, its configuration, which layers are
 quantised and to what). nbval receives it, outside the sandbox, as that cell's output, so a later
@@ -23,16 +23,7 @@ from types import SimpleNamespace
 # Imported when the grader starts, before any submission runs: the checks this process runs are the
 # course's as installed then (and :func:`package_intact` notices any change to the package).
 from bertfamily import checks as _checks
-from bertfamily.grading.channel import (  # noqa: F401  (the tests and older callers read them here)
-    ANSWERS_MIME,
-    EXPORTER,
-    MAX_ANSWERS,
-    answers_of,
-    exports,
-    read_names,
-    sent_answers,
-    with_exports,
-)
+from bertfamily.grading.channel import read_names
 
 
 def _package_files() -> dict:
@@ -114,7 +105,7 @@ def recheck(source: str, answers: dict) -> tuple[bool, str]:
 def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
     """:func:`recheck`, and what the check printed (its ✓ / ✗ lines and hints, as the student's
     notebook shows them)."""
-    from bertfamily.grading.marks import _MARK
+    from bertfamily.grading.marks import MARK_LINE
 
     if "__error__" in answers:
         return False, f"the grader could not read the answers ({answers['__error__']})", ""
@@ -136,7 +127,7 @@ def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
     except Exception as exc:  # a check never raises on an answer: an answer the kernel could not have had
         return False, f"the check raised {type(exc).__name__}: {exc}"[:200], printed.getvalue()
     text = printed.getvalue()
-    marks = [m for m in map(_MARK.match, text.splitlines()) if m]
+    marks = [m for m in map(MARK_LINE.match, text.splitlines()) if m]
     failed = [m for m in marks if m.group(1) != "✓"]
     if not marks:
         return False, "the check printed no result", text
@@ -168,7 +159,7 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
     ``{"check", "passed", "why", "printed", "missing"}`` per statement that calls a check (in order).
     An answer that was not defined when the cell ran (or cannot be rebuilt) fails only the checks that
     read it, and ``missing`` names it; the other checks of the cell are scored on their own."""
-    from bertfamily.grading.marks import _MARK
+    from bertfamily.grading.marks import MARK_LINE
 
     if "__error__" in answers:
         why = f"the grader could not read the answers ({answers['__error__']})"
@@ -204,7 +195,7 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
         except Exception as exc:  # a check never raises on an answer: one the kernel could not have had
             result["why"] = f"the check raised {type(exc).__name__}: {exc}"[:200]
         result["printed"] = text = printed.getvalue()
-        marks = [m for m in map(_MARK.match, text.splitlines()) if m]
+        marks = [m for m in map(MARK_LINE.match, text.splitlines()) if m]
         if check and not result["why"]:
             failed = [m for m in marks if m.group(1) != "✓"]
             result["passed"] = bool(marks) and not failed
