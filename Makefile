@@ -15,7 +15,7 @@ LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # Three on two cores: a third of the suite waits (kernels starting, sandboxes, the browser), and a third
 # worker fills those waits (measured: 559 s with two, 500 s with three, this machine, same commit)
 JOBS   ?= 3
-NOTEBOOKS = $(shell $(BIN)/python tools/nb.py list)
+NOTEBOOKS = $(shell $(BIN)/python -m tools.nb list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
 .PHONY: help setup book book-public serve lab lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
@@ -62,7 +62,7 @@ book: $(STAMP)
 # The website as a class may see it: the exercise without its solutions (page, .ipynb download,
 # _sources, search index); tools/public_book.py then greps every file it built for solution text.
 book-public: $(STAMP)
-	$(BIN)/python tools/public_book.py --out _build/public
+	$(BIN)/python -m tools.public_book --out _build/public
 
 serve: book
 	@echo "Serving on http://localhost:$(PORT) (Ctrl-C stops)"
@@ -88,9 +88,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check lib tools benchmarks tests conftest.py
 
 test: $(STAMP) lint
-	$(BIN)/python tools/nb.py colab-cell --check
-	$(BIN)/python tools/nb.py environment --check
-	$(BIN)/python tools/nb.py format --check
+	$(BIN)/python -m tools.nb colab-cell --check
+	$(BIN)/python -m tools.nb environment --check
+	$(BIN)/python -m tools.nb format --check
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile --durations=15
 
 unit: $(STAMP) lint
@@ -104,10 +104,10 @@ notebooks: $(STAMP)
 # folder, its first cell installing the course as on Colab, which must keep every package the
 # manifest lists. .ci/run runs it after make test. binder-check: a venv from environment.yml + postBuild.
 colab-check: $(STAMP)
-	$(BIN)/python tools/standalone.py $(NB)
+	$(BIN)/python -m tools.standalone $(NB)
 
 binder-check: $(STAMP)
-	$(BIN)/python tools/standalone.py --binder $(NB)
+	$(BIN)/python -m tools.standalone --binder $(NB)
 
 # lessons 1-4 and 6 evaluate models trained longer than a lesson may run: tools/pretrain.py writes
 # their weights and logs into lib/bertfamily/checkpoints/ (then re-execute those notebooks)
@@ -115,17 +115,17 @@ pretrain: $(STAMP)
 	$(BIN)/python tools/pretrain.py
 
 execute: $(STAMP)
-	$(BIN)/python tools/nb.py execute $(NB)
+	$(BIN)/python -m tools.nb execute $(NB)
 
 benchmark: $(STAMP)
-	$(BIN)/python tools/nb.py benchmark $(NB)
+	$(BIN)/python -m tools.nb benchmark $(NB)
 
 # Every notebook, masking, book builds and the whole `make test` (its measured wall time,
 # `make_test`) into lib/bertfamily/results/benchmark.json and .md; then
 # the appendix page, which reads that result, is re-executed so that it shows the new numbers.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run.py --make-test --skip-unit
-	$(BIN)/python tools/nb.py execute book/running.ipynb
+	$(BIN)/python -m benchmarks.run --make-test --skip-unit
+	$(BIN)/python -m tools.nb execute book/running.ipynb
 
 student: $(STAMP)
 	$(BIN)/python -m bertfamily.grading student book/exercise_distilbert.ipynb student/exercise_distilbert.ipynb
@@ -134,9 +134,9 @@ student: $(STAMP)
 # with their sources. (Maintainers with the workplace's shared/ folder beside the clone also get
 # its course_check; nobody else needs it.)
 check: lint
-	$(BIN)/python tools/nb.py colab-cell --check
-	$(BIN)/python tools/nb.py environment --check
-	$(BIN)/python tools/nb.py format --check
+	$(BIN)/python -m tools.nb colab-cell --check
+	$(BIN)/python -m tools.nb environment --check
+	$(BIN)/python -m tools.nb format --check
 	@if [ -f ../shared/tools/course_check.py ]; then $(BIN)/python ../shared/tools/course_check.py --strict; fi
 
 clean:

@@ -1,4 +1,4 @@
-"""The benchmark (benchmarks/run.py): its memory sampler, verdicts, writers and notebook runner.
+"""The benchmark (the package benchmarks): its memory sampler, verdicts, writers and notebook runner.
 
 Nothing here asserts a timing: the machine is shared, and only sizes and structure are checked.
 """
@@ -15,11 +15,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bertfamily import measurements
+from benchmarks import run as bench
+from benchmarks.book import page_weight_table, page_weights
+from benchmarks.browser import outside_event_loop
+from benchmarks.masking import masking_comparison
+from benchmarks.memory import TreePeak
+from benchmarks.notebooks import run_notebook
+from benchmarks.report import markdown, write_results
+from benchmarks.suite import make_test_time, pytest_closing
+from benchmarks.verdicts import BUDGETS, notebook_verdict, summarize
+from bertfamily.measurements import SCHEMA, load_results, plot
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks import run as bench  # noqa: E402
 
 #: Holds MIB mebibytes, says "ready" once it holds them, and keeps them until its standard input closes:
 #: the test decides how long it lives, not a sleep (a loaded machine cannot make it end too early).
@@ -41,7 +48,7 @@ def _sampled_twice_more(peak) -> None:
 
 
 def test_tree_peak_sees_a_child_that_allocates_300_mib():
-    with bench.TreePeak(interval=0.02) as peak:
+    with TreePeak(interval=0.02) as peak:
         child = _hold(HOLD.format(mib=300))
         assert child.stdout.readline().strip() == "ready"
         _sampled_twice_more(peak)
@@ -72,7 +79,7 @@ def _peak_of_tree(code: str):
     """The TreePeak of a child running ``code``, rooted at it: told "go", it says "ready" and holds its
     memory until its standard input closes, after the sampler has measured it twice more."""
     proc = _hold(code)
-    with bench.TreePeak(root=proc.pid, include_root=True, interval=0.02) as peak:
+    with TreePeak(root=proc.pid, include_root=True, interval=0.02) as peak:
         proc.stdin.write("go\n")
         proc.stdin.flush()
         assert proc.stdout.readline().strip() == "ready"
@@ -115,7 +122,7 @@ def test_tree_peak_counts_the_pages_forked_processes_share_once():
 
 def test_tree_peak_rejects_a_bad_interval():
     with pytest.raises(ValueError, match="interval"):
-        bench.TreePeak(interval=0)
+        TreePeak(interval=0)
 
 
 def _row(name, wall, peak, status="ok"):
@@ -131,7 +138,7 @@ def fake_result():
                                 "collator(examples)": 64000.0},
                "ours": "bertfamily.mask_tokens",
                "ratio": {"collator.torch_mask_tokens": 3.0, "collator(examples)": 10.0}}
-    return {"schema": bench.SCHEMA, "budgets": dict(bench.BUDGETS), "sample_interval_s": 0.05,
+    return {"schema": SCHEMA, "budgets": dict(BUDGETS), "sample_interval_s": 0.05,
             "machine": {"date": "2026-01-01T00:00:00+00:00", "cpu_model": "Test CPU", "cpu_count": 2,
                         "cores_used": 2, "torch_threads": 2, "memory_gib": 8.0, "platform": "Linux",
                         "python": "3.11", "torch": "2.13.0", "transformers": "5", "offline": True,
@@ -144,32 +151,32 @@ def fake_result():
 
 
 def test_verdicts_follow_the_budgets():
-    b = bench.BUDGETS
-    assert bench.notebook_verdict(_row("a", b["notebook_wall_s"] - 0.1, b["notebook_peak_mib"] - 1)) == "within"
-    assert bench.notebook_verdict(_row("a", b["notebook_wall_s"], 10)) == "over: time"  # "under 60 s"
-    assert bench.notebook_verdict(_row("a", 1, b["notebook_peak_mib"] + 1)) == "over: memory"
-    assert bench.notebook_verdict(_row("a", 1e3, 1e4)) == "over: time, memory"
-    assert bench.notebook_verdict(_row("a", 1, 1, status="failed")) == "failed"
+    b = BUDGETS
+    assert notebook_verdict(_row("a", b["notebook_wall_s"] - 0.1, b["notebook_peak_mib"] - 1)) == "within"
+    assert notebook_verdict(_row("a", b["notebook_wall_s"], 10)) == "over: time"  # "under 60 s"
+    assert notebook_verdict(_row("a", 1, b["notebook_peak_mib"] + 1)) == "over: memory"
+    assert notebook_verdict(_row("a", 1e3, 1e4)) == "over: time, memory"
+    assert notebook_verdict(_row("a", 1, 1, status="failed")) == "failed"
 
 
 def test_summary_counts_and_estimates():
     result = fake_result()
-    s = bench.summarize(result)
+    s = summarize(result)
     assert s["within"] == 1 and s["notebooks"] == 4
     assert s["over"] == ["book/01_slow.ipynb", "book/02_big.ipynb"] and s["failed"] == ["book/03_broken.ipynb"]
     assert s["total_wall_s"] == 159.0 and s["max_wall_s"] == 95.0 and s["max_peak_rss_mib"] == 1600.0
     assert s["make_test_estimate_s"] == 159.0 + 30.0 + 60.0 and s["make_test_estimate_within"]
     assert result["masking"]["verdict"] == "within" and not s["all_within"]
     result["masking"]["ratio"]["collator.torch_mask_tokens"] = 0.9
-    assert not bench.summarize(result)["masking_within"]
+    assert not summarize(result)["masking_within"]
 
 
 def test_writers_round_trip_and_show_the_verdicts(tmp_path):
     result = fake_result()
-    bench.summarize(result)
-    out, md = bench.write_results(result, tmp_path / "r.json")
+    summarize(result)
+    out, md = write_results(result, tmp_path / "r.json")
     assert md == tmp_path / "r.md"
-    assert bench.load_results(out) == json.loads(json.dumps(result))
+    assert load_results(out) == json.loads(json.dumps(result))
     text = md.read_text(encoding="utf-8")
     limit = f"{result['budgets']['notebook_wall_s']:.0f}"
     assert f"| 01_slow | 95.0 | {limit} | 800 | 1,536 | over: time |" in text
@@ -177,23 +184,23 @@ def test_writers_round_trip_and_show_the_verdicts(tmp_path):
     assert "| 03_broken |" in text and "failed" in text and "**1 of 4 within**" in text
     assert "3.00×" in text and "Load average" in text and "Test CPU" in text
     with pytest.raises(ValueError, match=".json"):
-        bench.write_results(result, tmp_path / "r.txt")
+        write_results(result, tmp_path / "r.txt")
 
 
 def test_load_results_rejects_another_schema(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps([{"notebook": "x", "wall_s": 1}]), encoding="utf-8")
     with pytest.raises(ValueError, match="schema"):
-        bench.load_results(path)
+        load_results(path)
 
 
 def test_plot_draws_one_bar_per_notebook_and_the_limits():
     result = fake_result()
-    bench.summarize(result)
-    fig = measurements.plot(result)
+    summarize(result)
+    fig = plot(result)
     left, right = fig.axes
     assert len(left.patches) == len(right.patches) == 4
-    assert {l.get_xdata()[0] for l in right.lines} == {bench.BUDGETS["notebook_peak_mib"], bench.BUDGETS["binder_mib"]}
+    assert {l.get_xdata()[0] for l in right.lines} == {BUDGETS["notebook_peak_mib"], BUDGETS["binder_mib"]}
 
 
 def _notebook(path, source):
@@ -215,7 +222,7 @@ def test_run_leaves_notebooks_untouched_records_failures_and_exits_nonzero(tmp_p
     assert code == 1  # one notebook failed
     for path, digest in digests.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
-    result = bench.load_results(out)
+    result = load_results(out)
     rows = {Path(r["notebook"]).stem: r for r in result["notebooks"]}
     assert rows["good"]["status"] == "ok" and rows["good"]["verdict"] == "within"
     assert rows["bad"]["status"] == "failed" and "on purpose" in rows["bad"]["error"]
@@ -234,27 +241,27 @@ FAKE_MAKE_TEST = (sys.executable, "-c", "print('ruff: all checks passed'); "
 
 
 def test_make_test_is_measured_whole_and_recorded():
-    found = bench.make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)
+    found = make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)
     assert found["command"] == " ".join(FAKE_MAKE_TEST) and found["returncode"] == 0 and found["status"] == "ok"
     assert isinstance(found["wall_s"], float) and math.isfinite(found["wall_s"]) and found["wall_s"] > 0
     assert found["pytest"] == "3 passed, 1 skipped" and found["output_tail"] is None
     assert len(found["loadavg_before"]) == len(found["loadavg_after"]) == 3 and found["date"].startswith("20")
-    assert bench.make_test_time.__defaults__[0] == ("make", "test")  # what make bench measures
+    assert make_test_time.__defaults__[0] == ("make", "test")  # what make bench measures
     assert found["cpu_s"] >= 0
 
     # the CPU time of the command's whole process tree: a child that computes for 1 s of CPU is counted
     busy = (sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
             "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass'])")
-    found = bench.make_test_time(cmd=busy, cwd=ROOT)
+    found = make_test_time(cmd=busy, cwd=ROOT)
     assert found["status"] == "ok" and found["cpu_s"] >= 1.0, found
 
     failing = (sys.executable, "-c", "import sys; print('== 1 failed, 2 passed in 70.01s (0:01:10) =='); sys.exit(2)")
-    found = bench.make_test_time(cmd=failing, cwd=ROOT)
+    found = make_test_time(cmd=failing, cwd=ROOT)
     assert found["status"] == "failed" and found["returncode"] == 2 and found["pytest"] == "1 failed, 2 passed"
     assert "1 failed" in found["output_tail"]
 
     hanging = (sys.executable, "-c", "import time; time.sleep(600)")
-    found = bench.make_test_time(cmd=hanging, cwd=ROOT, timeout=1)
+    found = make_test_time(cmd=hanging, cwd=ROOT, timeout=1)
     assert found["status"] == "failed" and found["returncode"] is None and "timed out after 1 s" in found["output_tail"]
 
 
@@ -267,11 +274,11 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     command = (sys.executable, "-m", "pytest", "test_one.py", "test_two.py", "-q", "-n", "1", "--dist", "loadfile",
                "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path))
-    found = bench.make_test_time(cmd=command, cwd=tmp_path)
+    found = make_test_time(cmd=command, cwd=tmp_path)
     assert found["status"] == "ok", found["output_tail"]
     assert set(found["units"]) == {"test_one.py", "test_two.py"}
     assert all(isinstance(s, float) and s > 0 for s in found["units"].values()), found["units"]
-    assert bench.make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
+    assert make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
 
 
 def test_a_measured_make_test_replaces_the_estimate():
@@ -279,18 +286,18 @@ def test_a_measured_make_test_replaces_the_estimate():
     result["make_test"] = {"command": "make test", "date": "2026-01-01T00:00:00+00:00", "wall_s": 470.0,
                            "returncode": 0, "status": "ok", "pytest": "700 passed, 3 skipped",
                            "loadavg_before": [0.1, 0.1, 0.1], "loadavg_after": [2.0, 1.5, 1.0], "output_tail": None}
-    s = bench.summarize(result)
+    s = summarize(result)
     assert s["make_test_s"] == 470.0 and s["make_test_within"] and "make_test_estimate_s" not in s
     assert result["make_test"]["verdict"] == "within"
-    text = bench.markdown(result)
+    text = markdown(result)
     assert "`make test`, measured (the whole command, 2 cores): 470 s (budget 480 s), ok (700 passed, 3 skipped): " \
            "within." in text and "estimated" not in text
     result["make_test"]["wall_s"] = 481.0
-    assert not bench.summarize(result)["make_test_within"] and result["make_test"]["verdict"] == "over"
+    assert not summarize(result)["make_test_within"] and result["make_test"]["verdict"] == "over"
     result["make_test"].update(status="failed", returncode=1)
-    assert bench.summarize(result)["make_test_within"] is False and result["make_test"]["verdict"] == "failed"
-    assert bench.pytest_closing("x\n=== 5 passed in 1.0s ===\ny\n=== 1 failed in 2.0s ===\n") == "1 failed"
-    assert bench.pytest_closing("no pytest here") is None
+    assert summarize(result)["make_test_within"] is False and result["make_test"]["verdict"] == "failed"
+    assert pytest_closing("x\n=== 5 passed in 1.0s ===\ny\n=== 1 failed in 2.0s ===\n") == "1 failed"
+    assert pytest_closing("no pytest here") is None
 
 
 def test_a_notebook_is_measured_by_its_kernel_not_by_its_callers_other_children(tmp_path):
@@ -311,7 +318,7 @@ def test_a_notebook_is_measured_by_its_kernel_not_by_its_callers_other_children(
         timer = threading.Timer(0.3, start_sibling)  # after the sampler has started
         timer.start()
         try:
-            row = bench.run_notebook(tmp_path / "nb.ipynb", interval=0.02)
+            row = run_notebook(tmp_path / "nb.ipynb", interval=0.02)
         finally:
             timer.join()
             for sibling in siblings:
@@ -328,7 +335,7 @@ def test_run_says_what_it_accepts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--out", str(tmp_path / "r.csv")])
     with pytest.raises(ValueError, match="not a notebook"):
-        bench.run_notebook(tmp_path / "nothing.ipynb")
+        run_notebook(tmp_path / "nothing.ipynb")
 
 
 def test_a_stalled_notebook_runs_once_more_and_says_so(tmp_path):
@@ -340,7 +347,7 @@ def test_a_stalled_notebook_runs_once_more_and_says_so(tmp_path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("import time\ntime.sleep(30)")]
     nbformat.write(nb, tmp_path / "sleepy.ipynb")
-    row = bench.run_notebook(tmp_path / "sleepy.ipynb", timeout=1)
+    row = run_notebook(tmp_path / "sleepy.ipynb", timeout=1)
     assert row["status"] == "failed" and row["error"].startswith("CellTimeoutError: A cell timed out"), row
     assert row["stalled"].startswith("a cell ran over 1 s (CellTimeoutError: A cell timed out"), row
     assert "timed_out" not in row
@@ -353,14 +360,14 @@ def test_masking_comparison_on_a_tiny_batch():
     tokenizer = minilm_tokenizer()
     batch = torch.randint(1000, 2000, (4, 16), generator=torch.Generator().manual_seed(0))
     batch[:, 0], batch[:, -1] = tokenizer.cls_token_id, tokenizer.sep_token_id
-    found = bench.masking_comparison(tokenizer, batch, repeats=3)
+    found = masking_comparison(tokenizer, batch, repeats=3)
     assert found["tokens"] == 64 and found["batch"] == [4, 16] and found["probability"] == 0.15
     assert set(found["tokens_per_s"]) == {"bertfamily.mask_tokens", "collator.torch_mask_tokens", "collator(examples)"}
     assert all(v > 0 for v in found["tokens_per_s"].values()) and all(v > 0 for v in found["ratio"].values())
     with pytest.raises(ValueError, match="repeats"):
-        bench.masking_comparison(tokenizer, batch, repeats=0)
+        masking_comparison(tokenizer, batch, repeats=0)
     with pytest.raises(ValueError, match="2-D"):
-        bench.masking_comparison(tokenizer, batch[0])
+        masking_comparison(tokenizer, batch[0])
 
 
 def test_page_weights_count_the_html_what_it_loads_and_its_widgets(tmp_path):
@@ -380,7 +387,7 @@ def test_page_weights_count_the_html_what_it_loads_and_its_widgets(tmp_path):
             '<script src="https://cdn.example.org/require.js"></script><style>p{}</style></head>'
             f'<body><img src="../_static/f.png"><img src="../_static/gone.png"><div>{widget}</div></body></html>')
     (site / "book" / "p.html").write_text(page, encoding="utf-8")
-    weights = bench.page_weights(site)
+    weights = page_weights(site)
     assert set(weights) == {"index.html", "book/p.html"}
     w = weights["book/p.html"]
     assert w["html_bytes"] == len(page.encode()) and w["loaded_files"] == 3 and w["loaded_bytes"] == 1350
@@ -388,10 +395,10 @@ def test_page_weights_count_the_html_what_it_loads_and_its_widgets(tmp_path):
     assert w["external"] == ["https://cdn.example.org/require.js"] and w["missing"] == ["../_static/gone.png"]
     assert w["widgets"] == 1 and w["widget_bytes"] == len(widget.encode())
     assert w["inline_bytes"] > len("p{}") and weights["index.html"]["widgets"] == 0
-    table = bench.page_weight_table(weights)
+    table = page_weight_table(weights)
     assert "| book/p.html |" in table and f"| 1: {len(widget.encode()) / 1000:.1f} |" in table
     with pytest.raises(ValueError, match="not a built site"):
-        bench.page_weights(tmp_path)
+        page_weights(tmp_path)
     assert bench.main(["--page-weights", str(site)]) == 0
 
 
@@ -407,7 +414,7 @@ def test_the_browser_measurement_leaves_a_running_event_loop():
     """Playwright's sync API refuses to start where an asyncio loop runs (as one does in a pytest worker whose
     browser tests hold a Playwright open: CI failed so): the measurement then runs in a thread of its own."""
     async def inside():
-        return _loop_runs(), bench.outside_event_loop(_loop_runs)
+        return _loop_runs(), outside_event_loop(_loop_runs)
 
     assert asyncio.run(inside()) == (True, False)
-    assert bench.outside_event_loop(_loop_runs) is False and bench.outside_event_loop(int, "7") == 7
+    assert outside_event_loop(_loop_runs) is False and outside_event_loop(int, "7") == 7

@@ -6,12 +6,11 @@ the form is there, labelled and usable with the keyboard; nothing of the model l
 asks; a typed sentence gets the Python model's five guesses (pieces equal, probabilities within 1e-5);
 the page says how big the download is, and it is that big; no request leaves the site; with JavaScript
 off the page shows what it was built with; the other pages do not load the script. The timings of
-benchmarks/run.py's ``measure_fill`` are printed (not asserted: the machine is shared).
+benchmarks.browser's ``measure_fill`` are printed (not asserted: the machine is shared).
 """
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import nbformat
@@ -19,11 +18,10 @@ import pytest
 from test_browser import CHROMIUM, CHROMIUM_ARGS, _QuietHandler
 from test_webmodel import SENTENCES
 
+from benchmarks.browser import measure_fill
 from bertfamily import fill, webmodel
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks import run as bench  # noqa: E402
 
 LESSON = "book/01_dynamic_masking.html"
 #: What a page of the site still asks of CDNs when it loads, none of it the box's: myst-nb's widget manager
@@ -128,7 +126,7 @@ def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, co
     assert page.evaluate("() => document.activeElement.closest('form.bf-fill') !== null"
                          " && document.activeElement.tagName") == "BUTTON"
 
-    result = bench.measure_fill(page, SENTENCES)
+    result = measure_fill(page, SENTENCES)
     data, model = course
     assert result["errors"] == []
     assert result["download_bytes"] == webmodel.download_bytes(files)

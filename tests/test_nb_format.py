@@ -5,9 +5,9 @@ from pathlib import Path
 
 import nbformat
 
+from tools import nb as nb_tool
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import nb as nb_tool  # noqa: E402
 
 
 def _notebook(path: Path, *sources, first_tags=()):

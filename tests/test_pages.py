@@ -17,17 +17,15 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from bertfamily.env import OUTPUT_WIDTH
+from tools import nb as nb_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import nb as nb_tool  # noqa: E402
 
 #: Longest visible code cell, and the share of visible cells that may be longer than SHORT lines.
 LONGEST, SHORT, LONG_SHARE = 25, 15, 0.15

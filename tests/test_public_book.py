@@ -5,17 +5,15 @@ The build is the real command's; then every file it wrote is read for the soluti
 (`public_book.leaks`: each line of a solution, and each name only the solutions use). The same reader
 finds them in the full website (the `book_build` fixture), so a clean result means something.
 """
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from bertfamily.grading.student import SOLUTION, SOLUTIONS_NOTE, student_version
+from tools import public_book
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import public_book  # noqa: E402
 
 REFERENCE = ROOT / "book" / "exercise_distilbert.ipynb"
 #: Words that point a student at the solutions.

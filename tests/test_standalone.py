@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import standalone
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import standalone  # noqa: E402
 
 
 def test_binder_list_is_environment_yml_without_the_unreachable_index():

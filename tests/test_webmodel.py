@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -154,13 +153,14 @@ needs_chromium = pytest.mark.skipif(not Path(os.environ.get("CHROMIUM", "/usr/bi
 
 @needs_chromium
 def test_benchmark_measures_the_box_in_chromium_offline(tiny, playwright_driver):
-    """benchmarks/run.py's browser_fill_times on the tiny export: a reader's keystrokes in Chromium give
+    """benchmarks.browser's browser_fill_times on the tiny export: a reader's keystrokes in Chromium give
     fill.guess's guesses; the model downloads only on the first request; the times and bytes are the page's."""
-    sys.path.insert(0, str(ROOT))
-    from benchmarks import run as bench
+    from benchmarks.browser import browser_fill_record, browser_fill_times
+    from benchmarks.report import markdown
+    from benchmarks.verdicts import BUDGETS, summarize
     tokenizer, words, model, folder, _ = tiny
     sentences = SENTENCES[:3]
-    result = bench.browser_fill_times(folder, sentences, driver=playwright_driver)
+    result = browser_fill_times(folder, sentences, driver=playwright_driver)
     assert result["status"] == "ok" and result["errors"] == [] and result["left_site"] == []
     assert result["downloaded"] == [webmodel.MANIFEST, webmodel.WEIGHTS]  # nothing of the model before
     assert result["download_bytes"] == webmodel.download_bytes(folder) == result["model_bytes"]
@@ -170,12 +170,12 @@ def test_benchmark_measures_the_box_in_chromium_offline(tiny, playwright_driver)
     for text, shown in zip(sentences, result["guesses"]):
         expected = fill.guess(model, text, words, tokenizer)
         assert [[p for p, _ in g] for g in shown] == [[p for p, _ in g] for g in expected], text
-    record = {"budgets": dict(bench.BUDGETS), "notebooks": [], "sample_interval_s": 0.05,
-              "browser_fill": bench.browser_fill_record(result),
+    record = {"budgets": dict(BUDGETS), "notebooks": [], "sample_interval_s": 0.05,
+              "browser_fill": browser_fill_record(result),
               "machine": {"date": "d", "cpu_model": "c", "cores_used": 2, "cpu_count": 2, "torch_threads": 2,
                           "memory_gib": 1, "python": "3", "torch": "t", "transformers": "t", "offline": True,
                           "loadavg_before": [0]}}
-    bench.summarize(record)
+    summarize(record)
     assert record["browser_fill"]["guesses"] == sum(s.count("[MASK]") for s in sentences)
-    text = bench.markdown(record)
+    text = markdown(record)
     assert f"downloads {result['download_bytes']:,} bytes" in text and "each guess after it takes" in text

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import nb as nbtools
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import nb as nbtools  # noqa: E402
 
 #: Colab's ipywidgets and what it needs beyond this environment (its own widgetsnbextension and
 #: jupyterlab_widgets: those of ipywidgets 8 do not fit it).

@@ -1,11 +1,13 @@
 """Notebook chores for the course, one command each (run from the repository root).
 
-    python tools/nb.py list                 notebooks in _toc.yml order
-    python tools/nb.py execute [NB ...]     re-execute in place (keeps widget state for the website)
-    python tools/nb.py benchmark [NB ...]   wall time and peak memory of each in a fresh kernel (benchmarks/run.py)
-    python tools/nb.py colab-cell [--check] write (or check) every notebook's first cell from _config.yml
-    python tools/nb.py environment [--check] write (or check) environment.yml from pyproject.toml
-    python tools/nb.py format [--check] [NB ...]  ruff-format the lessons' code cells to 88 columns (or check)
+    python -m tools.nb list                 notebooks in _toc.yml order
+    python -m tools.nb execute [NB ...]     re-execute in place (keeps widget state for the website)
+    python -m tools.nb benchmark [NB ...]   wall time and peak memory of each in a fresh kernel (benchmarks.run)
+    python -m tools.nb colab-cell [--check] write (or check) every notebook's first cell from _config.yml
+    python -m tools.nb environment [--check] write (or check) environment.yml from pyproject.toml
+    python -m tools.nb format [--check] [NB ...]  ruff-format the lessons' code cells to 88 columns (or check)
+
+``python tools/nb.py ...`` runs the same: this module imports nothing of the repository but ``bertfamily``.
 """
 from __future__ import annotations
 
@@ -70,13 +72,14 @@ def execute(paths) -> None:
 def benchmark(paths) -> int:
     """Notebooks only (no masking, book or unit tests), into _build/benchmark.json and .md.
 
-    A thin call of ``benchmarks/run.py``, which does the measuring (``make bench`` runs all of it
-    and writes the committed ``lib/bertfamily/results/benchmark.json``).
+    A thin call of ``python -m benchmarks.run``, which does the measuring (``make bench`` runs all of it
+    and writes the committed ``lib/bertfamily/results/benchmark.json``): a command of its own, as the
+    benchmark reads this module's list of notebooks.
     """
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.run import main as bench
-    return bench([*map(str, paths), "--skip-book", "--skip-masking", "--skip-unit",
-                  "--out", str(ROOT / "_build" / "benchmark.json")])
+    import subprocess
+    return subprocess.run([sys.executable, "-m", "benchmarks.run", *(str(Path(p).resolve()) for p in paths),
+                           "--skip-book", "--skip-masking", "--skip-unit",
+                           "--out", str(ROOT / "_build" / "benchmark.json")], cwd=ROOT).returncode
 
 
 def repository_url() -> str:

@@ -1,6 +1,6 @@
 """The course's website without the exercise's solutions (``make book-public``).
 
-    python tools/public_book.py [--out _build/public]
+    python -m tools.public_book [--out _build/public]      (or python tools/public_book.py)
 
 builds the website from a copy of the book's sources in which the exercise notebook is its
 solution-free version (:func:`bertfamily.grading.student.student_version` with ``website=True``: the

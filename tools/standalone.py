@@ -1,7 +1,9 @@
 """Run every lesson the way a reader elsewhere does: alone in an empty folder, installed by its first cell.
 
-    python tools/standalone.py [NB ...] [--binder] [--keep]      (make colab-check; CI runs it)
-    python tools/standalone.py --manifest-from pip-freeze.txt --snapshot DATE --commit SHA --python X.Y.Z
+    python -m tools.standalone [NB ...] [--binder] [--keep]      (make colab-check; CI runs it)
+    python -m tools.standalone --manifest-from pip-freeze.txt --snapshot DATE --commit SHA --python X.Y.Z
+
+from the repository root (``python tools/standalone.py ...`` there runs the same).
 
 **Colab (default).** Colab's image ships some 640 packages; ``tools/colab-manifest.toml`` lists every
 one of them with its version, copied from the image's published ``pip freeze`` (googlecolab/backend-info,
@@ -48,6 +50,15 @@ fails; a table says why.
 """
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    # `python tools/standalone.py` puts tools/ first on sys.path, not the repository that holds the
+    # package: the command runs again as the module it is (python -m tools.standalone), from the root
+    import os
+    import sys
+    if os.path.realpath(os.getcwd()) != os.path.dirname(os.path.dirname(os.path.realpath(__file__))):
+        sys.exit("run it from the repository root: python -m tools.standalone ...")
+    os.execv(sys.executable, [sys.executable, "-m", "tools.standalone", *sys.argv[1:]])
+
 import argparse
 import json
 import os
@@ -59,9 +70,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tools import nb as nbtools
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import nb as nbtools  # noqa: E402
 
 #: What a Colab runtime already has, as far as this course is concerned: its versions, their source and date.
 MANIFEST = ROOT / "tools" / "colab-manifest.toml"
@@ -333,7 +344,6 @@ def stand_in_requires(python: Path, spec: dict, env: dict) -> dict[str, list[str
 def cell_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[tuple[list[str], bool]]:
     """What the first cell pip-installs after the course itself, as ``(requirements, no_deps)`` groups:
     :func:`bertfamily.install.install_requirements` on this working tree's ``pyproject.toml``."""
-    sys.path.insert(0, str(ROOT / "lib"))
     from bertfamily import install  # imports no torch
     deps = _toml().loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
     wanted = [d.split(";")[0].strip() for d in deps if install.name_of(d) != "torch"]
