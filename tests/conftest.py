@@ -75,6 +75,14 @@ def exercise():
     return Exercise.load()
 
 
+@pytest.fixture(scope="session")
+def graded_tiny(tmp_path_factory):
+    """The class tests/grading_class.py plants, graded once a session (shared by the files that read it)."""
+    from grading_class import shared_class
+
+    return shared_class(tmp_path_factory)
+
+
 #: Fixtures that run real kernels or long trainings: a test that uses one is marked ``slow``, and
 #: ``make unit`` (the fast gate) leaves it out; ``make test`` runs everything.
 SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build", "hostile"}

@@ -3,38 +3,14 @@
 The build itself is the session fixture `book_build` (tests/conftest.py), shared with the browser
 tests so that one `make test` builds the book once.
 """
-import functools
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
+from helpers import glue_values, toc_docs
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def toc_docs() -> list[str]:
-    """Every document of _toc.yml (root first), as 'book/03_compression'."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    docs = [toc["root"]]
-    for part in toc.get("parts", []):
-        docs += [chapter["file"] for chapter in part.get("chapters", [])]
-    return docs
-
-
-@functools.lru_cache(maxsize=None)
-def glue_values(doc: str) -> dict[str, str]:
-    """The text/plain value of every key a notebook glues ('book/03_compression'), from its stored outputs."""
-    nb = nbformat.read(ROOT / f"{doc}.ipynb", as_version=4)
-    values = {}
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name:
-                data = output.get("data", {})
-                values[name] = data.get("application/papermill.record/text/plain", data.get("text/plain"))
-    return values
 
 
 @pytest.mark.book

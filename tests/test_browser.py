@@ -32,12 +32,9 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 import yaml
-from test_book import glue_values, toc_docs
+from helpers import CHROMIUM, CHROMIUM_ARGS, _QuietHandler, glue_values, toc_docs
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 GLUE_TEXT = re.compile(r"\{glue:text\}`([^`]+)`")
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 pytestmark = pytest.mark.book
@@ -299,10 +296,6 @@ def solution_problems(page) -> list[str]:
 
 
 # ---------------------------------------------------------------- fixtures
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="session")

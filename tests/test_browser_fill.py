@@ -15,8 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, _QuietHandler
-from test_webmodel import SENTENCES
+from helpers import CHROMIUM, CHROMIUM_ARGS, SENTENCES, _QuietHandler
 
 from benchmarks.browser import measure_fill
 from bertfamily import fill, webmodel

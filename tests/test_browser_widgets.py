@@ -101,7 +101,7 @@ def widget_page(tmp_path_factory, tokenizer, playwright_driver):
     """The three widgets in one page of their own, open in headless Chromium (no request allowed out)."""
     if not CHROMIUM.is_file():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM)")
-    from test_browser import CHROMIUM_ARGS
+    from helpers import CHROMIUM_ARGS
 
     ids = tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
     parts = [widgets.temperature(LOGITS, CLASSES), widgets.size_calculator(), widgets.remasking(ids, tokenizer)]

@@ -4,18 +4,12 @@ other. No kernel runs here; the rows and their marks are the grader's (these fla
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from bertfamily.grading import copies
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.student import SOLUTION, model_answer, student_version
 
 TINY = Path(__file__).resolve().parent / "data" / "grading_tiny.ipynb"
-
-
-@pytest.fixture(scope="module")
-def exercise():
-    return Exercise.load()
 
 
 def _write(folder: Path, name: str, nb) -> tuple[Path, str]:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from grading_class import GRADED, MEMORY_MIB, TINY, added, row, tiny
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from test_grading_kinds import GRADED, MEMORY_MIB, TINY, added, row, shared_class, tiny
 
 from bertfamily import grading
 
@@ -35,12 +35,6 @@ def cell_of(nb, task, tag):
 
 def text_of(cell):
     return "".join(o.get("text", "") for o in cell.outputs)
-
-
-@pytest.fixture(scope="session")
-def graded_tiny(tmp_path_factory):
-    """The class test_grading_kinds.py plants, graded once a session (shared by the files that read it)."""
-    return shared_class(tmp_path_factory)
 
 
 # ------------------------------------------------------------------ without a kernel

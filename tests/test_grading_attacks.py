@@ -18,7 +18,7 @@ import os
 
 import nbformat
 import pytest
-from test_grading_kinds import TINY, tiny  # noqa: E402  (tests/ is on sys.path)
+from grading_class import TINY, tiny
 
 from bertfamily import grading
 from bertfamily.grading import integrity, literals, magics, monitor, nbval_worker, trees

@@ -17,7 +17,7 @@ import time
 
 import nbformat
 import pytest
-from test_grading_kinds import TINY, tiny  # noqa: E402  (tests/ is on sys.path)
+from grading_class import TINY, tiny
 
 from bertfamily import grading
 from bertfamily.grading import budget, integrity, literals, safeio, sandbox
@@ -97,7 +97,7 @@ def test_the_typed_answer_fixpoint_reads_a_chain_once():
 
 
 def test_code_past_the_graders_budget_is_flagged_and_scored_from_the_run(monkeypatch):
-    from test_grading_repairs import passed_run
+    from grading_helpers import passed_run
 
     ex = grading.Exercise.load()
     nb = grading.model_answer(ex.reference)
@@ -266,7 +266,7 @@ def test_a_moodle_name_holding_the_prefix_twice_is_said_on_the_row(tmp_path):
     """Moodle's prefix twice in one name: a full name a student set to carry a classmate's prefix
     (``Bob Jones_333_assignsubmission_file_``, folder ``..._222_assignsubmission_file_``) reads as Bob's,
     a file named so reads as its sender's; either way the row says so, for the instructor to check."""
-    from test_grading_week import _row
+    from grading_helpers import _row
 
     from bertfamily.grading import lms
 

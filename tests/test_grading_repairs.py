@@ -10,10 +10,10 @@ import json
 import nbformat
 import pytest
 import torch
+from grading_helpers import message, passed_run
 
 from bertfamily import grading
 from bertfamily.grading import channel, verify
-from bertfamily.grading.channel import ANSWERS_MIME
 from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 
 EXPORTER = {}
@@ -28,12 +28,6 @@ def check_cell(exercise, n):
 def exported(**values):
     """What the exporter sends for these values, read back as the grader reads it."""
     return json.loads(EXPORTER["answers"](values, list(values)))
-
-
-def message(cid, answers):
-    """The display message the exporter sends from check cell ``cid`` (as nbval records it)."""
-    return {"output_type": "display_data",
-            "data": {"text/plain": "", ANSWERS_MIME: {"cell": cid, "answers": json.dumps(answers)}}}
 
 
 # ------------------------------------------------------------------ the grader's own check
@@ -153,27 +147,6 @@ def test_a_changed_course_cell_runs_after_the_courses_version(exercise):
 
 
 # ------------------------------------------------------------------ scoring a run made by hand
-
-
-def passed_run(prepared, exercise, answers, sizes=None):
-    """A run in which every cell passed and printed what the reference stored, and the check cells in
-    ``answers`` sent those answers (the kernel's checks print only that the grader checks). The run
-    held files of ``sizes`` (default: of every whole number answered, as an honest run measures them)."""
-    if sizes is None:
-        sizes = sorted({v["plain"] for a in answers.values() for v in a.values()
-                        if isinstance(v, dict) and isinstance(v.get("plain"), int)})
-    code = [c for c in prepared.nb.cells if c.cell_type == "code"]
-    reference = {c.get("id"): c for c in exercise.reference.cells}
-    checks = {cid for t in exercise.tasks for cid, _ in t.checks}
-    results = {}
-    for n, cell in enumerate(code):
-        outputs = [{"output_type": "stream", "name": "stdout", "text": o.get("text", "")}
-                   for o in reference.get(cell.get("id"), cell).get("outputs", []) if o.get("output_type") == "stream"]
-        if cell.get("id") in checks:
-            outputs = [message(cell.id, answers[cell.id])] if cell.id in answers else []
-        results[n] = {"cell": n, "phase": "call", "outcome": "passed", "message": "", "outputs": outputs,
-                      "sizes": sizes if n == 0 else []}
-    return {"status": "", "reason": "", "cell": None, "results": results, "exit_code": 0, "log": "", "peak_mib": 0}
 
 
 def honest_answers(exercise):

@@ -11,16 +11,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from grading_helpers import _row
 
 from bertfamily import grading
 from bertfamily.grading import cli, lms, policy
 from bertfamily.grading.pipeline import Row
 
 DUE = "2026-03-01T23:59:00+01:00"
-
-
-def _row(name, marks, **kw):
-    return Row(name, "graded", sum(v for v in marks.values() if v is not None), len(marks), dict(marks), "", **kw)
 
 
 def _grading_file(tmp_path, text):

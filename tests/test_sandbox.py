@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_grading_kinds import MEMORY_MIB, TINY, added, full, row, shared_class, tiny
+from grading_class import MEMORY_MIB, TINY, added, full, row, tiny
 
 from bertfamily import grading
 from bertfamily.grading import mounts, sandbox
@@ -21,12 +21,6 @@ from bertfamily.grading import mounts, sandbox
 pytestmark = [pytest.mark.skipif(sandbox.sandbox_problem() is not None,
                                  reason=f"no sandbox here: {sandbox.sandbox_problem()}"),
               pytest.mark.slow]  # kernels in the sandbox: left out by make unit
-
-
-@pytest.fixture(scope="session")
-def graded_tiny(tmp_path_factory):
-    """The class test_grading_kinds.py plants, graded once a session (shared by the files that read it)."""
-    return shared_class(tmp_path_factory)
 
 
 def test_honest_students_keep_every_mark(graded_tiny):

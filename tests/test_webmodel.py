@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import SENTENCES
 
 from bertfamily import fill, webmodel
 from bertfamily.checkpoints import halve
@@ -30,15 +31,6 @@ needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed (
 TEXT = ("the minister said on tuesday that the government would publish its plans for the railway network "
         "before parliament returns in september and that ticket prices would not rise. the chancellor said "
         "the economy would grow by 3% next year; manchester united won the match 2-1.")
-#: Sentences for the course model: news of each kind, several blanks, punctuation, unknown words.
-SENTENCES = ["the chancellor said the [MASK] would grow by 3% next year.",
-             "manchester united [MASK] the match 2-1.",
-             "the film won the [MASK] for best actor at the oscars.",
-             "shares in the [MASK] fell sharply after the profit warning.",
-             "the prime minister will [MASK] the election in [MASK].",
-             "apple unveiled a new [MASK] that plays music and video.",
-             "Chelsea's manager said the [MASK] was \"unacceptable\" - and fined him £20,000.",
-             "a zyxwvut [MASK] qwertyuiopasdf happened."]
 #: Texts on which the browser's tokenizer must cut exactly as the Python one (no model needed).
 TRICKY = ["Café Zürich, naïve résumé!", "He said: \u201cdon't\u201d \u2014 ok\u2026", "tab\there\nnew line",
           "北京 is in China", "emoji \U0001F600 and \u00e9\u0301", "[MASK][MASK] [CLS] [mask]",
