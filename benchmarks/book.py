@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from benchmarks import ROOT
-from benchmarks.commands import _timed
+from benchmarks.commands import timed
 
 
 def book_build_times(root: Path = ROOT) -> dict:
@@ -20,11 +20,11 @@ def book_build_times(root: Path = ROOT) -> dict:
     jb = Path(sys.executable).with_name("jupyter-book")
     with tempfile.TemporaryDirectory(prefix="bench-book-") as out:
         cmd = [str(jb), "build", str(root), "--path-output", out, "--keep-going"]
-        cold = _timed(cmd)
+        cold = timed(cmd)
         cold["pages"] = len(list((Path(out) / "_build" / "html" / "book").glob("*.html")))
         if cold["returncode"] == 0:
             cold["weights"] = page_weights(Path(out) / "_build" / "html")
-        rebuild = _timed(cmd)
+        rebuild = timed(cmd)
     return {"command": "jupyter-book build . --path-output <empty temporary folder> --keep-going",
             "cold": cold, "rebuild": rebuild}
 

@@ -7,7 +7,7 @@ import time
 from benchmarks import ROOT
 
 
-def _timed(cmd, cwd=ROOT, timeout: int = 1800) -> dict:
+def timed(cmd, cwd=ROOT, timeout: int = 1800) -> dict:
     start = time.perf_counter()
     try:
         done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)

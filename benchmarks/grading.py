@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.commands import _timed
+from benchmarks.commands import timed
 
 
 def _honest_class(folder: Path, submissions: int) -> None:
@@ -27,7 +27,7 @@ def _grade_timed(folder: Path, out: Path, submissions: int, jobs: int, scheduler
     """``bertfamily-grade`` on ``folder`` into ``out``, timed; with ``scheduler``, through that Dask cluster."""
     import csv
     where = ["--scheduler", scheduler] if scheduler else []
-    result = _timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out", str(out),
+    result = timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out", str(out),
                      "--jobs", str(jobs), *where], timeout=7200)
     rows = list(csv.DictReader(out.open(newline="", encoding="utf-8"))) if out.is_file() else []
     full = [r for r in rows if r["score"] == r["max_score"]]

@@ -9,7 +9,7 @@ from benchmarks import ROOT
 from benchmarks.memory import TreePeak
 
 
-def _name(path: Path) -> str:
+def relative_name(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:
@@ -60,7 +60,7 @@ def _run_notebook_once(path, timeout: int, interval: float, progress) -> tuple[d
 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=advance)
-    row = {"notebook": _name(path), "status": "ok", "error": None, "cells": cells,
+    row = {"notebook": relative_name(path), "status": "ok", "error": None, "cells": cells,
            "loadavg_start": round(os.getloadavg()[0], 2)}
     timed_out = False
     start = time.perf_counter()

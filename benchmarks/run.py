@@ -56,7 +56,7 @@ from benchmarks.browser import CHROMIUM, browser_fill_record
 from benchmarks.grading import cluster_grading_time, grading_time
 from benchmarks.machine import cpu_model, limit_cores, machine  # noqa: F401  (tools/pretrain.py: cpu_model)
 from benchmarks.masking import masking_batch, masking_comparison
-from benchmarks.notebooks import _name, code_cells, run_notebook
+from benchmarks.notebooks import code_cells, relative_name, run_notebook
 from benchmarks.report import markdown, write_results
 from benchmarks.suite import make_test_time, unit_test_time
 from benchmarks.verdicts import BUDGETS, summarize
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
     summary = summarize(result)
     out, md = write_results(result, Path(args.out))
     print(markdown(result))
-    print(f"wrote {_name(out)} and {_name(md)}")
+    print(f"wrote {relative_name(out)} and {relative_name(md)}")
     failed = summary["failed"] or any(result[k] and result[k].get("status") == "failed"
                                       for k in ("unit_tests", "browser_fill", "make_test")) \
         or (result["book"] and "failed" in (result["book"]["cold"]["status"], result["book"]["rebuild"]["status"]))

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 from benchmarks import ROOT
-from benchmarks.commands import _timed, children_cpu_s
+from benchmarks.commands import children_cpu_s, timed
 
 
 def unit_test_time() -> dict:
     """Wall time of the unit tests (what ``make unit`` runs)."""
-    result = _timed([sys.executable, "-m", "pytest", "tests", "-q", "-m", "not book", "-p", "no:cacheprovider"])
+    result = timed([sys.executable, "-m", "pytest", "tests", "-q", "-m", "not book", "-p", "no:cacheprovider"])
     result["command"] = 'pytest tests -m "not book"'
     return result
 
