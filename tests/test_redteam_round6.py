@@ -57,3 +57,61 @@ def test_a_fifo_a_link_to_dev_zero_and_a_sparse_terabyte_do_not_stall_the_class(
     assert done.returncode == 0, done.stderr[-2000:]
     text = out.read_text(encoding="utf-8")
     assert "FIFO" in text and "symbolic link" in text and "larger than 50 MiB" in text, text
+
+
+# ------------------------------------------------------------------ answers the grader rebuilds in its own process
+
+#: What a student's kernel can hold cheaply and the grader's exporter sends as it is (no forgery): a
+#: tensor expanded from one value, a model whose configuration the student wrote (transformers builds
+#: ``num_labels`` labels), a model whose own ``modules()`` names one layer a million times.
+KERNEL_VALUES = {
+    "tensor": "x = torch.zeros(()).expand(2**14, 2**15)  # 4 bytes here, 2 GiB rebuilt",
+    "config": """
+class Mine(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = types.SimpleNamespace(model_type="distilbert", num_labels=10**9)
+x = Mine()""",
+    "layers": """
+class Mine(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.one = torch.nn.Linear(1, 1)
+    def modules(self):
+        return iter([self.one] * 10**6)
+x = Mine()""",
+}
+
+_RECHECK = """
+import json, resource, sys, time, types
+import torch
+from bertfamily.grading.channel import EXPORTER
+from bertfamily.grading.verify import recheck_each
+exporter = {}
+exec(EXPORTER, exporter)
+exec(sys.argv[1])
+sent = exporter["answers"]({"x": x}, ["x"])  # as the kernel sends it, through the grader's own exporter
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+began = time.monotonic()
+(result,) = recheck_each("ok = checks.check_reduction(x)", json.loads(sent))
+print(json.dumps({"passed": result["passed"], "why": result["why"], "printed": result["printed"],
+                  "seconds": time.monotonic() - began,
+                  "grew_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024}))
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(KERNEL_VALUES))
+def test_an_answer_the_kernel_holds_cheaply_costs_the_grader_little(kind):
+    """The grader's check runs in its own process, outside every limit of the run: rebuilding an answer
+    must cost it little whatever the kernel sent (before: 2 GiB for the tensor; a billion labels built
+    by transformers and a million layers, each for far longer than the test waits)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _RECHECK, KERNEL_VALUES[kind]], env=_env(),
+                              capture_output=True, text=True, timeout=90, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the grader's own check was still rebuilding the answer after 90 s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not result["passed"], result
+    assert result["grew_mib"] < 300, result
+    assert result["seconds"] < 30, result
