@@ -10,6 +10,7 @@ the safe behaviour asserted (fast: no kernel runs unless said).
   whose number it names;
 - a notebook of a million tiny cells kept a grading worker busy for many minutes outside every limit.
 """
+import csv
 import json
 import os
 import subprocess
@@ -115,3 +116,39 @@ def test_an_answer_the_kernel_holds_cheaply_costs_the_grader_little(kind):
     assert not result["passed"], result
     assert result["grew_mib"] < 300, result
     assert result["seconds"] < 30, result
+
+
+# ------------------------------------------------------------------ whose file it is
+
+
+def test_a_canvas_file_named_with_moodles_prefix_does_not_count_for_the_classmate_it_names(tmp_path, monkeypatch):
+    """Mallory (Canvas user 111) can see Bob's Canvas user id (333) on the course's People page. She
+    hands in her notebook and, beside it, a notebook that earns nothing, uploaded as ``Bob
+    Jones_333_assignsubmission_file_x.ipynb``. Canvas's download prefixes her own name and ids; the
+    grader used to read the rest as a Moodle file of participant 333, i.e. Bob's Canvas id: her file,
+    handed in later, counted as Bob's and Bob's Canvas grade became 0. A name that reads as both
+    exports counts for nobody and is flagged; Bob keeps his grade, Mallory hers."""
+    from test_grading_week import _touch, cheap  # noqa: E402  (tests/ is on sys.path)
+
+    from bertfamily.grading import classroom, cli
+
+    monkeypatch.setattr(classroom, "grade_submission", cheap)
+    monkeypatch.setattr(classroom, "probe_kernel", lambda limits: None)
+    monkeypatch.setattr(cli, "require_sandbox", lambda: None)
+    klass, log = tmp_path / "canvas", tmp_path / "graded.log"
+    full, nothing = json.dumps({"log": str(log), "right": 9}), json.dumps({"log": str(log), "right": 0})
+    _touch(klass / "jonesbob_333_9001_exercise_distilbert.ipynb", full, when="2026-03-01T10:00+01:00")
+    _touch(klass / "smithmallory_111_9002_exercise_distilbert.ipynb", full, when="2026-03-01T10:00+01:00")
+    _touch(klass / "smithmallory_111_9003_Bob Jones_333_assignsubmission_file_x.ipynb", nothing,
+           when="2026-03-01T11:00+01:00")
+    roster = _touch(tmp_path / "canvas_export.csv", "Student,ID,SIS User ID,SIS Login ID,Section\n"
+                    "    Points Possible,,,,\nBob Jones,333,s333,bjones,A\nMallory Smith,111,s111,msmith,A\n")
+    out, canvas = tmp_path / "gradebook.csv", tmp_path / "canvas.csv"
+    assert cli.main([str(klass), "--out", str(out), "--jobs", "1", "--roster", str(roster), "--canvas",
+                     str(canvas), "--canvas-assignment", "Exercise (77)", "--deadline",
+                     "2026-03-01T23:59+01:00"]) == 0
+    grades = {line["ID"]: line["Exercise (77)"] for line in csv.DictReader(canvas.open(encoding="utf-8"))}
+    assert grades["333"] == grades["111"] not in ("", "0"), grades
+    rows = {Path(r["submission"]).name: r for r in csv.DictReader(out.open(encoding="utf-8"))}
+    odd = rows["smithmallory_111_9003_Bob Jones_333_assignsubmission_file_x.ipynb"]
+    assert odd["student"] != "333" and "read by hand" in odd["flags"], odd
