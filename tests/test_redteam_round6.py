@@ -152,3 +152,30 @@ def test_a_canvas_file_named_with_moodles_prefix_does_not_count_for_the_classmat
     rows = {Path(r["submission"]).name: r for r in csv.DictReader(out.open(encoding="utf-8"))}
     odd = rows["smithmallory_111_9003_Bob Jones_333_assignsubmission_file_x.ipynb"]
     assert odd["student"] != "333" and "read by hand" in odd["flags"], odd
+
+
+# ------------------------------------------------------------------ the grader's own time on one file
+
+
+@pytest.mark.parametrize("many", ["cells", "outputs"])
+def test_a_notebook_of_a_million_tiny_parts_is_refused_before_the_grader_reads_it(many):
+    """Under the 50 MiB cap, a notebook of ~700,000 empty raw cells (or outputs) cost a grading worker
+    minutes outside every limit of the run (validated, repaired, copied and written several times
+    before its run starts: measured 74 s for 100,000 cells, 6.5 MiB): refused at once by its count."""
+    import time
+
+    from bertfamily.grading.exercise import Exercise
+    from bertfamily.grading.submission import Invalid, read_submission
+
+    exercise = Exercise.load(TINY)
+    nb = json.loads(TINY.read_text(encoding="utf-8"))
+    if many == "cells":
+        nb["cells"] += [{"cell_type": "raw", "id": f"r{i}", "metadata": {}, "source": ""} for i in range(200_000)]
+    else:
+        code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ""}] * 200_000
+    data = json.dumps(nb).encode()
+    began = time.monotonic()
+    with pytest.raises(Invalid, match=many):  # counted right after the JSON is parsed
+        read_submission(data, exercise.tasks, exercise.name, [])
+    assert time.monotonic() - began < 30  # a loaded 2-core machine: before, it was not refused at all
