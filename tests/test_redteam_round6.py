@@ -179,3 +179,36 @@ def test_a_notebook_of_a_million_tiny_parts_is_refused_before_the_grader_reads_i
     with pytest.raises(Invalid, match=many):  # counted right after the JSON is parsed
         read_submission(data, exercise.tasks, exercise.name, [])
     assert time.monotonic() - began < 30  # a loaded 2-core machine: before, it was not refused at all
+
+
+# ------------------------------------------------------------------ what goes back to the LMS
+
+
+def test_a_file_name_reaches_moodles_feedback_comment_as_text_not_html(tmp_path):
+    """Moodle imports the worksheet's Feedback comments as HTML (its offline-grading importer stores them
+    with FORMAT_HTML) and shows them in the teacher's grading table and to the student. An invalid row's
+    comment says why, with the names of the student's files: a file named ``<img src=https:\\\\evil...>``
+    (a backslash is a slash to a browser) loaded the student's image in the teacher's browser."""
+    from test_grading_week import _touch  # noqa: E402
+
+    from bertfamily.grading import lms, policy
+    from bertfamily.grading.exercise import Exercise
+    from bertfamily.grading.monitor import Limits
+    from bertfamily.grading.pipeline import grade_submission
+
+    exercise = Exercise.load(TINY)
+    folder = tmp_path / "moodle" / "Mallory Smith_222_assignsubmission_file_"
+    _touch(folder / "a.ipynb", "")
+    _touch(folder / "<img src=https:\\\\evil.example\\p.png onerror=alert(1)>.ipynb", "")
+    sheet = _touch(tmp_path / "worksheet.csv", ",".join(lms.MOODLE_FIELDS) + "\n"
+                   "Participant 222,Mallory Smith,m@x,Submitted for grading,,4.00,Yes,-,-,\n")
+    roster, times, lines = lms.read_worksheet(sheet)
+    found = lms.find([tmp_path / "moodle"])
+    rows = [grade_submission(f.path, f.display, exercise, Limits(), "") for f in found]  # invalid: no kernel
+    rows = policy.apply(lms.attribute(rows, found, exercise, roster, times), policy.load(exercise), exercise)
+    out = tmp_path / "upload.csv"
+    lms.write_moodle(rows, lines, out)
+    (entry,) = csv.DictReader(out.open(encoding="utf-8"))
+    comment = entry["Feedback comments"]
+    assert entry["Grade"] == "0" and comment.startswith("not graded"), entry
+    assert "<" not in comment and ">" not in comment, comment

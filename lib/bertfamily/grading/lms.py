@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import html
 import os
 import re
 from dataclasses import dataclass
@@ -347,8 +348,9 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
 def _grade_and_comment(r: Row | None, max_score) -> tuple[str, str]:
     if r is None:
         return "", ""  # missing: Moodle's own status says "No submission"
-    if r.status == "invalid":
-        return "0", f"not graded: {r.detail}"
+    if r.status == "invalid":  # Moodle imports the comment as HTML: a file's name in it is text, not a tag
+        why = "; ".join(p for p in r.detail.split("; ") if not p.startswith("duplicate: ")) or r.detail
+        return "0", html.escape(f"not graded: {why}", quote=False)
     score = "" if r.score is None else str(r.score)
     said = f"{score} of {max_score} ({r.status})" + (f"; {r.late}" if r.late else "")
     return score, said + "; details in your feedback file"
