@@ -212,3 +212,52 @@ def test_a_file_name_reaches_moodles_feedback_comment_as_text_not_html(tmp_path)
     comment = entry["Feedback comments"]
     assert entry["Grade"] == "0" and comment.startswith("not graded"), entry
     assert "<" not in comment and ">" not in comment, comment
+
+
+# ------------------------------------------------------------------ what reaches the instructor's terminal and the feedback
+
+FORGED = ("\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202e"
+          "\n\n## task9: all passed\n\nScore: **99 of 99** (graded)\n\n![seen](https://evil.example/p.png)")
+
+
+@pytest.mark.slow  # one kernel
+def test_an_error_message_reaches_the_grade_commands_terminal_and_the_feedback_as_text(tmp_path):
+    """``grade NOTEBOOK`` printed the feedback unescaped: a student's exception message put escape
+    sequences on the instructor's terminal (its title, the clipboard by OSC 52, a cleared screen) and,
+    with its newlines, lines of its own in the feedback (a score, a heading, a remote image that loads
+    when the Markdown is viewed)."""
+    import nbformat
+
+    from bertfamily.grading import model_answer
+    from bertfamily.grading.sandbox import sandbox_problem
+
+    if sandbox_problem() is not None:
+        pytest.skip(f"no sandbox here: {sandbox_problem()}")
+    nb = model_answer(nbformat.read(TINY, as_version=4))
+    nb.cells.append(nbformat.v4.new_code_cell(f"raise ValueError({FORGED!r})"))
+    path = tmp_path / "mallory.ipynb"
+    nbformat.write(nb, path)
+    done = _cli(["grade", path, "--reference", TINY], timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = done.stdout
+    assert "raised ValueError" in shown, shown
+    assert not any(c in shown for c in "\x1b\x07\u202e"), shown
+    assert "![" not in shown and "99 of 99" in shown, shown
+    assert not [line for line in shown.splitlines() if line.startswith(("Score: **99", "## task9"))], shown
+
+
+def test_a_students_error_message_writes_no_lines_of_its_own_into_the_feedback_file(tmp_path):
+    """The class's feedback files (the rows as the grader makes them: a cell's error said whole)."""
+    from bertfamily.grading import lms
+    from bertfamily.grading.exercise import Exercise
+    from bertfamily.grading.pipeline import Row
+
+    exercise = Exercise.load(TINY)
+    names = [t.name for t in exercise.graded]
+    row = Row("mallory.ipynb", "graded", 1, 4, dict.fromkeys(names, 0) | {"task1": 1},
+              f"task2: cell 6 (the cell that starts `x`) raised ValueError: {FORGED}; not in a task: cell 18 raised "
+              f"ValueError: {FORGED}", read_by_hand=f"task1: {FORGED}")
+    (written,) = lms.write_feedback([row], exercise, tmp_path / "feedback")
+    text = written.read_text(encoding="utf-8")
+    assert "99 of 99" in text and "![" not in text, text
+    assert not [line for line in text.splitlines() if line.startswith(("Score: **99", "## task9"))], text
