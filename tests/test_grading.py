@@ -174,6 +174,23 @@ def test_grade_runs_a_copy(tmp_path, capsys):
     assert unchanged(path) == before
 
 
+def test_self_check_past_its_cell_limit_reports_instead_of_a_traceback(tmp_path, capsys):
+    """A cell slower than the self-check's limit per cell (a timing loop on a busy laptop) stops the run
+    there: the student gets the checks that ran, the cell that stopped it and how to raise the limit,
+    and the checks after it as not run, not nbclient's traceback."""
+    nb = new_notebook(cells=[tagged(new_code_cell("print('✓ Task 1 (fast): done')"), "check"),
+                             new_code_cell("import time\ntime.sleep(60)"),
+                             tagged(new_code_cell("print('✓ Task 2 (after): done')"), "check")])
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nb, path)
+    assert grading.main(["self-check", str(path), "--timeout", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "✓ Task 1 (fast)" in out, out
+    assert "✗ cell 2" in out and "did not run: the run stopped at cell 1" in out, out
+    results = grading.self_check(path, timeout=3)
+    assert [(r.task, r.passed) for r in results] == [("Task 1 (fast)", True), ("cell 2", False)]
+
+
 # ------------------------------------------------------------------ the exercise, end to end
 
 
