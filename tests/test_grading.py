@@ -6,6 +6,7 @@ traceback), on a copy; with the solutions put back it is the reference's code, w
 test_gradebook run (the self-check of a filled-in copy runs on the small exercise made for the tests).
 """
 import os
+import re
 import time
 from pathlib import Path
 
@@ -173,6 +174,23 @@ def test_grade_runs_a_copy(tmp_path, capsys):
     assert unchanged(path) == before
 
 
+def test_self_check_past_its_cell_limit_reports_instead_of_a_traceback(tmp_path, capsys):
+    """A cell slower than the self-check's limit per cell (a timing loop on a busy laptop) stops the run
+    there: the student gets the checks that ran, the cell that stopped it and how to raise the limit,
+    and the checks after it as not run, not nbclient's traceback."""
+    nb = new_notebook(cells=[tagged(new_code_cell("print('✓ Task 1 (fast): done')"), "check"),
+                             new_code_cell("import time\ntime.sleep(60)"),
+                             tagged(new_code_cell("print('✓ Task 2 (after): done')"), "check")])
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nb, path)
+    assert grading.main(["self-check", str(path), "--timeout", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "✓ Task 1 (fast)" in out, out
+    assert "✗ cell 2" in out and "did not run: the run stopped at cell 1" in out, out
+    results = grading.self_check(path, timeout=3)
+    assert [(r.task, r.passed) for r in results] == [("Task 1 (fast)", True), ("cell 2", False)]
+
+
 # ------------------------------------------------------------------ the exercise, end to end
 
 
@@ -200,6 +218,25 @@ def test_exercise_student_version_has_no_answers(student_path):
             assert code and not any(line in text for line in code if "= None" not in line), code
     assert len(check_cells(student)) == len(check_cells(source)) >= 8
     assert not any(c.get("outputs") for c in student.cells if c.cell_type == "code")
+
+
+def test_exercise_placeholders_name_only_what_the_task_asks_for(student_path):
+    """Each `NAME = None  # YOUR CODE HERE` of the handout is a name the student is asked for: one the
+    task's text names or its check reads, never one of the reference's own helpers (task 10 once
+    handed out `multilingual_path`, `mib` and `distilbert_saving`, which no task mentions)."""
+    cells = nbformat.read(student_path, as_version=4).cells
+    asked = []
+    for i, cell in enumerate(cells):
+        placeholders = re.findall(r"^(\w+) = None  # YOUR CODE HERE$", cell.source, re.M)
+        if cell.cell_type != "code" or not placeholders:
+            continue
+        task = next(c.source for c in reversed(cells[:i]) if c.cell_type == "markdown" and "### Task" in c.source)
+        check = next(c.source for c in cells[i + 1:] if "check" in c.metadata.get("tags", []))
+        for name in placeholders:
+            asked.append(name)
+            assert f"`{name}`" in task or re.search(rf"\b{name}\b", check), \
+                f"{name} is handed out as a placeholder, but neither the task's text nor its check names it"
+    assert {"multilingual", "multilingual_count", "multilingual_int8_bytes", "multilingual_saving"} <= set(asked)
 
 
 @pytest.mark.slow

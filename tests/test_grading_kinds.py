@@ -355,3 +355,27 @@ def test_a_delegated_cgroup_v2_tree_is_found_and_nothing_else(tmp_path):
         f.unlink()
     group.close()
     assert not group.path.exists()
+
+
+@pytest.mark.slow  # starts kernels: left out by make unit
+def test_kind9_a_course_only_pythonpath_names_is_the_kernels_or_said_before_anyone_is_graded(tmp_path, monkeypatch):
+    """The grader imported the course from a folder that only its ``PYTHONPATH`` names (a checkout run as
+    ``PYTHONPATH=lib python -m bertfamily.grading``, installed nowhere or from another checkout). The
+    sandbox empties the kernel's environment: the kernel is given that folder, where the run's copy is
+    bound, and imports it. Without it, the probe stops the class and says why, instead of a gradebook
+    of zeros with ``No module named 'bertfamily'`` in every row."""
+    elsewhere = tmp_path / "checkout" / "lib"
+    elsewhere.mkdir(parents=True)
+    bwrap_args = mounts.bwrap_args
+    monkeypatch.setattr(mounts, "bwrap_args", lambda folder, runtime, limits, submitted, roots, package:
+                        bwrap_args(folder, runtime, limits, submitted, roots, elsewhere / "bertfamily"))
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    limits = sandbox.Limits(memory_mib=MEMORY_MIB, disk_mib=64)
+    monkeypatch.setattr(sandbox, "_PROBED", {})
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    sandbox.probe_kernel(limits)  # the kernel imported the copy bound in the folder PYTHONPATH names
+    monkeypatch.setattr(sandbox, "_PROBED", {})
+    monkeypatch.delenv("PYTHONPATH")
+    with pytest.raises(sandbox.SandboxMissing, match=r"cannot import the course package, `bertfamily` "
+                                                      r"\(No module named 'bertfamily'\).*pip install -e \."):
+        sandbox.probe_kernel(limits)

@@ -341,3 +341,21 @@ def test_a_measured_size_must_be_a_file_the_run_wrote(exercise):
     files = grading.score_run(prepared, exercise, passed_run(prepared, exercise, answers, sizes=[fp32, int8]),
                               grading.Limits())
     assert files.marks["task6"] == 1 and not any("size of" in f for f in files.flags)
+
+
+def test_a_run_stopped_in_a_task_says_why_and_never_that_no_mark_was_lost(exercise):
+    """A cell that runs past the per-cell limit stops the run there (nbval): its task's check never ran, so
+    the task has no mark, and its row says the cell ran past the limit, not "its checks passed: no mark
+    lost" (as a class on a loaded machine showed: a slow model load in task 1, every row 0 with that note)."""
+    prepared = grading.prepare(copy.deepcopy(exercise.reference), exercise)
+    run = passed_run(prepared, exercise, {})
+    code = [i for i, c in enumerate(prepared.nb.cells) if c.cell_type == "code"]
+    check, _ = check_cell(exercise, 1)
+    stop = next(n for n, i in enumerate(code) if prepared.nb.cells[i].get("id") == check) - 1  # task 1's solution
+    run["results"] = {n: entry for n, entry in run["results"].items() if n <= stop}
+    run["results"][stop].update(outcome="failed", message="Timeout: cell execution exceeded 120 s")
+    score = grading.score_run(prepared, exercise, run, grading.Limits())
+    assert score.status == "timeout" and score.marks["task1"] == 0
+    assert not any("no mark lost" in note for note in score.notes), score.notes
+    assert any(p.startswith(f"task1: cell {code[stop]}") and "ran past the per-cell limit of 120 s" in p
+               for p in score.problems), score.problems

@@ -29,6 +29,8 @@ from bertfamily.grading.regrade import Journaled, select
 from bertfamily.grading.safeio import check_output_folder
 from bertfamily.grading.sandbox import require_sandbox
 from bertfamily.grading.student import write_student
+from bertfamily.grading.submission import printable
+from bertfamily.grading.textsafe import escape_controls
 from bertfamily.grading.verify import package_changes
 
 USAGE = """\
@@ -274,10 +276,10 @@ def _grade_one(args) -> int:
     require_sandbox()
     exercise = Exercise.load(args.reference)
     row = grade_notebook(args.notebook, exercise, limits)
-    if args.json:
-        print(json.dumps(asdict(row), indent=1, ensure_ascii=False))
-    else:
-        print(feedback_markdown(row, exercise))
+    if args.json:  # ASCII: no control, bidirectional or invisible character of the student's reaches the terminal
+        print(json.dumps(asdict(row), indent=1, ensure_ascii=True))
+    else:  # as the feedback file shows it: a student's error message prints no escape sequence
+        print(escape_controls(printable(feedback_markdown(row, exercise)), keep="\n"))
         print(f"graded in the sandbox, as bertfamily-grade grades a class: {row.status}, "
               f"{'–' if row.score is None else row.score} of {row.max_score}")
     return 0

@@ -33,11 +33,12 @@ from pathlib import Path
 
 from bertfamily.grading.classroom import ClassSettings, usable_cores
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.fingerprints import bytes_digest, file_digest, fingerprint, worker_problems
+from bertfamily.grading.fingerprints import bytes_digest, fingerprint, worker_problems
 from bertfamily.grading.journal import Interrupted, Journal, journal_path, run_settings
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.pipeline import Row, error_row, grade_submission
-from bertfamily.grading.submission import link_problem
+from bertfamily.grading.safeio import read_regular, regular_digest
+from bertfamily.grading.submission import MAX_NOTEBOOK_BYTES, link_problem
 
 #: A submission running on this many workers that died gets an ``error`` row, not another try.
 KILLS = 2
@@ -219,9 +220,9 @@ class _Run:
             wid = slots[-1][1]
             item = self.queue.popleft()
             try:
-                data = item.path.read_bytes()
-            except OSError as exc:
-                raise Interrupted(f"cannot read {item.display} any more ({exc.strerror})") from None
+                data = read_regular(item.path, MAX_NOTEBOOK_BYTES)
+            except (OSError, ValueError) as exc:
+                raise Interrupted(f"cannot read {item.display} any more ({exc})") from None
             if bytes_digest(data) != item.digest:
                 raise Interrupted(f"{item.display} changed while the class was being graded")
             self.serial += 1
@@ -344,7 +345,7 @@ class DaskCluster:
         try:
             rows, todo = [], []
             for path, display in found:
-                digest = file_digest(path)
+                digest = regular_digest(path, MAX_NOTEBOOK_BYTES)  # a FIFO, a link, a sparse TiB: None
                 if digest is None or link_problem(path) is not None:  # the grader's own row, made here
                     rows.append(grade_submission(*settings.args(path, display)))
                 elif (display, digest) in journal.rows:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import io
 import tokenize
 from collections import defaultdict
-from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.magics import MAX_SOURCE, as_python
+from bertfamily.grading.safeio import read_regular
 from bertfamily.grading.student import SOLUTION, cell_tags, placeholder
-from bertfamily.grading.submission import Invalid, link_problem, read_submission
+from bertfamily.grading.submission import MAX_NOTEBOOK_BYTES, Invalid, link_problem, read_submission
 
 #: Lines of code in common (not comments, not blank) below which nothing is flagged.
 MIN_LINES = 20
@@ -99,8 +99,9 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
         try:
             if link_problem(path):
                 continue
-            nb = read_submission(Path(path).read_bytes(), exercise.tasks, exercise.name, [])
-        except (Invalid, OSError):
+            # read as its row was: never a FIFO, a device or more than the cap (a sparse terabyte)
+            nb = read_submission(read_regular(path, MAX_NOTEBOOK_BYTES), exercise.tasks, exercise.name, [])
+        except (Invalid, OSError, ValueError):
             continue
         own = own_code(nb, exercise)
         said = reference_copy(own, exercise)

@@ -196,12 +196,19 @@ def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False) 
     write_csv_atomically(out, lines, force)
 
 
+def _item(text: str) -> str:
+    """One item of the feedback's lists, kept one item: the newlines of a student's error message (or
+    of anything else the run said) do not start lines of their own (a heading, a score, a link
+    definition), and no image is loaded from where a student's text points (``![x](https://...)``)."""
+    return re.sub(r"[\r\n]+", " ", text).replace("![", "!\\[")
+
+
 def feedback_markdown(row: Row, exercise: Exercise) -> str:
     """What one student reads: each task's mark, the check's ✗ line and hint, what was repaired."""
     lines = [f"# Feedback: {Path(row.submission).name or row.student}", "",
              f"Score: **{'–' if row.score is None else row.score} of {row.max_score}** ({row.status})", ""]
     if row.status == "invalid":
-        lines += [f"The grader could not grade this file: {row.detail}.", ""]
+        lines += [f"The grader could not grade this file: {_item(row.detail)}.", ""]
         return "\n".join(lines)
     lines += ["| task | mark | |", "|---|:-:|---|"]
     for t in exercise.graded:
@@ -214,17 +221,17 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
         # the error a check's "(see the error above)" points at is in `detail`: it goes above that line
         errors = [p for p in lost if " raised " in p and p not in said] if said else []
         if said or lost:
-            lines += [f"## {t.name}: {t.title}", "", *(f"- {line}" for line in errors + (said or lost)), ""]
+            lines += [f"## {t.name}: {t.title}", "", *(f"- {_item(line)}" for line in errors + (said or lost)), ""]
     if row.read_by_hand:
         # one entry a task ("task7: the student's words"); a student's own "; " is not a boundary
         lines += ["## Read by your instructor", "", "Not scored by the grader; your instructor reads it:", "",
-                  *(f"- {part}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)), ""]
+                  *(f"- {_item(part)}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)), ""]
     others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
     if others:
-        lines += ["## About the run", "", *(f"- {p}" for p in others), ""]
+        lines += ["## About the run", "", *(f"- {_item(p)}" for p in others), ""]
     if row.outputs and row.outputs != REPRODUCED:
         lines += ["## Outputs", "", "Not every stored output came out the same on the grader's re-run "
-                  f"(this costs no mark unless the instructor asks for it): {row.outputs}.", ""]
+                  f"(this costs no mark unless the instructor asks for it): {_item(row.outputs)}.", ""]
     return "\n".join(lines)
 
 

@@ -10,6 +10,8 @@ Layouts recognised without a pattern (the first that fits a file wins):
             sorts by, the student's Canvas user id, the file's id, the name the student uploaded), with
             ``_LATE`` after the name when Canvas marked the submission late.
 ``folder``  a folder per student: ``alice/exercise.ipynb`` (the folder is the student).
+``ambiguous`` a name that reads as both Canvas's and Moodle's (Canvas's prefix, then a classmate's
+            Moodle prefix typed by the student): it counts for nobody and is flagged.
 ``file``    a notebook per student: ``alice.ipynb``; a name that runs on past a roster id with a number
             (``alice-2.ipynb``, and no alice-2 on the roster) is ambiguous and counts for nobody.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import html
 import os
 import re
 from dataclasses import dataclass
@@ -87,11 +90,15 @@ def _identify(path: Path, root: Path | None) -> Found:
         if m:  # an online-text or feedback folder holds no handed-in file: left out
             return Found(path, display, "moodle" if m["plugin"] == "file" else "skip", m["id"], m["name"],
                          notebook=notebook and m["plugin"] == "file", doubt=_doubt(part))
-    m = MOODLE_FILE.match(path.name)
+    m, c = MOODLE_FILE.match(path.name), CANVAS_FILE.match(path.name)
+    if m and c:  # Canvas's prefix, then a Moodle prefix the student typed (or the reverse): whose is it?
+        return Found(path, display, "ambiguous", "", notebook=notebook, doubt=(
+            f"read by hand: {escape_controls(path.name)!r} reads as Canvas's export (user {c['id']}) and as "
+            f"Moodle's (participant {m['id']}): it counts for nobody; check in the LMS whose it is"))
     if m:
         return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook, doubt=_doubt(path.name))
-    m = CANVAS_FILE.match(path.name)
-    if m:
+    if c:
+        m = c
         return Found(path, display, "canvas", m["id"], m["name"], late=bool(m["late"]), notebook=notebook)
     if len(rel) > 1:
         return Found(path, display, "folder", rel[0], rel[0], notebook=notebook)
@@ -122,7 +129,7 @@ def find(paths) -> list[Found]:
         else:
             raise ValueError(f"no such file or folder: {given}")
     kept = [f for f in found.values()
-            if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder"))]
+            if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder", "ambiguous"))]
     if not kept:
         raise ValueError("nothing to grade: give notebooks, or folders of them as Canvas or Moodle export them")
     return sorted(kept, key=lambda f: f.display)
@@ -147,6 +154,9 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
         if len(named) == 1:
             return named[0], ""
         return "", f"not on the roster (Moodle participant {f.key}, {f.name})"
+    if f.layout == "ambiguous":
+        return "", "ambiguous: the file name reads as two students' (Canvas's and Moodle's prefixes), so it counts " \
+                   "for nobody"
     if f.layout == "folder" and f.key in roster:
         return f.key, ""
     sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
@@ -338,8 +348,9 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
 def _grade_and_comment(r: Row | None, max_score) -> tuple[str, str]:
     if r is None:
         return "", ""  # missing: Moodle's own status says "No submission"
-    if r.status == "invalid":
-        return "0", f"not graded: {r.detail}"
+    if r.status == "invalid":  # Moodle imports the comment as HTML: a file's name in it is text, not a tag
+        why = "; ".join(p for p in r.detail.split("; ") if not p.startswith("duplicate: ")) or r.detail
+        return "0", html.escape(f"not graded: {why}", quote=False)
     score = "" if r.score is None else str(r.score)
     said = f"{score} of {max_score} ({r.status})" + (f"; {r.late}" if r.late else "")
     return score, said + "; details in your feedback file"

@@ -67,6 +67,10 @@ def report(nb) -> list[CheckResult]:
             e = errors[0]
             results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}",
                                        index))
+        elif not marks and index > nb.metadata.get("self_check_stopped_at", len(nb.cells)):
+            stop = nb.metadata["self_check_stopped_at"]
+            results.append(CheckResult(f"cell {index}", False, f"did not run: the run stopped at cell {stop}, which "
+                                       "ran past the self-check's limit per cell", index))
         elif not marks:
             results.append(CheckResult(f"cell {index}", False, "the check printed no result", index))
         above = ""
@@ -77,9 +81,12 @@ def execute_copy(path, timeout: int = 600, kernel_name: str = "python3"):
     """Execute a copy of the notebook at ``path`` in a temporary folder; return the executed notebook.
 
     The file at ``path`` is only read (its bytes and modification time are unchanged); errors in
-    cells do not stop the run, they are recorded in the outputs.
+    cells do not stop the run, they are recorded in the outputs. A cell that runs past ``timeout``
+    seconds stops the run there: it gets an error output that says so (``CellTimeoutError``), and the
+    cells after it keep no outputs (:func:`report` says that their checks did not run).
     """
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError
 
     path = Path(path)
     if not path.is_file():
@@ -88,9 +95,22 @@ def execute_copy(path, timeout: int = 600, kernel_name: str = "python3"):
     nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     with tempfile.TemporaryDirectory(prefix="bertfamily-grade-") as tmp:
         (Path(tmp) / path.name).write_bytes(data)
+        started = []
         client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
-                                resources={"metadata": {"path": tmp}})
-        client.execute()
+                                resources={"metadata": {"path": tmp}},
+                                on_cell_start=lambda cell, cell_index: started.append(cell_index))
+        try:
+            client.execute()
+        except CellTimeoutError:
+            index = started[-1]
+            nb.cells[index].outputs.append(nbformat.v4.new_output(
+                "error", ename="CellTimeoutError", traceback=[],
+                evalue=f"cell {index} ran past the self-check's limit of {timeout:g} s per cell, and the run stopped "
+                       f"there (a slower machine than yours? raise the limit: self-check --timeout SECONDS)"))
+            for cell in nb.cells[index + 1:]:
+                if cell.cell_type == "code":
+                    cell.outputs = []
+            nb.metadata["self_check_stopped_at"] = index
     return nb
 
 

@@ -233,7 +233,21 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     args += ["--remount-ro", "/dev", "--chdir", str(INSIDE / "work")]
     for key, value in sandbox_env(INSIDE, limits.threads).items():
         args += ["--setenv", key, value]
+    if (path := kernel_pythonpath(package)):
+        args += ["--setenv", "PYTHONPATH", path]
     return args
+
+
+def kernel_pythonpath(package: Path) -> str | None:
+    """The kernel's ``PYTHONPATH`` in the sandbox: the folder of the course package (``package``), where
+    the grader itself imported the course through ``PYTHONPATH`` (a checkout run as
+    ``PYTHONPATH=lib python -m bertfamily.grading``, not installed in this Python); else none. The sandbox
+    starts with an empty environment, so without it such a kernel would import the course from where this
+    Python installed it (another checkout, or nowhere: ``No module named 'bertfamily'``), not from the
+    run's copy that is bound at ``package``."""
+    folder = Path(package).resolve().parent
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    return str(folder) if any(Path(e).resolve() == folder for e in entries) else None
 
 
 def view_base() -> str:

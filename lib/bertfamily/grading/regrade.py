@@ -13,10 +13,11 @@ from __future__ import annotations
 import sys
 
 from bertfamily.grading.classroom import ClassSettings
-from bertfamily.grading.fingerprints import file_digest, fingerprint
+from bertfamily.grading.fingerprints import fingerprint
 from bertfamily.grading.journal import Interrupted, Journal, journal_path, run_settings
 from bertfamily.grading.pipeline import Row, grade_submission
-from bertfamily.grading.submission import link_problem
+from bertfamily.grading.safeio import regular_digest
+from bertfamily.grading.submission import MAX_NOTEBOOK_BYTES, link_problem
 
 
 class Journaled:
@@ -44,7 +45,7 @@ class Journaled:
         try:
             rows, todo, digests = [], [], {}
             for file, display in found:
-                digest = file_digest(file)
+                digest = regular_digest(file, MAX_NOTEBOOK_BYTES)  # a FIFO, a link, a sparse TiB: None
                 digests[display] = digest
                 if digest is None or link_problem(file) is not None:
                     rows.append(grade_submission(*settings.args(file, display)))  # the grader's own row, no run

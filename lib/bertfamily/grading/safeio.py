@@ -4,6 +4,9 @@ never blocking, never reading more than a cap, never writing outside the folders
 * :func:`read_regular`: a submission's bytes, opened without following a link and without blocking
   (a FIFO named ``aaron.ipynb``), checked to be a regular file and no larger than the cap *before* it
   is read (a 1 TiB sparse file is refused by its size), then read to the cap at most.
+* :func:`regular_digest`: the SHA-256 of a submission read the same way (None where it is not a
+  regular file under the cap), so that the journal's key never blocks on a FIFO, never follows a link
+  to ``/dev/zero`` and never hashes a sparse terabyte.
 * :func:`check_output_folder`: the instructor's output paths (``--out``, ``--feedback``...) go through
   no symbolic link and lie outside every folder of submissions (a link a student planted there would take the
   grader's writes elsewhere).
@@ -51,6 +54,18 @@ def read_regular(path, cap: int) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+def regular_digest(path, cap: int) -> str | None:
+    """The SHA-256 of the regular file at ``path`` read as :func:`read_regular` reads it; None where
+    :func:`read_regular` refuses it (a link, a FIFO, a device, larger than ``cap``) or it cannot be
+    read: its row is then the grader's own, made without a run, and says why."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(read_regular(path, cap)).hexdigest()
+    except (OSError, ValueError):
+        return None
 
 
 def links_in(path) -> list[str]:

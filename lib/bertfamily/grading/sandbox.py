@@ -54,7 +54,9 @@ from bertfamily.grading.mounts import (
     SandboxMissing,
     bwrap_options,
     bwrap_path,
+    course_package_dir,
     kernel_package,
+    kernel_pythonpath,
     launch_command,
     namespaces,
     outer_ids,
@@ -254,6 +256,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             kernel_env = {"PYTHONPATH": str(folder / "course")}
         (folder / "kernel.json").write_text(json.dumps({"argv": argv, "env": kernel_env}), encoding="utf-8")
         env = sandbox_env(folder if not limits.sandbox else folder / "worker", limits.threads)
+        if (path := kernel_pythonpath(course_package_dir())):  # the worker runs this grader's nbval_worker
+            env["PYTHONPATH"] = path
         env["JUPYTER_RUNTIME_DIR"] = str(runtime)
         sizes_from = "sandbox" if limits.sandbox else [str(folder / s) for s in ("home", "tmp", "work", "shm")]
         cmd = [sys.executable, "-c", WORKER_COMMAND, str(record), str(notebook), str(limits.cell_timeout),
@@ -317,7 +321,7 @@ def probe_kernel(limits: Limits) -> None:
     :class:`SandboxMissing` with the kernel's own error when it cannot, before anyone is graded."""
     key = limits.sandbox
     if key not in _PROBED:
-        cell = nbformat.v4.new_code_cell("import sys\nprint('ready', sys.version_info[0])")
+        cell = nbformat.v4.new_code_cell("import sys\nimport bertfamily.checks\nprint('ready', sys.version_info[0])")
         probe = nbformat.v4.new_notebook(cells=[cell])
         small = Limits(cell_timeout=max(limits.cell_timeout, 60), timeout=max(limits.timeout, 120),
                        memory_mib=limits.memory_mib, threads=1, disk_mib=min(limits.disk_mib, 256),
@@ -331,7 +335,13 @@ def probe_kernel(limits: Limits) -> None:
         else:
             result = run["results"].get(0, {})
             printed = "".join(o.get("text", "") for o in result.get("outputs", []))
-            if run["status"] or result.get("outcome") != "passed" or "ready" not in printed:
+            said = run["log"] + str(result.get("message") or "")
+            if not run["status"] and "No module named 'bertfamily'" in said:
+                _PROBED[key] = (f"its kernel cannot import the course package, `bertfamily` (No module named "
+                                f"'bertfamily'): this grader imported it from {course_package_dir()}, which this "
+                                f"Python ({sys.executable}) does not install; install the course into it "
+                                "(`pip install -e .` in the checkout) or run the grader from its `.venv`")
+            elif run["status"] or result.get("outcome") != "passed" or "ready" not in printed:
                 why = run["reason"] or result.get("message") or f"the worker ended with code {run['exit_code']}"
                 _PROBED[key] = f"{why}; what the kernel said:\n    " + "\n    ".join(_kernel_said(run["log"]))
             else:

@@ -328,7 +328,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         if not reached and status == "graded":
             found.append("not all of its cells ran")
         score.marks[task.name] = 1 if reached and not found else 0
-        if found:  # what its own cells raised, as the cause
+        if found or not reached:  # what its own cells raised, as the cause (of a run that stopped in it, too)
             found[:0] = raised
         else:  # an error in a line no check reads (one that prints an earlier task's answer) costs nothing
             score.notes += [f"{task.name}: {_said_not_scored(task.name, p, answer_task, task_errors)}" for p in raised]

@@ -23,6 +23,10 @@ from bertfamily.grading.exercise import visible_lines
 from bertfamily.grading.student import SOLUTION, cell_tags
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
+#: Cells and stored outputs a notebook may hold (the exercise: about 60 cells; a student's scratch cells
+#: and outputs: hundreds). Under the byte cap a notebook can hold a million empty ones, each validated,
+#: repaired, copied and written by the grader before the run's limits start: minutes of its time.
+MAX_CELLS, MAX_OUTPUTS = 10_000, 20_000
 #: nbval's cell tags and comment markers: the grader, not the submission, decides which outputs count.
 NBVAL_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-raises-exception", "raises-exception",
               "nbval-skip", "pytest-validate-ignore-output"}
@@ -150,6 +154,12 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
         raise Invalid("not a notebook: JSON nested too deeply") from None
     if not isinstance(content, dict) or content.get("nbformat") != 4:
         raise Invalid("not a notebook: JSON without 'nbformat': 4 (Jupyter notebooks since 2015 have it)")
+    cells = content.get("cells") if isinstance(content.get("cells"), list) else []
+    outputs = sum(len(c["outputs"]) for c in cells if isinstance(c, dict) and isinstance(c.get("outputs"), list))
+    if len(cells) > MAX_CELLS or outputs > MAX_OUTPUTS:
+        what = f"{len(cells):,} cells" if len(cells) > MAX_CELLS else f"{outputs:,} outputs"
+        raise Invalid(f"not a notebook of {reference_name}: {what}, more than the grader reads ({MAX_CELLS:,} cells "
+                      f"and {MAX_OUTPUTS:,} stored outputs): clear the outputs or delete the extra cells, then save")
     try:  # a lone surrogate ("\\udfff" in the JSON): no editor saves one, and no copy of it can be written
         json.dumps(content, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:

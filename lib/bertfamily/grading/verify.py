@@ -41,18 +41,34 @@ def package_changes() -> list[str]:
     now = _package_files()
     return sorted(k for k in set(now) | set(_PACKAGE) if now.get(k) != _PACKAGE.get(k))
 
+#: What the grader rebuilds of one exported answer in its own process, outside every limit of the run:
+#: a tensor of more values is shown to the checks by its shape alone (a ``meta`` tensor, no storage),
+#: and a model of more layers is not rebuilt. The kernel's exporter sends what the kernel holds, and a
+#: kernel holds cheaply what would cost the grader dearly (``torch.zeros(()).expand(2**17, 2**17)``:
+#: 4 bytes there, 64 GiB rebuilt; its own ``modules()`` naming one layer a million times).
+MAX_TENSOR_VALUES = 2**20
+MAX_LAYERS = 10_000  # the course's largest model, multilingual DistilBERT, has 38 linear layers
+#: The configurations rebuilt with transformers: the model types the course's budget counts, without
+#: the keys that only make transformers build labels (``num_labels=10**9``: a billion of them).
+BUDGET_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "albert")
+NOT_SIZES = ("model_type", "transformers_version", "_name_or_path", "architectures", "num_labels", "id2label",
+             "label2id")
+
+
 def _not_its_configuration(value: dict) -> str | None:
     """Why an exported model cannot be the model its configuration describes (it holds another number of
     values than the budget of that configuration), or None. A stand-in with a copied configuration and
     a few tiny layers is caught here; a real model, pretrained or built from its configuration, is not."""
-    if "module" not in value or not value.get("config") or value.get("values") is None:
+    if "module" not in value or not isinstance(value.get("config"), dict) or value.get("values") is None:
         return None
+    if value["config"].get("model_type") not in BUDGET_TYPES:
+        return None  # the budget cannot count it: the checks say what is wrong
     try:
         from transformers import AutoConfig
 
         from bertfamily import budget
-        settings = {k: v for k, v in value["config"].items()
-                    if k not in ("model_type", "transformers_version", "_name_or_path", "architectures")}
+        settings = {k: v for k, v in value["config"].items() if k not in NOT_SIZES
+                    and (v is None or isinstance(v, (bool, int, float, str)))}
         want = budget.count(AutoConfig.for_model(value["config"]["model_type"], **settings))
     except Exception:  # a configuration the budget cannot read: the checks will say what is wrong
         return None
@@ -69,16 +85,32 @@ def stand_in(value: dict, objects: dict):
         return value["plain"]
     if "missing" in value:
         raise NameError("not defined when the check ran")
+    try:
+        return _rebuilt(value, objects)
+    except (TypeError, KeyError, AttributeError, RuntimeError, OverflowError) as exc:  # not the exporter's
+        raise ValueError(f"not an answer the grader's exporter sends ({type(exc).__name__})") from None
+
+
+def _rebuilt(value: dict, objects: dict):
+    import math
+
     import torch
     if "tensor" in value:
-        dtype = torch.float32 if value["floating"] else torch.int64
+        dtype, shape = torch.float32 if value["floating"] else torch.int64, value["tensor"]
+        if not isinstance(shape, list) or len(shape) > 64 or not all(type(d) is int and d >= 0 for d in shape):
+            raise ValueError(f"not the shape of a tensor: {str(shape)[:60]}")
+        if math.prod(shape) > MAX_TENSOR_VALUES:  # its shape, without its values (they were never sent)
+            return torch.zeros(shape, dtype=dtype, device="meta")
         if value["item"] is not None:
-            return torch.full(value["tensor"], value["item"], dtype=dtype)
-        return torch.zeros(value["tensor"], dtype=dtype)
+            return torch.full(shape, value["item"], dtype=dtype)
+        return torch.zeros(shape, dtype=dtype)
     if "module" in value:
         if value["object"] in objects:  # the same model passed twice (``model is distilbert``)
             return objects[value["object"]]
         from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+        if value["linear"] + len(value["dynamic"]) > MAX_LAYERS:
+            raise ValueError(f"a model of {value['linear'] + len(value['dynamic']):,} linear layers, more than the "
+                             f"grader rebuilds ({MAX_LAYERS:,}; the course's models have under 100)")
         model = type(value["module"], (torch.nn.Module,), {})()
         if value["config"] is not None:
             model.config = SimpleNamespace(**value["config"])
