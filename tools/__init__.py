@@ -1,2 +1,3 @@
 """The course's maintenance tools, each a command run from the repository root as ``python -m tools.NAME``
-(see each module's usage; ``make`` calls them so). ``tools/nb.py`` runs as a script too."""
+(see each module's usage; ``make`` calls them so). ``python tools/NAME.py`` there runs the same: nb.py and
+public_book.py import nothing of the repository but ``bertfamily``; standalone.py runs itself again with -m."""
