@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_class import CANARY, DISK_MIB, GRADED, ROOT, TINY, _plant_leftover, full, row, tiny
+from grading_class import CANARY, DISK_MIB, GRADED, MEMORY_MIB, ROOT, TINY, _plant_leftover, full, row, tiny
 from nbformat.v4 import new_code_cell
 
 from bertfamily import grading
