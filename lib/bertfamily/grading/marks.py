@@ -8,7 +8,6 @@ notebook (``python -m bertfamily.grading grade``) as for a class.
 from __future__ import annotations
 
 import re
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
