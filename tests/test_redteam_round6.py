@@ -257,7 +257,7 @@ def test_a_students_error_message_writes_no_lines_of_its_own_into_the_feedback_f
     row = Row("mallory.ipynb", "graded", 1, 4, dict.fromkeys(names, 0) | {"task1": 1},
               f"task2: cell 6 (the cell that starts `x`) raised ValueError: {FORGED}; not in a task: cell 18 raised "
               f"ValueError: {FORGED}", read_by_hand=f"task1: {FORGED}")
-    (written,) = lms.write_feedback([row], exercise, tmp_path / "feedback")
+    (written,) = lms.write_student_feedback([row], exercise, tmp_path / "feedback")
     text = written.read_text(encoding="utf-8")
     assert "99 of 99" in text and "![" not in text, text
     assert not [line for line in text.splitlines() if line.startswith(("Score: **99", "## task9"))], text

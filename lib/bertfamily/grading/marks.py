@@ -8,7 +8,6 @@ notebook (``python -m bertfamily.grading grade``) as for a class.
 from __future__ import annotations
 
 import re
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +66,7 @@ def report(nb) -> list[CheckResult]:
             e = errors[0]
             results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}",
                                        index))
-        elif not marks and index > nb.metadata.get("self_check_stopped_at", len(nb.cells)):
+        elif not marks and index > nb.get("metadata", {}).get("self_check_stopped_at", len(nb.cells)):
             stop = nb.metadata["self_check_stopped_at"]
             results.append(CheckResult(f"cell {index}", False, f"did not run: the run stopped at cell {stop}, which "
                                        "ran past the self-check's limit per cell", index))
@@ -121,7 +120,7 @@ def self_check(path, timeout: int = 600, kernel_name: str = "python3") -> list[C
     return report(execute_copy(path, timeout=timeout, kernel_name=kernel_name))
 
 
-def print_report(results, stream=sys.stdout) -> None:
+def print_report(results, stream=None) -> None:
     width = max((len(r.task) for r in results), default=4)
     for r in results:
         print(f"{'✓' if r.passed else '✗'} {r.task:<{width}}  {r.message}", file=stream)
