@@ -127,9 +127,14 @@ def figure_problems(page, expected: int) -> list[str]:
     return problems
 
 
+TYPESET_QUOTES = str.maketrans("‘’“”", "''\"\"")
+
+
 def glue_problems(page, expected: list[str]) -> list[str]:
-    """Every glued number is on the page as text, and no glue role was left unrendered."""
+    """Every glued number is on the page as text, and no glue role was left unrendered. A glued sentence's
+    quotes are typeset as the rest of the page's (Sphinx's smart quotes: ' becomes ’): the same text."""
     shown = page.eval_on_selector_all("span.pasted-text", "els => els.map(e => e.textContent)")
+    shown = [text.translate(TYPESET_QUOTES) for text in shown]
     problems = []
     missing = Counter(expected) - Counter(shown)
     if missing:
