@@ -136,7 +136,7 @@ class TreePeak:
     def peak_mib(self) -> float:
         return max(self.sampled_mib, self.largest_process_mib)
 
-    def __enter__(self) -> "TreePeak":
+    def __enter__(self) -> TreePeak:
         # processes the caller already had (a test runner's other children, a worker pool) are not
         # part of what is measured: only those started inside the block are
         self._before = set()

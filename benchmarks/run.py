@@ -156,7 +156,7 @@ def main(argv=None) -> int:
              ("unit_tests", not args.skip_unit, unit_test_time),
              ("browser_fill", not args.skip_browser and CHROMIUM.is_file(), browser_fill_record),
              ("make_test", args.make_test, make_test_time)]
-    for key, wanted, step in tqdm([s for s in steps if s[1]], desc="other measurements", unit="step"):
+    for key, _wanted, step in tqdm([s for s in steps if s[1]], desc="other measurements", unit="step"):
         result[key] = step()
     result["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     if Path(args.out).is_file():  # the gradings take half an hour each: kept until measured again

@@ -34,7 +34,7 @@ def toc_docs() -> list[str]:
     return docs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def glue_values(doc: str) -> dict[str, str]:
     """The text/plain value of every key a notebook glues ('book/03_compression'), from its stored outputs."""
     nb = nbformat.read(ROOT / f"{doc}.ipynb", as_version=4)

@@ -87,7 +87,7 @@ def expected_figures(doc: str) -> int:
     return count
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def launch_targets(doc: str) -> dict[str, str]:
     """The Binder and Colab addresses that the launch buttons of a notebook page must point to."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))

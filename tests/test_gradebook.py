@@ -160,7 +160,7 @@ def test_sandbox_run_on_a_tiny_notebook(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     nb = new_notebook(cells=[new_code_cell(
         "import os\nprint(os.environ.get('HF_TOKEN'), os.environ['HF_HUB_OFFLINE'])\n"
-        "print(os.listdir('.'), os.getcwd() != %r)" % str(tmp_path))])
+        f"print(os.listdir('.'), os.getcwd() != {str(tmp_path)!r})")])
     run = grading.run_sandboxed(nb, grading.Limits(cell_timeout=60, timeout=120), "")
     assert run["status"] == "" and run["exit_code"] == 0, run["log"]
     assert run["results"][0]["outputs"][0]["text"] == "None 1\n['submission.ipynb'] True\n"
@@ -422,7 +422,7 @@ def test_unsafe_mode_runs_bare_and_still_without_the_answer_key(tmp_path, monkey
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
     nb = new_notebook(cells=[new_code_cell(
         "import os\nfrom bertfamily import checks\ntry:\n    checks.expected_counts()\nexcept AttributeError as e:\n"
-        "    print('no key:', 'answer key' in str(e))\nprint(os.getuid() == %d)" % os.getuid())])
+        f"    print('no key:', 'answer key' in str(e))\nprint(os.getuid() == {os.getuid()})")])
     run = grading.run_sandboxed(nb, grading.Limits(cell_timeout=60, timeout=120, sandbox=False), "")
     assert run["status"] == "" and run["exit_code"] == 0, run["log"]
     assert run["results"][0]["outputs"][0]["text"] == "no key: True\nTrue\n"

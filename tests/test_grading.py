@@ -157,7 +157,7 @@ def test_grade_runs_a_copy(tmp_path, capsys):
     """grade executes a copy: the graded file keeps its bytes and mtime, and cells run in a temp dir."""
     nb = small_notebook()
     nb.cells.append(tagged(new_code_cell("import os\nopen('side_effect.txt', 'w').write('x')\n"
-                                         "print('✓ Task cwd: wrote', os.getcwd() != %r)" % str(tmp_path)),
+                                         f"print('✓ Task cwd: wrote', os.getcwd() != {str(tmp_path)!r})"),
                            "check"))
     path = tmp_path / "student.ipynb"
     nbformat.write(grading.student_version(nb), path)

@@ -100,7 +100,7 @@ def test_only_files_whose_bytes_were_written_are_measured(tmp_path):
     (tmp_path / "zeros.pt").write_bytes(bytes(size + 2))
     (tmp_path / "note.txt").write_text("42")
     deep = tmp_path
-    for i in range(70):  # deeper than the walk goes: the files above are still seen
+    for _ in range(70):  # deeper than the walk goes: the files above are still seen
         deep = deep / "d"
     os.makedirs(deep)
     sizes = nbval_worker.file_sizes([str(tmp_path)])

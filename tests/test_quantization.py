@@ -146,7 +146,7 @@ def test_other_warnings_are_not_silenced(bert, monkeypatch):
     real = q.quantize_dynamic
 
     def noisy(*args, **kwargs):
-        warnings.warn("something else went wrong", UserWarning)
+        warnings.warn("something else went wrong", UserWarning, stacklevel=2)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(q, "quantize_dynamic", noisy)

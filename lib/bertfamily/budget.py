@@ -42,7 +42,7 @@ class Sizes:
                      self.layers, self.embedding, self.shared, self.pooler))
 
     @classmethod
-    def of(cls, config) -> "Sizes":
+    def of(cls, config) -> Sizes:
         """Read a BERT, RoBERTa, XLM-R, DistilBERT or ALBERT config (any number of ALBERT groups)."""
         kind = getattr(config, "model_type", None)
         if kind == "distilbert":

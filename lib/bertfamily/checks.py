@@ -56,7 +56,7 @@ FILE_TOLERANCE = 0.005
 # Expected values, computed from the published configurations
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _config(name):
     return published_config(name)
 
@@ -187,7 +187,7 @@ def _model_kind(model, name: str) -> str:
     try:
         import torch
     except ImportError:  # pragma: no cover
-        raise _Wrong("torch is needed")
+        raise _Wrong("torch is needed") from None
     if model is None:
         raise _Missing(f"`{name}` is still None: replace the placeholder with your code")
     if not isinstance(model, torch.nn.Module):

@@ -87,7 +87,7 @@ def tlm_input(english, italian, masked=(), cls: str = "[CLS]", sep: str = "[SEP]
             ("position", lambda i: str(positions[i])), ("target", lambda i: tokens[i] if i in masked else "")]
     for i in range(len(tokens)):
         color = COLORS["bert"] if langs[i] == "en" else COLORS["student"]
-        for r, (name, text) in enumerate(rows):
+        for r, (_name, text) in enumerate(rows):
             face = "#fde0dd" if (i in masked and r in (0, 3)) else ("white" if r else "#f2f2f2")
             ax.add_patch(plt.Rectangle((i, -r), 0.95, 0.9, facecolor=face, edgecolor=color, linewidth=1.2))
             ax.text(i + 0.47, -r + 0.45, text(i), ha="center", va="center", fontsize=7)
@@ -284,7 +284,7 @@ def shared_vocabulary(segmentations, model: str | None = None):
     starts = [sum(column[:i]) + 2.0 * i for i in range(columns)]
     width = starts[-1] + column[-1]
     layout = []
-    for r, (lang, words) in enumerate(rows.items()):
+    for r, words in enumerate(rows.values()):
         y = -1.6 * r
         for i, (word, pieces) in enumerate(words):
             x = starts[i]

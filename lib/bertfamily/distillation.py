@@ -23,7 +23,7 @@ name is importable from here, as the lesson imports it.
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

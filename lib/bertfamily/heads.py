@@ -10,7 +10,7 @@ experiments, and the one full-batch training loop that lesson 5's probes share
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -48,7 +48,7 @@ SWITCH = "ATEN_CPU_CAPABILITY"
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_has_avx2() -> bool:
     """True on an x86-64 CPU with AVX2 (read from /proc/cpuinfo, or sysctl on macOS)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):

@@ -13,7 +13,7 @@ pairs, and MLM's one-sentence input (:mod:`bertfamily.tlm` re-exports every name
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -16,8 +16,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -176,7 +176,7 @@ class HeldOut:
 
     @classmethod
     def fixed_mask(cls, input_ids, *, seed: int = 0, attention_mask=None, model_inputs=None,
-                   **mask_kwargs) -> "HeldOut":
+                   **mask_kwargs) -> HeldOut:
         """Mask ``input_ids`` once with a generator seeded ``seed`` (``mask_kwargs`` go to mask_tokens)."""
         ids = as_batch(input_ids)
         corrupted, labels = mask_tokens(ids, generator=torch.Generator().manual_seed(seed),
@@ -188,7 +188,7 @@ class HeldOut:
         return int((self.labels != IGNORE_INDEX).sum())
 
 
-def unigram_baseline(train_ids, held_out: "HeldOut", *, vocab_size: int, special_ids) -> tuple[float, float]:
+def unigram_baseline(train_ids, held_out: HeldOut, *, vocab_size: int, special_ids) -> tuple[float, float]:
     """What word frequencies alone achieve on ``held_out``'s blanks: ``(loss, accuracy)``.
 
     The loss (nats per blank) of the training text's unigram distribution, add-one smoothed over the

@@ -6,8 +6,8 @@ Everything is deterministic (a seeded generator), so a notebook's intervals repr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 

@@ -23,8 +23,8 @@ around them (the data helpers are in :mod:`bertfamily.pairs`; every name is impo
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

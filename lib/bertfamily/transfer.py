@@ -8,7 +8,7 @@ name, as the lesson reads them.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 

@@ -25,7 +25,7 @@ import hashlib
 import html
 import itertools
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["BrowserWidget", "temperature", "temperature_readout", "size_calculator", "size_readout",
            "remasking", "remasking_readout", "PY_FORMAT_JS"]

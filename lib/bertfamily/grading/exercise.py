@@ -42,7 +42,7 @@ class Exercise:
     tasks: tuple
 
     @classmethod
-    def load(cls, path=REFERENCE) -> "Exercise":
+    def load(cls, path=REFERENCE) -> Exercise:
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"no reference notebook at {path}: pass --reference SOLUTION.ipynb")

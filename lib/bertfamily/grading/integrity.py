@@ -229,7 +229,7 @@ def _python_file(value) -> bool:
     return isinstance(value, str) and value.strip().lower().endswith((".py", ".pth", ".pyc"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed(top: str) -> bool:
     """True for a module the grader's Python has (built-in, standard library or installed), found
     without importing it and without looking in the current folder."""

@@ -35,7 +35,7 @@ class Journal:
         self.path, self.settings, self.rows, self._handle = path, settings, rows, handle
 
     @classmethod
-    def open(cls, path, settings: dict, resume: bool, force: bool) -> "Journal":
+    def open(cls, path, settings: dict, resume: bool, force: bool) -> Journal:
         """With ``resume``, keep the rows of an existing journal written with the same settings;
         without it, an existing journal that holds rows is replaced only with ``force``."""
         path = Path(path)

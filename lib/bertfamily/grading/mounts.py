@@ -86,7 +86,7 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bwrap_options() -> frozenset:
     """The options this bubblewrap knows (``--disable-userns`` came with 0.8, ``--ro-bind-fd`` with 0.8)."""
     try:

@@ -284,7 +284,7 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
     for r in rows:
         if r.student and r.status != "missing":
             by_student.setdefault(r.student, []).append(r)
-    for student, mine in by_student.items():
+    for mine in by_student.values():
         if len(mine) == 1:
             mine[0].counts = "yes"
             continue

@@ -80,7 +80,7 @@ def _drop(ids):
     return apply
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sandbox_problem() -> str | None:
     """Why a sandbox cannot be made here (None: it can). Tries bubblewrap's namespaces once, as the
     sandbox will run (an unprivileged user when the grader is root)."""
