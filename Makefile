@@ -35,7 +35,10 @@ help:
 	@echo "make execute    re-execute notebooks in place (NB=book/01_dynamic_masking.ipynb for one)"
 	@echo "make benchmark  time and peak memory of every notebook, each in a fresh kernel"
 	@echo "make bench      the full benchmark: benchmarks/results.json, .md and the appendix page"
-	@echo "make student    write the student version of the exercise into student/"
+	@echo "make student    write the student version of the exercise into student/ (FORCE=1 over one that differs)"
+	@echo "make setup      create .venv and install the course with its book and test tools"
+	@echo "make notebooks  nbval over the notebooks only (NB=book/02_distillation.ipynb for one)"
+	@echo "make clean      remove the built website and the student version (_build/, student/)"
 	@echo "make check      fast static checks: lint, Colab cells, environment.yml"
 
 # The virtual environment is (re)made only when pyproject.toml changed since the last install.
@@ -128,7 +131,8 @@ bench: $(STAMP)
 	$(BIN)/python -m tools.nb execute book/running.ipynb
 
 student: $(STAMP)
-	$(BIN)/python -m bertfamily.grading student book/exercise_distilbert.ipynb student/exercise_distilbert.ipynb
+	$(BIN)/python -m bertfamily.grading student book/exercise_distilbert.ipynb student/exercise_distilbert.ipynb \
+		$(if $(FORCE),--force)
 
 # Fast static checks, all inside the repository: lint, the Colab cells and environment.yml agree
 # with their sources. (Maintainers with the workplace's shared/ folder beside the clone also get

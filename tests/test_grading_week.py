@@ -389,3 +389,24 @@ def test_feedback_shows_the_error_a_check_points_at_and_keeps_a_students_semicol
     assert section.index("raised ImportError") < section.index("see the error above")
     assert f"- {names[6]}: only Linear layers; the embeddings stay fp32\n" in text
     assert f"- {names[0]}: a note" in text
+
+
+def test_a_class_read_by_pattern_gets_hand_in_times_and_late_flags(tmp_path, cheap_cli):
+    """--pattern's rows carry the file's time as every layout's do, so a deadline and its late policy apply
+    to them (found by a lecturer helper: with --pattern, nothing was ever late)."""
+    klass, roster, log = _class(tmp_path, n=2)
+    _touch(klass / "s1.ipynb", json.dumps({"log": str(log), "right": 4}), when="2026-03-03T12:00+01:00")
+    assert _run(tmp_path, klass, roster, "--pattern", r"(?P<id>s\d+)", "--late", "refuse") == 0
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert rows["s1"]["late"].startswith("late by") and rows["s1"]["score"] == "0", rows["s1"]
+    assert rows["s0"]["submitted"] and "modification time" in rows["s0"]["time_from"] and not rows["s0"]["late"]
+
+
+def test_a_moodle_file_inside_the_submissions_is_refused(tmp_path, cheap_cli, capsys):
+    klass, roster, log = _class(tmp_path, n=2)
+    sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in lms.MOODLE_FIELDS) + "\n"
+                   + '"Participant 501","S 0","s0@example.org","Submitted",,"10.00",,,"2026-03-01T12:00",\n')
+    out = klass / "moodle.csv"
+    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--moodle-worksheet", str(sheet),
+                     "--moodle", str(out)]) == 2
+    assert "--moodle's folder" in capsys.readouterr().err and not log.exists() and not out.exists()

@@ -63,7 +63,9 @@ def _main_gradebook(argv) -> int:
                     "'self-check NOTEBOOK' (a student's check on their own machine, no grade).")
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
     parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out (and --canvas)")
+    parser.add_argument("--force", action="store_true",
+                        help="overwrite an existing --out, --canvas and --moodle, and start over where a "
+                             "journal holds rows of a run that did not finish")
     parser.add_argument("--jobs", type=int, default=default_jobs(),
                         help="submissions at a time (default: one per core, as far as free memory allows: %(default)s)")
     parser.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout,
@@ -73,7 +75,8 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("--memory-mib", type=int, default=Limits.memory_mib,
                         help="memory of one run, kernel and its children (MiB, default %(default)s)")
     parser.add_argument("--disk-mib", type=int, default=Limits.disk_mib,
-                        help="files one run may write, in its home, /tmp and /dev/shm (MiB, default %(default)s)")
+                        help="files one run may write, in its home and /tmp (MiB, default %(default)s; /dev/shm "
+                             "is sized and counted by --memory-mib)")
     parser.add_argument("--strict-outputs", action="store_true",
                         help="a task also needs its stored outputs to reproduce on the re-run (handed in with outputs)")
     parser.add_argument("--feedback", metavar="DIR", help="write one Markdown feedback file per submission into DIR")
@@ -156,7 +159,8 @@ def _main_gradebook(argv) -> int:
         if args.feedback and Path(args.feedback).resolve() in {p.parent for p in written}:
             raise ValueError(f"--feedback {args.feedback} is a folder of submissions: choose another folder")
         for given, label in ((args.feedback, "--feedback"), (out and out.parent, "--out's folder"),
-                             (canvas and canvas.parent, "--canvas's folder")):
+                             (canvas and canvas.parent, "--canvas's folder"),
+                             (moodle and moodle.parent, "--moodle's folder")):
             if given:  # no write through a link, none into what students handed in
                 check_output_folder(given, args.submissions, label)
         exercise = Exercise.load(args.reference)
@@ -180,6 +184,7 @@ def _main_gradebook(argv) -> int:
                   "to grade it again)", file=sys.stderr)
         if args.pattern:
             rows = apply_roster(rows, exercise, roster, args.pattern) if roster is not None else rows
+            rows = lms.with_times(rows, found, rules.due.tzinfo if rules.due else None)
         else:
             rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None,
                                  rules.due.tzinfo if rules.due else None)

@@ -59,7 +59,7 @@ def exercise_tasks(reference) -> list[Task]:
 
     A task holds the code cells tagged ``solution`` or ``check`` that follow its directive. A task
     whose check cells are all tagged ``nbval-ignore-output`` (a timing: its verdict depends on the
-    machine) is not graded, and its cells are not run.
+    machine) is not graded, and its check cells are not run (its other cells are).
     """
     groups = []
     for cell in reference.cells:
