@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -184,7 +185,11 @@ def _main_gradebook(argv) -> int:
                   "to grade it again)", file=sys.stderr)
         if args.pattern:
             rows = apply_roster(rows, exercise, roster, args.pattern) if roster is not None else rows
-            rows = lms.with_times(rows, found, rules.due.tzinfo if rules.due else None)
+            tz, by_display = rules.due.tzinfo if rules.due else None, {f.display: f for f in found}
+            rows = [dataclasses.replace(r) for r in rows]
+            for r in rows:  # the hand-in time, as lms.attribute gives every layout's rows: deadlines apply
+                if r.submission in by_display:
+                    r.submitted, r.time_from = lms.submitted(by_display[r.submission], {}, tz)
         else:
             rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None,
                                  rules.due.tzinfo if rules.due else None)

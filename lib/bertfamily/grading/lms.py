@@ -197,20 +197,6 @@ def submitted(f: Found, times: dict, tz) -> tuple[str, str]:
     return when, source
 
 
-def with_times(rows, found: list[Found], tz=None) -> list[Row]:
-    """The rows with the time each was handed in (:func:`submitted`: the file's modification time, Canvas's
-    LATE mark said), for rows attributed otherwise than by :func:`attribute` (``--pattern``), so that a
-    deadline and its late policy apply to them as to every layout's."""
-    by_display = {f.display: f for f in found}
-    out = []
-    for r in rows:
-        r = dataclasses.replace(r)
-        if r.submission in by_display:
-            r.submitted, r.time_from = submitted(by_display[r.submission], {}, tz)
-        out.append(r)
-    return out
-
-
 def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None, times: dict | None = None,
               tz=None) -> list[Row]:
     """The rows of ``found`` (graded rows for the notebooks, ``invalid`` rows made here for other files)
