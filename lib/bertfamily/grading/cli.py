@@ -183,16 +183,16 @@ def _main_gradebook(argv) -> int:
         for stale in getattr(executor, "stale", []):
             print(f"warning: {stale} changed since it was graded; its row is kept as it was (name it in --regrade "
                   "to grade it again)", file=sys.stderr)
+        tz = rules.due.tzinfo if rules.due else None
         if args.pattern:
             rows = apply_roster(rows, exercise, roster, args.pattern) if roster is not None else rows
-            tz, by_display = rules.due.tzinfo if rules.due else None, {f.display: f for f in found}
+            by_display = {f.display: f for f in found}
             rows = [dataclasses.replace(r) for r in rows]
             for r in rows:  # the hand-in time, as lms.attribute gives every layout's rows: deadlines apply
                 if r.submission in by_display:
                     r.submitted, r.time_from = lms.submitted(by_display[r.submission], {}, tz)
         else:
-            rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None,
-                                 rules.due.tzinfo if rules.due else None)
+            rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None, tz)
         marks = rows
         rows = policy.apply(rows, rules, exercise)
         timed = roster is not None or rules.due is not None

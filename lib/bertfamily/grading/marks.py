@@ -44,6 +44,7 @@ def report(nb) -> list[CheckResult]:
     A check cell that raised, or printed no mark, counts as a failed check.
     """
     results = []
+    stopped = nb.get("metadata", {}).get("self_check_stopped_at")  # execute_copy's cell past its time limit
     above = ""  # the error of a student's cell since the last check: what a check's error often comes from
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -66,9 +67,8 @@ def report(nb) -> list[CheckResult]:
             e = errors[0]
             results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}",
                                        index))
-        elif not marks and index > nb.get("metadata", {}).get("self_check_stopped_at", len(nb.cells)):
-            stop = nb.metadata["self_check_stopped_at"]
-            results.append(CheckResult(f"cell {index}", False, f"did not run: the run stopped at cell {stop}, which "
+        elif not marks and stopped is not None and index > stopped:
+            results.append(CheckResult(f"cell {index}", False, f"did not run: the run stopped at cell {stopped}, which "
                                        "ran past the self-check's limit per cell", index))
         elif not marks:
             results.append(CheckResult(f"cell {index}", False, "the check printed no result", index))
