@@ -124,6 +124,22 @@ def test_the_watchers_pass_costs_the_same_whatever_the_run_holds(group, tmp_path
         assert cgroupv1._read(group.pids / "cgroup.procs").split() == []
 
 
+def test_the_watcher_and_the_kernel_give_one_reason_past_the_memory_limit(group, tmp_path):
+    """Past --memory-mib but within the group's limit (memory and files), the watcher stops the run; its
+    reason is the words the sandbox writes when the kernel's OOM killer gets there first (which one does
+    is a race: CI once graded one notebook two ways)."""
+    code = ("import time\nheld = []\nfor _ in range(13):\n    b = bytearray(4 * 2**20)\n"
+            "    for i in range(0, len(b), 4096): b[i] = 1\n    held.append(b)\n    time.sleep(0.05)\n"
+            "time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-I", "-c", code], preexec_fn=group.join, start_new_session=True)
+    status, reason, _ = monitor.watch(proc, tmp_path / "record.jsonl", LIMITS, [0], (), None, group, True)
+    proc.wait()
+    assert (status, reason) == ("error", monitor.out_of_memory(LIMITS, group))
+    assert not group.out_of_memory()  # the watcher, not the kernel
+    assert reason == (f"out of memory: the run used more than 48 MiB of memory (memory, /dev/shm and socket "
+                      f"buffers; with its 16 MiB of files: held by {group.kind} {group.memory_file} at 64 MiB)")
+
+
 def test_without_a_group_the_watcher_counts_threads_too(tmp_path):
     code = ("import threading, time\nstop = threading.Event()\nfor _ in range(40):\n"
             "    threading.Thread(target=stop.wait, daemon=True).start()\ntime.sleep(30)")

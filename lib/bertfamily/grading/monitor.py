@@ -205,6 +205,18 @@ def held(group, what: str) -> str:
     return f"held by {group.kind} {group.memory_file if what == 'memory' else group.tasks_file}"
 
 
+def out_of_memory(limits: Limits, group) -> str:
+    """A run's reason past its memory limit: one wording whether the watcher or the kernel stopped it
+    first (which one is a race, so two gradings of one notebook would otherwise differ)."""
+    if group is None:
+        how = held(group, "memory")
+    else:
+        how = (f"with its {limits.disk_mib} MiB of files: held by {group.kind} {group.memory_file} at "
+               f"{limits.memory_mib + limits.disk_mib} MiB")
+    return (f"out of memory: the run used more than {limits.memory_mib} MiB of memory (memory, /dev/shm and "
+            f"socket buffers; {how})")
+
+
 def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None, group=None,
           capped_runtime: bool = False) -> tuple[str, str, int | None]:
     """Wait for the worker; kill its tree past the time, memory, process or disk limit, or when the
@@ -250,11 +262,7 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None, group
             used += shm
         peak[0] = max(peak[0], used)
         if used > limit:
-            how = held(group, "memory") if group is None else (
-                f"counted by {group.kind}, whose {group.memory_file} holds memory and files together at "
-                f"{limits.memory_mib + limits.disk_mib} MiB")
-            return stop("error", f"out of memory: the run used more than {limits.memory_mib} MiB (memory, /dev/shm "
-                                 f"and socket buffers: {how})")
+            return stop("error", out_of_memory(limits, group))
         elapsed = time.monotonic() - start
         cpu[0] = max(cpu[0], _cpu(tree))
         if cpu[0] > CPU_GRACE_S + limits.cpu_factor * share * elapsed:

@@ -44,6 +44,7 @@ from bertfamily.grading.monitor import (
     LogTail,
     child_limits,
     kill_tree,
+    out_of_memory,
     watch,
     writable_folders,
 )
@@ -282,10 +283,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         if full and not status:
             status, reason = "error", f"too much output: {FULL} ({RECORD_MAX // 2**20} MiB)"
         if group is not None and group.out_of_memory() and status != "timeout":
-            status, reason = "error", (f"out of memory: the run used more than {limits.memory_mib} MiB of memory "
-                                       f"and {limits.disk_mib} MiB of files together (memory, /dev/shm, socket "
-                                       f"buffers and files: held by {group.kind} {group.memory_file}, "
-                                       f"{limits.memory_mib + limits.disk_mib} MiB)")
+            status, reason = "error", out_of_memory(limits, group)
         elif group is not None and group.tasks_refused() and not status:
             status, reason = "error", (f"too many processes: the run tried to start more than {limits.processes} "
                                        f"processes and threads (tasks: held by {group.kind} {group.tasks_file})")
