@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from bertfamily import losses, quantization, widgets
+from bertfamily.browserwidget import PY_FORMAT_JS
 from bertfamily.models import minilm_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +140,7 @@ def test_py_format_js_formats_as_python(widget_page):
     xs += (torch.rand(200, generator=rng, dtype=torch.float64) * 10 ** torch.randint(-6, 6, (200,),
                                                                                     generator=rng)).tolist()
     cases = [(x, d) for x in xs for d in (0, 1, 2)]
-    shown = page.evaluate("cases => { " + widgets.PY_FORMAT_JS + " return cases.map(c => [bfFixed(c[0], c[1]),"
+    shown = page.evaluate("cases => { " + PY_FORMAT_JS + " return cases.map(c => [bfFixed(c[0], c[1]),"
                           " bfPercent(c[0], c[1]), bfGroup(Math.round(c[0] * 1000))]); }", cases)
     want = [[f"{x:.{d}f}", f"{x:.{d}%}", f"{round(x * 1000):,}"] for x, d in cases]
     wrong = [(c, s, w) for c, s, w in zip(cases, shown, want) if s != w]

@@ -1,10 +1,12 @@
 """Interactive cells that compute in the reader's browser: on the website (no kernel), in Jupyter and Colab.
 
-Each function returns a :class:`BrowserWidget`: one HTML output with labelled controls, the data
-they need embedded as JSON, and a few lines of plain JavaScript that recompute the readout as a
-control moves. Nothing is loaded from anywhere (no library, no CDN, no request), so the same output
-works on the static page, in JupyterLab and Notebook (once the cell has run: a notebook opened from
-disk is untrusted and shows the stored readout), in Colab's output frame and on Binder.
+Each function returns a :class:`~bertfamily.browserwidget.BrowserWidget`: one HTML output with
+labelled controls, the data they need embedded as JSON, and a few lines of plain JavaScript that
+recompute the readout as a control moves (the frame, its style and Python's number formats in
+JavaScript are :mod:`bertfamily.browserwidget`'s). Nothing is loaded from anywhere (no library, no
+CDN, no request), so the same output works on the static page, in JupyterLab and Notebook (once the
+cell has run: a notebook opened from disk is untrusted and shows the stored readout), in Colab's
+output frame and on Binder.
 
 The readout the HTML holds before any script runs is computed here, by the course's own functions;
 it is what a reader without JavaScript sees (the lesson's static figure stays beside it). The
@@ -21,101 +23,13 @@ text with the functions here.
 """
 from __future__ import annotations
 
-import hashlib
 import html
-import itertools
-import json
 from collections.abc import Sequence
 
-__all__ = ["BrowserWidget", "temperature", "temperature_readout", "size_calculator", "size_readout",
-           "remasking", "remasking_readout", "PY_FORMAT_JS"]
+from bertfamily.browserwidget import BrowserWidget, check_range, element_id, page
 
-_COUNTER = itertools.count()
-
-#: Python's number formats in JavaScript: ``fixed(x, d)`` is ``f"{x:.{d}f}"``, ``percent(x, d)`` is
-#: ``f"{x:.{d}%}"`` and ``group(n)`` is ``f"{n:,}"``. ``toFixed(100)`` gives the exact decimal
-#: expansion of a double (down to 1e-100), which is then rounded half to even, as CPython does.
-PY_FORMAT_JS = r"""
-function bfFixed(x, d) {
-  if (!isFinite(x)) return String(x);
-  var neg = x < 0 || Object.is(x, -0), s = Math.abs(x).toFixed(100);
-  var dot = s.indexOf('.'), digits = s.slice(0, dot) + s.slice(dot + 1, dot + 1 + d);
-  var rest = s.slice(dot + 1 + d), up = false;
-  if (rest[0] > '5') up = true;
-  else if (rest[0] === '5') up = /[1-9]/.test(rest.slice(1)) || (+digits[digits.length - 1]) % 2 === 1;
-  if (up) {
-    var a = digits.split(''), i = a.length - 1;
-    while (i >= 0 && a[i] === '9') { a[i] = '0'; i--; }
-    if (i < 0) a.unshift('1'); else a[i] = String(+a[i] + 1);
-    digits = a.join('');
-  }
-  var whole = digits.slice(0, digits.length - d).replace(/^0+(?=\d)/, ''), frac = digits.slice(digits.length - d);
-  return (neg ? '-' : '') + whole + (d ? '.' + frac : '');
-}
-function bfPercent(x, d) { return bfFixed(x * 100, d) + '%'; }
-function bfGroup(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ','); }
-"""
-
-_STYLE = """
-.bf-widget{border:1px solid #d0d7de;border-radius:6px;padding:.6em .9em;margin:.4em 0;font-size:.95em;
- max-width:44em;line-height:1.5}
-.bf-widget .bf-controls{display:flex;flex-wrap:wrap;gap:.4em 1.2em;align-items:center;margin-bottom:.5em}
-.bf-widget label{font-weight:600;margin-right:.35em}
-.bf-widget input[type=range]{vertical-align:middle;width:12em}
-.bf-widget output,.bf-widget .bf-readout{font-variant-numeric:tabular-nums}
-.bf-widget .bf-bars{display:grid;grid-template-columns:4.5em 1fr 4.5em;gap:.15em .5em;align-items:center}
-.bf-widget .bf-bar{height:1em;border-radius:2px;min-width:1px}
-.bf-widget .bf-sentence{font-family:var(--pst-font-family-monospace,monospace);
- word-break:break-word}
-.bf-widget .bf-a1{background:#fbe3e3;color:#8a1414;font-weight:600}
-.bf-widget .bf-a2{background:#fde9d9;color:#8a4a12}
-.bf-widget .bf-a3{background:#e2f0e8;color:#1d5e3a}
-.bf-widget .bf-note{color:#57606a;font-size:.9em;margin:.3em 0 0}
-.bf-widget button{font:inherit;padding:.1em .8em;cursor:pointer}
-"""
-
-
-class BrowserWidget:
-    """An HTML output that recomputes itself in the browser; ``text`` is its plain-text readout."""
-
-    def __init__(self, kind: str, html_text: str, text: str):
-        self.kind, self.html, self.text = kind, html_text, text
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _uid(kind: str, data: dict) -> str:
-    """An element id unique within a page and stable across re-executions of the same notebook."""
-    digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
-    return f"bf-{kind}-{digest}-{next(_COUNTER)}"
-
-
-def _page(kind: str, uid: str, data: dict, body: str, script: str, noscript: str) -> str:
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
-    # data-lm-suppress-shortcuts: no JupyterLab shortcut fires from a key pressed in the widget
-    return (f'<div class="bf-widget bf-{kind}" id="{uid}" data-lm-suppress-shortcuts="true">'
-            f"<style>{_STYLE}</style>{body}"
-            f'<noscript><p class="bf-note">{html.escape(noscript)}</p></noscript>'
-            f'<script type="application/json" class="bf-data">{payload}</script>'
-            f"<script>(function(){{{PY_FORMAT_JS}\n"
-            f"var root=(document.currentScript&&document.currentScript.closest('.bf-widget'))"
-            f"||document.getElementById('{uid}');\n"
-            f"if(!root)return;var data=JSON.parse(root.querySelector('script.bf-data').textContent);"
-            f"function q(s){{return root.querySelector(s);}}\n"
-            # JupyterLab's notebook takes the arrow keys (command mode): keep them for the controls
-            f"root.addEventListener('keydown',function(e){{e.stopPropagation();}});\n{script}\n"
-            f"root.setAttribute('data-ready','1');}})();</script></div>")
-
-
-def _check_range(name, value, low, high, step):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be a number from {low} to {high}, got {value!r}")
-    if not isinstance(step, (int, float)) or step <= 0 or step > high - low:
-        raise ValueError(f"the step of {name} must be positive and at most {high - low}, got {step!r}")
+__all__ = ["temperature", "temperature_readout", "size_calculator", "size_readout", "remasking",
+           "remasking_readout"]
 
 
 # --------------------------------------------------------------------------- lesson 2: temperature
@@ -168,13 +82,13 @@ def temperature(logits, classes: Sequence[str], *, value: float = 1.0, low: floa
                          f"and {len(classes)} names")
     if not low > 0:
         raise ValueError(f"the lowest temperature must be > 0, got {low!r}")
-    _check_range("the temperature", value, low, high, step)
+    check_range("the temperature", value, low, high, step)
     top = max(range(len(logits)), key=logits.__getitem__)
     colors = list(colors) if colors else [COLORS["teacher"] if i == top else COLORS["student"]
                                           for i in range(len(logits))]
     readout = temperature_readout(logits, classes, value)
     data = {"logits": logits}
-    uid = _uid("temperature", {"logits": logits, "classes": classes, "value": value})
+    uid = element_id("temperature", {"logits": logits, "classes": classes, "value": value})
     rows = "".join(
         f'<span>{html.escape(c)}</span><div><div class="bf-bar" style="background:{colors[i]};'
         f'width:{100 * readout["values"][i]:.1f}%"></div></div>'
@@ -185,7 +99,7 @@ def temperature(logits, classes: Sequence[str], *, value: float = 1.0, low: floa
             f'<div class="bf-bars" role="img" aria-label="softened distribution">{rows}</div>'
             f'<p class="bf-readout" aria-live="polite">{html.escape(readout["summary"])}</p>')
     text = f"{readout['summary']}\n" + "  ".join(f"{c} {p}" for c, p in zip(classes, readout["probabilities"]))
-    return BrowserWidget("temperature", _page("temperature", uid, data, body, _TEMPERATURE_JS,
+    return BrowserWidget("temperature", page("temperature", uid, data, body, _TEMPERATURE_JS,
                                               "Without JavaScript the slider does not move; the figure below "
                                               "draws the same quantities for every temperature."), text)
 
@@ -260,7 +174,7 @@ def size_calculator(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits
     readout = size_readout(layers, hidden, vocab, bits, layout)
     reference = budget.to_bytes(budget.count(published_config(quantization.REFERENCE)), 32)
     data = {"layouts": _layout_constants(), "reference_bytes": reference}
-    uid = _uid("sizes", {"start": [layers, hidden, vocab, bits, layout]})
+    uid = element_id("sizes", {"start": [layers, hidden, vocab, bits, layout]})
     labels = {"layers": "Layers", "hidden": "Width", "vocab": "Vocabulary", "bits": "Bits", "layout": "Layout"}
     start = {"layers": layers, "hidden": hidden, "vocab": vocab, "bits": bits, "layout": layout}
     controls = []
@@ -279,7 +193,7 @@ def size_calculator(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits
             f'<p class="bf-readout" aria-live="polite">{html.escape(readout)}</p>'
             '<p class="bf-note">distilbert: no segment table, no pooler; bert: both. Feed-forward 4 × width, '
             "512 positions; every parameter stored at the chosen bits.</p>")
-    return BrowserWidget("sizes", _page("sizes", uid, data, body, _SIZE_JS,
+    return BrowserWidget("sizes", page("sizes", uid, data, body, _SIZE_JS,
                                         "Without JavaScript the controls do not compute; the figure below "
                                         "draws the size against depth for three bit widths."), readout)
 
@@ -368,7 +282,7 @@ def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 
     ids = as_batch(input_ids)
     if ids.shape[0] != 1:
         raise ValueError(f"remasking shows one sentence: give one row of ids, got {ids.shape[0]}")
-    _check_range("the masking probability", probability, 0.05, 0.6, 0.05)
+    check_range("the masking probability", probability, 0.05, 0.6, 0.05)
     vocab = masking_vocabulary(tokenizer)
     if not isinstance(sample, int) or not 1 <= sample <= vocab["vocab_size"]:
         raise ValueError(f"sample must be a number of word pieces from 1 to {vocab['vocab_size']}, got {sample!r}")
@@ -387,7 +301,7 @@ def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 
     data = {"ids": row, "tokens": tokens, "blocked": blocked, "mask_id": vocab["mask_token_id"],
             "split": [0.8, 0.1, 0.1], "sample_ids": sample_ids, "choosable": blocked.count(False),
             "sample_tokens": " ".join(words)}
-    uid = _uid("remask", {"ids": row, "probability": probability, "seed": seed})
+    uid = element_id("remask", {"ids": row, "probability": probability, "seed": seed})
     count = f"{readout['chosen']} of {data['choosable']} word pieces chosen"
     body = (f'<div class="bf-controls"><label for="{uid}-p">Masking probability</label>'
             f'<input type="range" id="{uid}-p" min="0.05" max="0.6" step="0.05" value="{probability}">'
@@ -398,6 +312,6 @@ def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 
             f'<p class="bf-note">[MASK]: masked; &lt;piece&gt;: a random piece (here from {sample:,} of the '
             f'vocabulary\'s {vocab["vocab_size"]:,}); (piece): kept, but predicted.</p>')
     text = f"{readout['sentence']}\n{count}"
-    return BrowserWidget("remask", _page("remask", uid, data, body, _REMASK_JS,
+    return BrowserWidget("remask", page("remask", uid, data, body, _REMASK_JS,
                                          "Without JavaScript the button does nothing: this is one mask; the "
                                          "figure below shows ten epochs of masks."), text)
