@@ -8,7 +8,8 @@ import torch  # noqa: E402
 
 from bertfamily import diagrams  # noqa: E402
 from bertfamily.plots import COLORS  # noqa: E402
-from bertfamily.quantization import quantize_linear, quiet_deprecation  # noqa: E402
+from bertfamily.quantization import quantize_linear  # noqa: E402
+from bertfamily.quiet import quiet_deprecation  # noqa: E402
 
 
 def _texts(fig):

@@ -25,7 +25,6 @@ Three questions a reader asks of a compressed model, each answered the way a use
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib.metadata
 import io
@@ -38,23 +37,8 @@ import torch
 from torch import nn
 
 from bertfamily import budget
+from bertfamily.quiet import import_torchao, quiet_deprecation
 from bertfamily.timing import _check_module, compare_latency, latency  # noqa: F401 (lesson 3)
-
-#: The messages of torch's own deprecation warnings for eager-mode quantisation (see quantize_linear).
-_DEPRECATION_MESSAGES = (
-    r"(?s).*torch\.ao\.quantization is deprecated.*",
-    r"(?s).*quantize_per_tensor, torch\.quantize_per_channel and other quantized tensor creation.*",
-)
-
-
-@contextlib.contextmanager
-def quiet_deprecation():
-    """Silence exactly torch's deprecation warnings about eager-mode quantisation, nothing else."""
-    with warnings.catch_warnings():
-        for message in _DEPRECATION_MESSAGES:
-            warnings.filterwarnings("ignore", message=message)
-        yield
-
 
 #: The two paths to int8: torch's own eager-mode API, and the torchao package that replaces it.
 EAGER = "torch.ao.quantization.quantize_dynamic"
@@ -187,26 +171,6 @@ def torchao_path() -> str:
             f"(the two int8 copies are then the same).")
 
 
-def _torchao():
-    """``torchao.quantization``, imported without its load-time log lines (it tries CUDA kernels)."""
-    import logging
-
-    from bertfamily.env import IMPORT_NOISE
-    loggers = [logging.getLogger(name) for name in IMPORT_NOISE]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        import torchao.quantization as ao
-    except ImportError as error:
-        raise ImportError(f"quantising with torchao needs the package torchao "
-                          f"(`pip install 'torchao>={MIN_TORCHAO}'`): {error}") from None
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
-    return ao
-
-
 def quantize_torchao(model: nn.Module, embeddings: bool = False, per_channel: bool = False) -> nn.Module:
     """:func:`quantize_linear`'s int8 with ``torchao.quantization.quantize_`` (a quantised copy).
 
@@ -228,7 +192,7 @@ def quantize_torchao(model: nn.Module, embeddings: bool = False, per_channel: bo
         return quantize_linear(model, embeddings=embeddings, per_channel=per_channel)
     if not torchao_usable():
         raise ImportError(f"{torchao_path()} Install torchao: `pip install 'torchao>={MIN_TORCHAO}'`")
-    ao = _torchao()
+    ao = import_torchao(f"torchao>={MIN_TORCHAO}")
     quantized = copy.deepcopy(model)
     weights = ao.PerRow() if per_channel else ao.PerTensor()
     ao.quantize_(quantized, ao.Int8DynamicActivationInt8WeightConfig(
