@@ -1,0 +1,112 @@
+"""A student's answer as the exercise's self-checks read it, and the one line each check prints.
+
+A check of :mod:`bertfamily.checks` never raises on a student's answer. :func:`as_number` and
+:func:`model_kind` read an answer, or raise :class:`Missing` (a placeholder still ``None``) or
+:class:`Wrong` (a model where a number was expected, text where a model was expected, ...), whose
+message is the hint; :func:`guarded` turns either into a failing verdict. :func:`verdict` prints a
+check's verdict: ``✓`` (right) or ``✗`` (not yet), the task and a message, then one line per hint;
+:mod:`bertfamily.grading` reads those lines.
+
+This module imports nothing of the course, and torch only where an answer may be a tensor or a model.
+"""
+from __future__ import annotations
+
+import functools
+import numbers
+
+PASS, FAIL = "✓", "✗"
+
+
+def verdict(ok: bool, task: str, message: str, hints=()) -> bool:
+    """Print ``task``'s verdict line and its hints; return ``ok``."""
+    print(f"{PASS if ok else FAIL} {task}: {message}")
+    for hint in hints:
+        print(f"  hint: {hint}")
+    return ok
+
+
+class Wrong(Exception):
+    """An answer of the wrong kind; its message is the hint (caught inside the checks, never raised)."""
+
+
+class Missing(Wrong):
+    """A placeholder still ``None``: no answer yet."""
+
+
+def describe_answer(value) -> str:
+    """What ``value`` is, in a few words, for a hint: a model, a tensor's shape, or its type and repr."""
+    try:
+        import torch
+        if isinstance(value, torch.nn.Module):
+            return f"a model ({type(value).__name__})"
+        if isinstance(value, torch.Tensor):
+            return f"a tensor of shape {tuple(value.shape)}"
+    except ImportError:  # pragma: no cover
+        pass
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def as_number(value, name: str, integer: bool = False) -> float:
+    """``value`` as a Python number, or :class:`Wrong` with a hint saying what was expected."""
+    kind = "a whole number" if integer else "a number"
+    if value is None:
+        raise Missing(f"`{name}` is still None: replace the placeholder with your code, then run "
+                      "the cell before this check")
+    if isinstance(value, bool):
+        raise Wrong(f"`{name}` should be {kind}, got {value!r}")
+    try:
+        import torch
+        if isinstance(value, torch.nn.Module):
+            raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}: compute the number "
+                        "from the model rather than passing the model itself")
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}")
+            value = value.item()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(value, str):
+        raise Wrong(f"`{name}` should be {kind}, not the text {value[:40]!r}: keep the number "
+                    "itself, format it only when you print it")
+    if not isinstance(value, numbers.Real):
+        raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}")
+    value = float(value) if not isinstance(value, numbers.Integral) else int(value)
+    if integer and value != int(value):
+        raise Wrong(f"`{name}` should be {kind} (an exact count), got {value!r}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise Wrong(f"`{name}` should be a finite number, got {value!r}")
+    return int(value) if integer else value
+
+
+def close(value, target, rel) -> bool:
+    """``value`` within ``rel`` (relative) of ``target``."""
+    return abs(value - target) <= rel * abs(target)
+
+
+def model_kind(model, name: str) -> tuple:
+    """``(model type, class name)`` of a model answer, or :class:`Wrong` / :class:`Missing`."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise Wrong("torch is needed") from None
+    if model is None:
+        raise Missing(f"`{name}` is still None: replace the placeholder with your code")
+    if not isinstance(model, torch.nn.Module):
+        raise Wrong(f"`{name}` should be a transformers model, got {describe_answer(model)}")
+    config = getattr(model, "config", None)
+    return getattr(config, "model_type", None), type(model).__name__
+
+
+def guarded(task):
+    """Decorator: turn a :class:`Wrong` into a failing verdict (a hint, never a traceback)."""
+    def wrap(check):
+        @functools.wraps(check)
+        def run(*args, **kwargs):
+            try:
+                return check(*args, **kwargs)
+            except Missing as missing:
+                return verdict(False, task, "no answer yet", [str(missing)])
+            except Wrong as wrong:
+                return verdict(False, task, "not an answer of the expected kind yet", [str(wrong)])
+        return run
+    return wrap
