@@ -24,7 +24,6 @@ LAYERS = [
     {"cluster", "regrade"},
     {"cli"},
 ]
-MAX_LINES = 400
 
 
 def _imports(path: Path) -> set[str]:
@@ -48,8 +47,3 @@ def test_every_module_has_a_layer_and_imports_only_from_earlier_ones():
     wrong = [f"{m} (layer {layer[m]}) imports {i} (layer {layer.get(i)})" for m in sorted(modules)
              for i in sorted(_imports(PACKAGE / f"{m}.py")) if i != m and layer.get(i, len(LAYERS)) >= layer[m]]
     assert wrong == []
-
-
-def test_modules_are_short():
-    lines = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.glob("*.py")}
-    assert {name: n for name, n in lines.items() if n > MAX_LINES} == {}
