@@ -159,6 +159,8 @@ def test_mlm_model_count_is_recognised(capsys):
     (None, None, "still None"),
     ("66,362,880", BERT, "not the text"),
     (True, BERT, "should be a whole number"),
+    (float("nan"), BERT, "should be a finite number"),  # int(nan) raised ValueError before the hint
+    (torch.tensor(float("inf")), BERT, "should be a finite number"),
 ])
 def test_counts_wrong(capsys, distil, bert, hint):
     ok, text = run(capsys, checks.check_parameter_counts, distil, bert)

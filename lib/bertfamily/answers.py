@@ -71,10 +71,10 @@ def as_number(value, name: str, integer: bool = False) -> float:
     if not isinstance(value, numbers.Real):
         raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}")
     value = float(value) if not isinstance(value, numbers.Integral) else int(value)
+    if value != value or value in (float("inf"), float("-inf")):  # before int(): NaN and inf have none
+        raise Wrong(f"`{name}` should be a finite number, got {value!r}")
     if integer and value != int(value):
         raise Wrong(f"`{name}` should be {kind} (an exact count), got {value!r}")
-    if value != value or value in (float("inf"), float("-inf")):
-        raise Wrong(f"`{name}` should be a finite number, got {value!r}")
     return int(value) if integer else value
 
 
