@@ -256,12 +256,14 @@ def view_base() -> str:
     return "/tmp" if os.path.isdir("/tmp") and os.stat("/tmp").st_mode & 0o001 else "/var/tmp"
 
 
-def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> tuple[Path, Path | None]:
+def write_launch(folder: Path, runtime: Path, limits, submitted: str,
+                 hidden: Path | None = None) -> tuple[Path, Path | None]:
     """The launch file of one run's kernel (see :data:`LAUNCHER`), and the empty ``view`` folder a root
-    grader binds the kernel's paths onto (None when the grader is not root); remove it after the run."""
+    grader binds the kernel's paths onto (None when the grader is not root); remove it after the run.
+    ``hidden``: a folder no mounted root may hold (:func:`python_roots`)."""
     import tempfile
 
-    args = bwrap_args(folder, runtime, limits, submitted, python_roots(), course_package_dir())
+    args = bwrap_args(folder, runtime, limits, submitted, python_roots(hidden), course_package_dir())
     args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "@connection_file@"]
     path, ids, view = folder / "launch.json", outer_ids(), None
     if ids:  # its binds exist only in the launcher's own mount namespace; the host sees empty entries
@@ -277,19 +279,17 @@ def course_package_dir() -> Path:
     return Path(bertfamily.__file__).resolve().parent
 
 
-def python_roots() -> list[Path]:
+def python_roots(hidden: Path | None = None) -> list[Path]:
     """Folders the kernel's Python needs, read-only: the interpreter's prefixes and the site-packages
-    folders on sys.path, but never a folder that holds the course's repository (its ``book/`` has the
-    reference solution); the package itself is replaced by the run's copy (:func:`kernel_package`)."""
-    from bertfamily.grading.exercise import ROOT
-
-    secret = ROOT / "book"
-    roots = []
+    folders on sys.path, but never a folder that holds ``hidden`` (the folder of the reference solution
+    being graded against); the package itself is replaced by the run's copy (:func:`kernel_package`)."""
+    secret = Path(hidden).resolve() if hidden is not None and Path(hidden).is_dir() else None
+    roots: list[Path] = []
     candidates = [sys.base_prefix, sys.prefix, sys.exec_prefix]
     candidates += [p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages")]
     for entry in candidates:
         path = Path(entry).resolve()
-        if not path.is_dir() or (secret.is_dir() and secret.resolve().is_relative_to(path)) \
+        if not path.is_dir() or (secret is not None and secret.is_relative_to(path)) \
                 or any(path.is_relative_to(r) for r in roots) or _system(path):
             continue
         roots = [r for r in roots if not r.is_relative_to(path)] + [path]
