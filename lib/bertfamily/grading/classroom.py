@@ -27,7 +27,7 @@ JOB_MIB = 1843
 def collect(paths) -> list[tuple[Path, str]]:
     """The files to grade, as (path, name in the gradebook): each file given, and every ``*.ipynb``
     under each folder given (``.ipynb_checkpoints`` left out), once each, sorted by name."""
-    found = {}
+    found: dict[str, tuple[Path, str]] = {}  # absolute path -> (the path given, its name in the gradebook)
     for given in paths:
         path = Path(given)
         if path.is_dir() and not path.is_symlink():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading import lms, policy
-from bertfamily.grading.classroom import LocalPool, default_jobs, grade_class, grade_notebook
+from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
@@ -188,6 +188,7 @@ def _main_gradebook(argv) -> int:
         owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
+        executor: Executor
         if args.scheduler:  # distributed stays optional: imported only here
             if regrade:
                 raise ValueError("--regrade runs on this machine: leave out --scheduler (a few students need no "
@@ -216,9 +217,9 @@ def _main_gradebook(argv) -> int:
         rows = policy.apply(rows, rules, exercise)
         timed = roster is not None or rules.due is not None
         write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows), timed=timed)
-        if canvas:
+        if canvas and roster is not None:  # --canvas needs --roster (refused above)
             write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
-        if moodle:
+        if moodle and worksheet is not None:  # --moodle needs --moodle-worksheet (refused above)
             for warning in lms.write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)
         feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=chosen)

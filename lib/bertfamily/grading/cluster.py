@@ -193,6 +193,7 @@ class _Run:
                 answer = answers.get(addr)
                 if answer is None or isinstance(answer, (OSError, TimeoutError)):
                     continue  # gone, or not answering yet: looked at again next time
+                why: str | None
                 if isinstance(answer, BaseException):
                     why = f"cannot run the course's code there ({type(answer).__name__}: {answer})"
                 elif answer[0] != sid:

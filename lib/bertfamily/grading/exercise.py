@@ -64,7 +64,7 @@ def exercise_tasks(reference) -> list[Task]:
     whose check cells are all tagged ``nbval-ignore-output`` (a timing: its verdict depends on the
     machine) is not graded, and its check cells are not run (its other cells are).
     """
-    groups = []
+    groups: list[tuple[str, list, list]] = []  # (title, its cell ids, its check cells) per directive
     for cell in reference.cells:
         found = _EXERCISE.search(cell.source) if cell.cell_type == "markdown" else None
         if found:

@@ -89,9 +89,12 @@ def bwrap_path() -> str | None:
 @functools.cache
 def bwrap_options() -> frozenset:
     """The options this bubblewrap knows (``--disable-userns`` came with 0.8, ``--ro-bind-fd`` with 0.8)."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return frozenset()
     try:
-        done = subprocess.run([bwrap_path(), "--help"], capture_output=True, text=True, timeout=30)
-    except (OSError, TypeError, subprocess.TimeoutExpired):
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
         return frozenset()
     return frozenset(w for w in (done.stdout + done.stderr).split() if w.startswith("--"))
 
@@ -199,13 +202,18 @@ def walls(binds: list[tuple[str, Path, Path]], listable=()) -> tuple[list, list]
     return args, tops
 
 
-def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[Path], package: Path) -> list:
+#: One of bubblewrap's arguments: a word, or ``["host", path]`` for a host path the kernel sees.
+BwrapArg = str | list[str]
+
+
+def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[Path],
+               package: Path) -> list[BwrapArg]:
     """bubblewrap's arguments for one run, up to the command; a host path the kernel sees is
     ``["host", path]`` (the launcher may bind it elsewhere first)."""
     disk = limits.disk_mib * 2**20
     shm = limits.memory_mib * 2**20  # shared memory is memory: counted in the run's memory, as large
-    args = [*namespaces(), "--clearenv", "--size", str(disk), "--perms", "0755", "--tmpfs", "/",
-            "--perms", "01777", "--dir", "/tmp"]
+    args: list[BwrapArg] = [*namespaces(), "--clearenv", "--size", str(disk), "--perms", "0755", "--tmpfs", "/",
+                            "--perms", "01777", "--dir", "/tmp"]
     for system in SYSTEM:
         args += ["--ro-bind-try", system, system]
     for name in ETC:
@@ -298,7 +306,7 @@ def python_roots(hidden: Path | None = None) -> list[Path]:
 
 def _imports(source: str, module: str) -> set[str]:
     """The course modules (relative names, ``budget``) that a module of the package imports."""
-    found = set()
+    found: set[str] = set()
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

@@ -101,7 +101,7 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
             data = read_regular(path, MAX_NOTEBOOK_BYTES)
         except ValueError as exc:
             raise Invalid(f"not graded: {exc}") from None
-        repairs = []
+        repairs: list[str] = []
         nb = read_submission(data, exercise.tasks, exercise.name, repairs)
     except (Invalid, OSError) as exc:
         reason = str(exc) if isinstance(exc, Invalid) else f"cannot read the file ({exc.strerror})"

@@ -281,7 +281,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             kill_tree(proc.pid)
             proc.wait()
         log = tail.text()
-        proc.stdout.close()
+        if proc.stdout is not None:  # always a pipe here (the tail read it)
+            proc.stdout.close()
         _, results, full = records(record)
         if full and not status:
             status, reason = "error", f"too much output: {FULL} ({RECORD_MAX // 2**20} MiB)"
@@ -295,7 +296,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             kill_tree(proc.pid)
         if group is not None:
             group.close()
-        if capped:
+        if capped and runtime is not None:
             uncap_runtime(runtime)
         for outside in (runtime, view):
             if outside is not None and not outside.is_relative_to(folder):
