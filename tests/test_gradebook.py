@@ -411,6 +411,8 @@ def test_readme_states_the_command_and_defaults():
     section = manual[manual.index("## Regrading a class"):]
     limits = grading.Limits()
     for words in ["bertfamily-grade", "--out gradebook.csv", "--force", "--jobs",
+                  "`--reference SOLUTION.ipynb` (required", "--reference book/exercise_distilbert.ipynb",
+                  "--sanitize tests/sanitize.cfg",
                   f"`--cell-timeout` (default {limits.cell_timeout:g} s)", f"`--timeout` ({limits.timeout:g} s)",
                   f"`--memory-mib`, default {limits.memory_mib} MiB", "--network none",
                   *(f"| `{s}` |" for s in grading.STATUSES)]:
