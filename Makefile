@@ -27,7 +27,7 @@ help:
 	@echo "make lab        open the lessons (book/) in JupyterLab, in the course's environment"
 	@echo "make lab STUDENT=1  write the student version (make student) and open it (student/) instead"
 	@echo "make test       lint, unit tests, nbval over every notebook, strict build of the book"
-	@echo "make lint       ruff over the package, tests and tools (configured in pyproject.toml)"
+	@echo "make lint       ruff over the package, tests and tools; mypy over the grader (both configured in pyproject.toml)"
 	@echo "make unit       lint, then the unit tests only (no notebook, no book build): the fast gate"
 	@echo "make pretrain   retrain the checkpoints of lessons 1-4 and 6, the course model and its students among them (about 5 hours)"
 	@echo "make colab-check every notebook alone on Colab's package set, installed by its own Colab cell (CI)"
@@ -89,6 +89,7 @@ lab: $(STAMP)
 # JOBS=1 runs it in one process.
 lint: $(STAMP)
 	$(BIN)/ruff check lib tools benchmarks tests conftest.py
+	$(BIN)/mypy
 
 test: $(STAMP) lint
 	$(BIN)/python -m tools.nb colab-cell --check

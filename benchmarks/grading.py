@@ -6,7 +6,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import ROOT
 from benchmarks.commands import timed
+
+#: What the course's grader is given, as a lecturer gives it (the grader knows no course folder).
+REFERENCE = ROOT / "book" / "exercise_distilbert.ipynb"
+SANITIZE = ROOT / "tests" / "sanitize.cfg"
 
 
 def _honest_class(folder: Path, submissions: int) -> None:
@@ -18,7 +23,7 @@ def _honest_class(folder: Path, submissions: int) -> None:
     if submissions < 1:
         raise ValueError(f"--add-grading needs at least 1 submission, got {submissions}")
     folder.mkdir()
-    answer = grading.model_answer(nbformat.read(grading.REFERENCE, as_version=4))
+    answer = grading.model_answer(nbformat.read(REFERENCE, as_version=4))
     for n in range(submissions):
         nbformat.write(answer, folder / f"student{n:02d}_exercise.ipynb")
 
@@ -28,7 +33,8 @@ def _grade_timed(folder: Path, out: Path, submissions: int, jobs: int, scheduler
     import csv
     where = ["--scheduler", scheduler] if scheduler else []
     result = timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out", str(out),
-                     "--jobs", str(jobs), *where], timeout=7200)
+                    "--reference", str(REFERENCE), "--sanitize", str(SANITIZE), "--jobs", str(jobs), *where],
+                   timeout=7200)
     rows = list(csv.DictReader(out.open(newline="", encoding="utf-8"))) if out.is_file() else []
     full = [r for r in rows if r["score"] == r["max_score"]]
     command = f"bertfamily-grade <{submissions} honest submissions> --jobs {jobs} {' '.join(where)}"

@@ -72,7 +72,7 @@ def exercise():
     """The DistilBERT exercise as the grader reads it: its solution notebook and tasks (grading.Exercise)."""
     from bertfamily.grading import Exercise
 
-    return Exercise.load()
+    return Exercise.load(Path(__file__).resolve().parents[1] / "book" / "exercise_distilbert.ipynb")
 
 
 @pytest.fixture(scope="session")

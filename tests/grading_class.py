@@ -23,6 +23,10 @@ from bertfamily.grading import mounts
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "grading_tiny.ipynb"
+#: The course's exercise and nbval rules, which the grader is given as a lecturer gives them (--reference,
+#: --sanitize): it knows no course folder of its own.
+EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
+SANITIZE = ROOT / "tests" / "sanitize.cfg"
 MEMORY_MIB, DISK_MIB = 1024, 64
 DAEMON = "4242.5"  # the daemons' `sleep` argument: no such process may survive the grading
 CANARY = "bertfamily-canary-7f3e1d"  # in the grader's environment: no feedback may show it
@@ -496,7 +500,7 @@ def _grade_the_class(root: Path) -> dict:
     env = {**os.environ, "BERTFAMILY_GRADE_TMP": str(base), "BERTFAMILY_CANARY": CANARY}
     command = [sys.executable, "-m", "bertfamily.grading", str(klass), "--out", str(out), "--feedback", str(feedback),
                "--roster", str(roster), "--jobs", "2", "--memory-mib", str(MEMORY_MIB), "--disk-mib", str(DISK_MIB),
-               "--cell-timeout", "120", "--timeout", "300", "--reference", str(TINY)]
+               "--cell-timeout", "120", "--timeout", "300", "--reference", str(TINY), "--sanitize", str(SANITIZE)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
     after = {"class": digest(klass), "package": vandalised(package), "tiny": digest(TINY.parent),
              "shm": sorted(os.listdir("/dev/shm")), "dev": sorted(os.listdir("/dev"))}

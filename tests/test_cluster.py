@@ -29,6 +29,7 @@ from bertfamily.grading.pipeline import Row
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "grading_tiny.ipynb"  # the small exercise made for the tests
+EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
 
 
 def cheap_row(data: bytes, display: str, exercise) -> Row:
@@ -289,17 +290,18 @@ def test_the_command_line_grades_on_the_cluster(exercise, client, dask_cluster, 
     (folder / "cut.ipynb").write_text('{"cells": [', encoding="utf-8")
     (folder / "link.ipynb").symlink_to(folder / "cut.ipynb")
     out, local = tmp_path / "gradebook.csv", tmp_path / "local.csv"
-    assert grading.main([str(folder), "--out", str(out), "--scheduler", dask_cluster[0],
+    assert grading.main([str(folder), "--out", str(out), "--reference", str(EXERCISE), "--scheduler", dask_cluster[0],
                          "--feedback", str(tmp_path / "feedback")]) == 0
     captured = capsys.readouterr()
     assert "3 submissions: 3 invalid" in captured.out and "3/3" in captured.err
     assert "the scheduler has no dashboard" in captured.err or "Dask dashboard: http" in captured.err
-    assert grading.main([str(folder), "--out", str(local), "--jobs", "1"]) == 0
+    assert grading.main([str(folder), "--out", str(local), "--reference", str(EXERCISE), "--jobs", "1"]) == 0
     assert out.read_bytes() == local.read_bytes()
     assert len(list(csv.reader(out.open()))) == 4 and "symbolic link" in out.read_text()
     assert cluster.journal_path(out).is_file()
     assert cluster.journal_path(local).is_file()  # a local run keeps its journal too, and resumes from it
-    assert grading.main([str(folder), "--out", str(local), "--jobs", "1", "--resume", "--force"]) == 0
+    assert grading.main([str(folder), "--out", str(local), "--reference", str(EXERCISE), "--jobs", "1", "--resume",
+                         "--force"]) == 0
     assert "resuming: 3 of 3 submissions already graded" in capsys.readouterr().err
     assert out.read_bytes() == local.read_bytes()
 

@@ -10,6 +10,7 @@ from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.student import SOLUTION, model_answer, student_version
 
 TINY = Path(__file__).resolve().parent / "data" / "grading_tiny.ipynb"
+EXERCISE = Path(__file__).resolve().parents[1] / "book" / "exercise_distilbert.ipynb"
 
 
 def _write(folder: Path, name: str, nb) -> tuple[Path, str]:
@@ -81,7 +82,7 @@ def test_short_answers_anyone_would_write_alike_are_not_flagged(tmp_path):
 
 def test_unreadable_files_are_left_to_their_rows(tmp_path, exercise):
     (tmp_path / "empty.ipynb").write_text("", encoding="utf-8")
-    (tmp_path / "link.ipynb").symlink_to(exercise_path := Path(Exercise.load.__defaults__[0]))
+    (tmp_path / "link.ipynb").symlink_to(exercise_path := EXERCISE)
     assert exercise_path.is_file()
     found = [(tmp_path / "empty.ipynb", "empty.ipynb"), (tmp_path / "link.ipynb", "link.ipynb")]
     assert copies.copy_flags(found, exercise) == {}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_class import GRADED, MEMORY_MIB, TINY, added, row, tiny
+from grading_class import GRADED, MEMORY_MIB, SANITIZE, TINY, added, row, tiny
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from bertfamily import grading
@@ -125,7 +125,7 @@ def test_model_source_line_is_not_compared():
     """A student who had the hub online saw another provenance line; it sanitizes to the same text."""
     from nbval.plugin import get_sanitize_patterns
 
-    patterns = get_sanitize_patterns(grading._sanitizers())
+    patterns = get_sanitize_patterns(grading._sanitizers(SANITIZE))
     assert patterns[0] == grading.MODEL_SOURCE
 
     def clean(s):
@@ -170,22 +170,23 @@ def test_sandbox_run_on_a_tiny_notebook(monkeypatch, tmp_path):
 def test_cli_bad_input(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "gradebook.csv"
+    reference = ["--reference", str(EXERCISE)]
     cases = [([str(tmp_path / "missing.ipynb")], "no such file"),
              ([str(tmp_path / "empty")], "nothing to grade"),
              ([str(EXERCISE), "--jobs", "0"], "at least 1"),
              ([str(EXERCISE), "--memory-mib", "0"], "positive")]
     for args, message in cases:
-        assert grading.main([*args, "--out", str(out)]) == 2
+        assert grading.main([*args, "--out", str(out), *reference]) == 2
         assert message in capsys.readouterr().err
     submission = tmp_path / "sub.ipynb"
     submission.write_bytes(b"{}")
-    assert grading.main([str(submission), "--out", str(submission), "--force"]) == 2
+    assert grading.main([str(submission), "--out", str(submission), "--force", *reference]) == 2
     assert "is one of the submissions" in capsys.readouterr().err
     out.write_text("my marks\n")
-    assert grading.main([str(submission), "--out", str(out)]) == 2
+    assert grading.main([str(submission), "--out", str(out), *reference]) == 2
     assert "--force" in capsys.readouterr().err
     assert out.read_text() == "my marks\n" and submission.read_bytes() == b"{}"
-    assert grading.main([str(submission), "--out", str(tmp_path / "no" / "g.csv")]) == 2
+    assert grading.main([str(submission), "--out", str(tmp_path / "no" / "g.csv"), *reference]) == 2
     with pytest.raises(SystemExit):
         grading.main([str(submission)])  # --out is required
     assert not out.exists() or out.read_text() == "my marks\n"
@@ -215,7 +216,7 @@ def batch(tmp_path_factory, exercise):
     as a lesson)."""
     folder = tmp_path_factory.mktemp("real")
     nbformat.write(grading.model_answer(exercise.reference), folder / "correct.ipynb")
-    rows = grading.grade_class([folder], exercise, BATCH, jobs=1, progress=False)
+    rows = grading.grade_class([folder], exercise, BATCH, jobs=1, sanitize=SANITIZE, progress=False)
     return {Path(r.submission).stem: r for r in rows}, rows
 
 
@@ -361,7 +362,7 @@ def serial(graded_tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("gradebook") / "gradebook.csv"
     args = [str(klass / f"{n}.ipynb") for n in reversed(names)]
     args += ["--out", str(out), "--jobs", "1", "--memory-mib", str(MEMORY_MIB), "--cell-timeout", "120",
-             "--timeout", "300", "--disk-mib", "64", "--reference", str(TINY)]
+             "--timeout", "300", "--disk-mib", "64", "--reference", str(TINY), "--sanitize", str(SANITIZE)]
     before = snapshot(klass)
     return names, out, args, grading.main(args), before
 
@@ -410,6 +411,8 @@ def test_readme_states_the_command_and_defaults():
     section = manual[manual.index("## Regrading a class"):]
     limits = grading.Limits()
     for words in ["bertfamily-grade", "--out gradebook.csv", "--force", "--jobs",
+                  "`--reference SOLUTION.ipynb` (required", "--reference book/exercise_distilbert.ipynb",
+                  "--sanitize tests/sanitize.cfg",
                   f"`--cell-timeout` (default {limits.cell_timeout:g} s)", f"`--timeout` ({limits.timeout:g} s)",
                   f"`--memory-mib`, default {limits.memory_mib} MiB", "--network none",
                   *(f"| `{s}` |" for s in grading.STATUSES)]:

@@ -18,7 +18,7 @@ import os
 
 import nbformat
 import pytest
-from grading_class import TINY, tiny
+from grading_class import EXERCISE, TINY, tiny
 
 from bertfamily import grading
 from bertfamily.grading import integrity, literals, magics, monitor, nbval_worker, trees
@@ -56,7 +56,7 @@ def test_a_number_the_checks_expect_is_seen_however_it_is_written(source):
 
 
 def test_the_real_exercises_solution_types_nothing_and_is_not_flagged():
-    ex = grading.Exercise.load()
+    ex = grading.Exercise.load(EXERCISE)
     nb = grading.model_answer(ex.reference)
     from bertfamily.grading.channel import read_names
     names = {n for t in ex.graded for _, s in t.checks for n in read_names(s)}

@@ -21,6 +21,7 @@ from bertfamily.grading.sandbox import sandbox_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
+SANITIZE = ROOT / "tests" / "sanitize.cfg"
 LIMITS = grading.Limits(cell_timeout=300, timeout=900, memory_mib=2048)
 #: The reference's solution cells, by task (their ids in book/exercise_distilbert.ipynb).
 LOAD, COUNT, PREDICT = "6994f162", "f77c1160", "799ea4db"
@@ -194,14 +195,14 @@ def test_the_single_notebook_command_is_the_class_path_and_the_self_check_is_nam
     from bertfamily.grading import cli
     seen = {}
 
-    def fake(path, exercise, limits):
-        seen["args"] = (Path(path), exercise.name, limits)
+    def fake(path, exercise, limits, sanitize=None):
+        seen["args"] = (Path(path), exercise.name, limits, sanitize)
         return grading.Row(str(path), "graded", 0, 9, {}, "")
     monkeypatch.setattr(cli, "grade_notebook", fake)
     monkeypatch.setattr(cli, "require_sandbox", lambda: seen.setdefault("sealed", True))
     path = tmp_path / "n.ipynb"
     nbformat.write(forged(honest()), path)
-    assert grading.main(["grade", str(path), "--json"]) == 0
+    assert grading.main(["grade", str(path), "--json", "--reference", str(EXERCISE)]) == 0
     assert seen["sealed"] and seen["args"][0] == path and json.loads(capsys.readouterr().out)["score"] == 0
     source = ast.parse((ROOT / "lib" / "bertfamily" / "grading" / "cli.py").read_text())
     called = {n.func.id for n in ast.walk(source) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
@@ -226,7 +227,7 @@ def graded(tmp_path_factory):
     for name, nb in students.items():
         nbformat.write(nb, folder / f"{name}.ipynb")
     exercise = grading.Exercise.load(EXERCISE)
-    rows = grading.grade_class([folder], exercise, LIMITS, jobs=2, progress=False)
+    rows = grading.grade_class([folder], exercise, LIMITS, jobs=2, sanitize=SANITIZE, progress=False)
     return {Path(r.submission).stem: r for r in rows}, folder, exercise
 
 
@@ -284,8 +285,9 @@ def test_forged_checks_get_nothing_on_any_command(tmp_path, capsys):
     command or the one-notebook command, and the two give the same row."""
     path = tmp_path / "forged.ipynb"
     nbformat.write(forged(honest()), path)
-    (klass,) = grading.grade_class([tmp_path], grading.Exercise.load(EXERCISE), grading.Limits(), progress=False)
+    (klass,) = grading.grade_class([tmp_path], grading.Exercise.load(EXERCISE), grading.Limits(), sanitize=SANITIZE,
+                                   progress=False)
     assert klass.score == 0 and set(klass.tasks.values()) == {0}, klass
-    assert grading.main(["grade", str(path), "--json"]) == 0
+    assert grading.main(["grade", str(path), "--json", "--reference", str(EXERCISE), "--sanitize", str(SANITIZE)]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row == json.loads(json.dumps(dataclasses.asdict(klass))), "one notebook's row is the class's"

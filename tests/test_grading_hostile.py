@@ -17,7 +17,7 @@ import time
 
 import nbformat
 import pytest
-from grading_class import TINY, tiny
+from grading_class import EXERCISE, TINY, tiny
 
 from bertfamily import grading
 from bertfamily.grading import budget, integrity, literals, safeio, sandbox
@@ -99,7 +99,7 @@ def test_the_typed_answer_fixpoint_reads_a_chain_once():
 def test_code_past_the_graders_budget_is_flagged_and_scored_from_the_run(monkeypatch):
     from grading_helpers import passed_run
 
-    ex = grading.Exercise.load()
+    ex = grading.Exercise.load(EXERCISE)
     nb = grading.model_answer(ex.reference)
     nb.cells.append(nbformat.v4.new_code_cell("".join(f"a{i} = {i}\n" for i in range(3000))))
     prepared = grading.prepare(nb, ex)
@@ -200,7 +200,7 @@ def test_code_that_reaches_the_exporters_namespace_is_flagged(source, said):
 
 
 def test_numbers_kept_in_markdown_or_metadata_are_flagged_and_the_course_is_not():
-    ex = grading.Exercise.load()
+    ex = grading.Exercise.load(EXERCISE)
     nb = grading.model_answer(ex.reference)
     assert integrity.in_text_cells(nb, ex, integrity._expected_values()) == []
     nb.cells.append(nbformat.v4.new_markdown_cell("My notes: DistilBERT has 66,362,880 parameters."))
@@ -252,12 +252,12 @@ def test_a_lone_surrogate_escaped_in_the_json_is_refused_with_its_reason(tmp_pat
     written and the row said "the grader failed" (UnicodeEncodeError); now it says what is wrong."""
     import json
 
-    nb = grading.model_answer(grading.Exercise.load().reference)
+    nb = grading.model_answer(grading.Exercise.load(EXERCISE).reference)
     nb.cells.insert(3, nbformat.v4.new_markdown_cell("text \udfff"))
     path = tmp_path / "surrogate.ipynb"
     path.write_text(json.dumps(nb, ensure_ascii=True))
     began = time.monotonic()
-    row = grade_submission(path, "surrogate.ipynb", grading.Exercise.load(), grading.Limits(), "")
+    row = grade_submission(path, "surrogate.ipynb", grading.Exercise.load(EXERCISE), grading.Limits(), "")
     assert time.monotonic() - began < 30
     assert row.status == "invalid" and "lone surrogate ('\\udfff')" in row.detail, row
 
@@ -270,7 +270,7 @@ def test_a_moodle_name_holding_the_prefix_twice_is_said_on_the_row(tmp_path):
 
     from bertfamily.grading import lms
 
-    exercise = grading.Exercise.load()
+    exercise = grading.Exercise.load(EXERCISE)
     export = tmp_path / "moodle"
     odd = "Bob Jones_333_assignsubmission_file__222_assignsubmission_file_"
     for folder in ("Bob Jones_333_assignsubmission_file_", odd):

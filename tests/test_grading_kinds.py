@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_class import CANARY, DISK_MIB, GRADED, MEMORY_MIB, ROOT, TINY, _plant_leftover, full, row, tiny
+from grading_class import CANARY, DISK_MIB, GRADED, MEMORY_MIB, TINY, _plant_leftover, full, row, tiny
 from nbformat.v4 import new_code_cell
 
 from bertfamily import grading
@@ -199,8 +199,6 @@ def test_kind9_a_course_under_tmp_in_a_folder_with_a_space(tmp_path_factory):
         import shutil
         shutil.copytree(mounts.course_package_dir(), where / "lib" / "bertfamily",
                         ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))
-        (where / "tests").mkdir()
-        shutil.copy(ROOT / "tests" / "sanitize.cfg", where / "tests" / "sanitize.cfg")
         subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(where / ".venv")],
                        check=True, capture_output=True)
         site = next((where / ".venv" / "lib").glob("python3*/site-packages"))
@@ -228,7 +226,7 @@ def test_kind9_a_kernel_that_cannot_start_is_said_before_anyone_is_graded(tmp_pa
     """Python hidden from the sandbox: one probe run, the kernel's own error, exit code 2, no gradebook."""
     from bertfamily.grading import mounts
 
-    monkeypatch.setattr(mounts, "python_roots", lambda: [])
+    monkeypatch.setattr(mounts, "python_roots", lambda hidden=None: [])
     monkeypatch.setattr(sandbox, "_PROBED", {})
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
     out = tmp_path / "gradebook.csv"

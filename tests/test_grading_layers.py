@@ -47,3 +47,71 @@ def test_every_module_has_a_layer_and_imports_only_from_earlier_ones():
     wrong = [f"{m} (layer {layer[m]}) imports {i} (layer {layer.get(i)})" for m in sorted(modules)
              for i in sorted(_imports(PACKAGE / f"{m}.py")) if i != m and layer.get(i, len(LAYERS)) >= layer[m]]
     assert wrong == []
+
+
+# ------------------------------------------------------------------ no course folder, few course modules
+
+#: The grader is given the course's files (--reference, --sanitize): it never finds them from its own
+#: place, which an installed package does not share with the course's book/ and tests/.
+COURSE_PARTS = {"book", "tests", "docs", "_toc.yml", "exercise_distilbert.ipynb"}
+#: The course's modules the grader imports, and why each stays (the rest of what it needs is in grading/).
+COURSE_IMPORTS = {
+    "bertfamily": "the package itself: its version, and its folder (the kernel's copy, the served configs)",
+    "bertfamily.checks": "the check cells' functions: the grader compares the check cells and re-runs their verdicts",
+    "bertfamily.exercise_rules": "what a student may import: the same rules in a student's kernel and in the sandbox",
+    "bertfamily.kernels": "the course's pinned numerical kernels: a run reproduces the committed outputs only under "
+                          "them (one home: the lessons' first cell pins them too)",
+    "bertfamily.imports": "a faster start of each process that reads notebooks (imports no torch, no lesson)",
+    "bertfamily.budget": "the parameter count a submitted model is checked against (verify.py): the course's own "
+                         "calculator, which the exercise's tasks ask about",
+}
+
+
+def course_paths(tree: ast.AST) -> list[str]:
+    """Where a module finds a path from its own file's place, or names a folder or file of the course."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "__file__":
+            found.append(f"line {node.lineno}: __file__")
+        elif isinstance(node, ast.Attribute) and node.attr in ("parent", "parents") \
+                and isinstance(node.value, ast.Attribute) and node.value.attr == "parent":
+            found.append(f"line {node.lineno}: .parent.{node.attr}")
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
+            found.append(f"line {node.lineno}: .parents[...]")
+        elif isinstance(node, ast.Constant) and node.value in COURSE_PARTS:
+            found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
+def course_imports(tree: ast.AST) -> set[str]:
+    """The modules of ``bertfamily`` outside ``bertfamily.grading`` that a module imports."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module == "bertfamily":
+                found.update(f"bertfamily.{a.name}" if (PACKAGE.parent / f"{a.name}.py").is_file()
+                             or (PACKAGE.parent / a.name).is_dir() else "bertfamily" for a in node.names)
+            elif node.module.startswith("bertfamily."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "bertfamily")
+    return {m for m in found if m != "bertfamily.grading" and not m.startswith("bertfamily.grading.")}
+
+
+def test_the_grader_finds_no_course_folder_from_its_own_place():
+    found = {p.name: course_paths(ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(PACKAGE.glob("*.py"))}
+    assert {name: where for name, where in found.items() if where} == {}
+
+
+def test_the_grader_imports_only_the_course_modules_it_names():
+    used = set().union(*(course_imports(ast.parse(p.read_text(encoding="utf-8"))) for p in PACKAGE.glob("*.py")))
+    assert used == set(COURSE_IMPORTS), used ^ set(COURSE_IMPORTS)  # the list is kept true: it can only shrink
+
+
+def test_the_checks_find_a_planted_course_path_and_import():
+    planted = ast.parse("from pathlib import Path\nfrom bertfamily import models\nimport bertfamily.kernels\n"
+                        "ROOT = Path(__file__).resolve().parents[3]\nREFERENCE = ROOT / 'book' / 'x.ipynb'\n"
+                        "up = ROOT.parent.parent\n")
+    assert sorted(course_paths(planted)) == ["line 4: .parents[...]", "line 4: __file__", "line 5: 'book'",
+                                             "line 6: .parent.parent"]
+    assert course_imports(planted) == {"bertfamily.models", "bertfamily.kernels"}

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from grading_class import EXERCISE
 from grading_helpers import _row
 
 from bertfamily import grading
@@ -249,9 +250,10 @@ def _class(tmp_path, n=6, **special):
 
 
 def _run(tmp_path, klass, roster, *extra):
-    return cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--roster", str(roster),
-                     "--canvas", str(tmp_path / "canvas.csv"), "--canvas-assignment", "Exercise (77)",
-                     "--feedback", str(tmp_path / "feedback"), "--deadline", DUE, *extra])
+    return cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
+                     "--roster", str(roster), "--canvas", str(tmp_path / "canvas.csv"),
+                     "--canvas-assignment", "Exercise (77)", "--feedback", str(tmp_path / "feedback"),
+                     "--deadline", DUE, *extra])
 
 
 def _lines(path):
@@ -298,18 +300,16 @@ def test_an_interrupted_local_run_resumes(tmp_path, cheap_cli, capsys):
     resumed = (tmp_path / "g.csv").read_bytes()
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    assert cli.main([str(klass), "--out", str(fresh / "g.csv"), "--jobs", "1", "--roster", str(roster),
-                     "--deadline", DUE]) == 0
+    assert cli.main([str(klass), "--out", str(fresh / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
+                     "--roster", str(roster), "--deadline", DUE]) == 0
     assert (fresh / "g.csv").read_bytes() == resumed
 
 
 def test_the_handout_shows_each_tasks_points(tmp_path, capsys):
-    from bertfamily.grading.exercise import REFERENCE
-
     path = _grading_file(tmp_path, "[points]\ntask2 = 3\ntask4 = { points = 2, partial = true }\n"
                                    "task10 = { points = 1, bonus = true }\n")
     dest = tmp_path / "handout.ipynb"
-    assert cli.main(["student", str(REFERENCE), str(dest), "--grading", str(path)]) == 0
+    assert cli.main(["student", str(EXERCISE), str(dest), "--grading", str(path)]) == 0
     import nbformat
 
     headings = [line for c in nbformat.read(dest, as_version=4).cells if c.cell_type == "markdown"
@@ -318,7 +318,7 @@ def test_the_handout_shows_each_tasks_points(tmp_path, capsys):
     assert headings[3].endswith("(2 points, partial credit per check)") and headings[9].endswith("(1 point, bonus)")
     assert headings[7].endswith("(not graded: its result depends on the machine)")
     bad = _grading_file(tmp_path, "[points]\ntask2 = \"three\"\n")
-    assert cli.main(["student", str(REFERENCE), str(tmp_path / "h2.ipynb"), "--grading", str(bad)]) == 2
+    assert cli.main(["student", str(EXERCISE), str(tmp_path / "h2.ipynb"), "--grading", str(bad)]) == 2
     assert "give a number of points" in capsys.readouterr().err
 
 
@@ -351,7 +351,8 @@ def test_a_cells_error_names_the_line_and_is_said_whole():
 ])
 def test_the_command_refuses_what_it_cannot_do_and_says_why(tmp_path, cheap_cli, capsys, extra, words):
     klass, roster, log = _class(tmp_path, n=2)
-    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", *extra]) == 2
+    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
+                     *extra]) == 2
     assert words in capsys.readouterr().err
     assert not log.exists() and not (tmp_path / "g.csv").exists()  # refused before anything was graded
 
@@ -402,11 +403,24 @@ def test_a_class_read_by_pattern_gets_hand_in_times_and_late_flags(tmp_path, che
     assert rows["s0"]["submitted"] and "modification time" in rows["s0"]["time_from"] and not rows["s0"]["late"]
 
 
+@pytest.mark.parametrize("command", [["{klass}", "--out", "{out}", "--jobs", "1"], ["grade", "{klass}/s0.ipynb"]])
+def test_grading_without_a_reference_says_what_to_pass(tmp_path, cheap_cli, monkeypatch, capsys, command):
+    """The grader knows no course folder: a class or one notebook graded without --reference is refused
+    (exit code 2) with what to pass, before the sandbox is looked for and before anything is read."""
+    klass, roster, log = _class(tmp_path, n=2)
+    monkeypatch.setattr(cli, "require_sandbox", lambda: pytest.fail("the sandbox was looked for first"))
+    argv = [a.format(klass=klass, out=tmp_path / "g.csv") for a in command]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == f"error: {cli.REFERENCE_REQUIRED}\n"
+    assert "--reference" in cli.REFERENCE_REQUIRED and "book/exercise_distilbert.ipynb" in cli.REFERENCE_REQUIRED
+    assert not log.exists() and not (tmp_path / "g.csv").exists()
+
+
 def test_a_moodle_file_inside_the_submissions_is_refused(tmp_path, cheap_cli, capsys):
     klass, roster, log = _class(tmp_path, n=2)
     sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in lms.MOODLE_FIELDS) + "\n"
                    + '"Participant 501","S 0","s0@example.org","Submitted",,"10.00",,,"2026-03-01T12:00",\n')
     out = klass / "moodle.csv"
-    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--moodle-worksheet", str(sheet),
-                     "--moodle", str(out)]) == 2
+    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
+                     "--moodle-worksheet", str(sheet), "--moodle", str(out)]) == 2
     assert "--moodle's folder" in capsys.readouterr().err and not log.exists() and not out.exists()

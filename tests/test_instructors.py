@@ -28,6 +28,7 @@ from bertfamily.grading.student import model_answer, student_version
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "instructors.md"
+EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
 LINKED = ("Makefile", ".venv", "book", "lib", "tools", "tests", "pyproject.toml")
 
@@ -67,7 +68,7 @@ def test_the_recipe_has_its_steps_and_uses_only_options_the_grader_has():
 
 def test_the_pages_grading_file_is_read_as_it_says(tmp_path):
     (tmp_path / "grading.toml").write_text(blocks("toml")[0], encoding="utf-8")
-    rules = policy.load(Exercise.load(), tmp_path / "grading.toml")
+    rules = policy.load(Exercise.load(EXERCISE), tmp_path / "grading.toml")
     assert (rules.tasks["task1"].points, rules.tasks["task4"].partial, rules.tasks["task10"].bonus) == (2, True, True)
     assert (rules.late, rules.penalty_percent_per_day, rules.counts) == ("penalty", 10, "latest-before-deadline")
     assert rules.due.isoformat() == "2026-03-01T23:59:00+01:00"
@@ -130,7 +131,7 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
     work.mkdir()
     for name in LINKED:
         (work / name).symlink_to(ROOT / name)
-    exercise = Exercise.load()
+    exercise = Exercise.load(EXERCISE)
     _plant(work, exercise.reference)
     rules = policy.load(exercise, work / "grading.toml")
     top, bonus = str(policy.number(rules.max_score)), str(policy.number(rules.max_score + 1))

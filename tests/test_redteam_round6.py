@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "grading_tiny.ipynb"
+EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
 
 
 def _env():
@@ -144,8 +145,8 @@ def test_a_canvas_file_named_with_moodles_prefix_does_not_count_for_the_classmat
     roster = _touch(tmp_path / "canvas_export.csv", "Student,ID,SIS User ID,SIS Login ID,Section\n"
                     "    Points Possible,,,,\nBob Jones,333,s333,bjones,A\nMallory Smith,111,s111,msmith,A\n")
     out, canvas = tmp_path / "gradebook.csv", tmp_path / "canvas.csv"
-    assert cli.main([str(klass), "--out", str(out), "--jobs", "1", "--roster", str(roster), "--canvas",
-                     str(canvas), "--canvas-assignment", "Exercise (77)", "--deadline",
+    assert cli.main([str(klass), "--out", str(out), "--jobs", "1", "--reference", str(EXERCISE), "--roster",
+                     str(roster), "--canvas", str(canvas), "--canvas-assignment", "Exercise (77)", "--deadline",
                      "2026-03-01T23:59+01:00"]) == 0
     grades = {line["ID"]: line["Exercise (77)"] for line in csv.DictReader(canvas.open(encoding="utf-8"))}
     assert grades["333"] == grades["111"] not in ("", "0"), grades

@@ -83,7 +83,7 @@ def test_csv_cells_are_never_formulas(graded_tiny):
 def test_no_sandbox_refuses_unless_asked(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: apt-get install "
                                                             "bubblewrap")
-    code = grading.main([str(TINY), "--out", str(tmp_path / "g.csv")])
+    code = grading.main([str(TINY), "--out", str(tmp_path / "g.csv"), "--reference", str(TINY)])
     err = capsys.readouterr().err
     assert code == 2 and "apt-get install bubblewrap" in err and sandbox.UNSAFE_FLAG in err
     assert not (tmp_path / "g.csv").exists()

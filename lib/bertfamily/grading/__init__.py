@@ -38,7 +38,6 @@ import bertfamily.imports  # noqa: F401  (before nbformat: 2 s less per process,
 #: process that needs one module (the nbval worker of a run) does not import the others (torch).
 _WHERE = {
     'main': 'cli',
-    'REFERENCE': 'exercise',
     'Exercise': 'exercise',
     'Invalid': 'submission',
     'Prepared': 'submission',
@@ -47,7 +46,6 @@ _WHERE = {
     'prepare': 'submission',
     'read_submission': 'submission',
     'MODEL_SOURCE': 'pipeline',
-    'SANITIZE': 'pipeline',
     'STATUSES': 'pipeline',
     'Row': 'pipeline',
     '_sanitizers': 'pipeline',

@@ -20,7 +20,7 @@ _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 def answer_tasks(exercise: Exercise) -> dict:
     """{name: the task whose solution (in the reference) first defines it}, for every name a task's
     solution binds at its top level (its answers, its helpers: ``load``, ``int8_path``)."""
-    owner = {}
+    owner: dict[str, str] = {}
     cells = {c.get("id"): c for c in exercise.reference.cells}
     for task in exercise.tasks:
         for _, tree in solution_trees(cells.get(cid) for cid in task.cells):

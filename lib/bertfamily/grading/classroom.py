@@ -16,7 +16,7 @@ from typing import Protocol
 from bertfamily.grading.copies import copy_flags
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.monitor import Limits, die_with_parent
-from bertfamily.grading.pipeline import SANITIZE, Row, error_row, grade_submission, sanitizers
+from bertfamily.grading.pipeline import Row, error_row, grade_submission, sanitizers
 from bertfamily.grading.sandbox import probe_kernel
 from bertfamily.grading.textsafe import display_name
 
@@ -27,7 +27,7 @@ JOB_MIB = 1843
 def collect(paths) -> list[tuple[Path, str]]:
     """The files to grade, as (path, name in the gradebook): each file given, and every ``*.ipynb``
     under each folder given (``.ipynb_checkpoints`` left out), once each, sorted by name."""
-    found = {}
+    found: dict[str, tuple[Path, str]] = {}  # absolute path -> (the path given, its name in the gradebook)
     for given in paths:
         path = Path(given)
         if path.is_dir() and not path.is_symlink():
@@ -169,16 +169,17 @@ class LocalPool:
         return list(rows)
 
 
-def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits(), jobs: int = 1,
-                sanitize=SANITIZE, progress: bool = True, strict_outputs: bool = False, *,
+def grade_class(paths, exercise: Exercise, limits: Limits = Limits(), jobs: int = 1,
+                sanitize: str | Path | None = None, progress: bool = True, strict_outputs: bool = False, *,
                 executor: Executor | None = None) -> list[Row]:
-    """Grade every submission under ``paths`` (see :func:`collect`) with ``executor`` (default: a
-    :class:`LocalPool` of ``jobs``); rows sorted by submission, so the gradebook does not depend on the
-    order given, on ``jobs`` or on the executor. Copies (:mod:`~bertfamily.grading.copies`) are flagged
-    across the class, after every row is made."""
+    """Grade every submission under ``paths`` (see :func:`collect`) against ``exercise`` with
+    ``executor`` (default: a :class:`LocalPool` of ``jobs``); rows sorted by submission, so the
+    gradebook does not depend on the order given, on ``jobs`` or on the executor. ``sanitize``: the
+    nbval sanitize file the outputs are compared through (:func:`~bertfamily.grading.pipeline.sanitizers`;
+    None: as printed). Copies (:mod:`~bertfamily.grading.copies`) are flagged across the class, after
+    every row is made."""
     executor = executor or LocalPool(jobs)  # a bad --jobs is refused before anything is read
-    exercise = exercise or Exercise.load()
-    settings = ClassSettings(exercise, limits, sanitizers(sanitize or SANITIZE), strict_outputs)
+    settings = ClassSettings(exercise, limits, sanitizers(sanitize or None), strict_outputs)
     found = collect(paths)
     rows = executor.grade(found, settings, progress)
     copies = copy_flags(found, exercise)  # for the instructor to read: never a mark
@@ -188,7 +189,7 @@ def grade_class(paths, exercise: Exercise | None = None, limits: Limits = Limits
     return sorted(rows, key=lambda r: r.submission)
 
 
-def grade_notebook(path, exercise: Exercise | None = None, limits: Limits = Limits(), sanitize=SANITIZE,
+def grade_notebook(path, exercise: Exercise, limits: Limits = Limits(), sanitize: str | Path | None = None,
                    strict_outputs: bool = False) -> Row:
     """Grade one notebook exactly as a class is graded (:func:`grade_class`: the same sandbox, checks
     and row), with the class's defaults: ``python -m bertfamily.grading grade NOTEBOOK``."""

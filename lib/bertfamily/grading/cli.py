@@ -11,8 +11,8 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading import lms, policy
-from bertfamily.grading.classroom import LocalPool, default_jobs, grade_class, grade_notebook
-from bertfamily.grading.exercise import REFERENCE, Exercise
+from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
+from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
     apply_roster,
@@ -25,7 +25,6 @@ from bertfamily.grading.gradebook import (
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.mounts import UNSAFE_FLAG, SandboxMissing
-from bertfamily.grading.pipeline import SANITIZE
 from bertfamily.grading.regrade import Journaled, select
 from bertfamily.grading.safeio import check_output_folder
 from bertfamily.grading.sandbox import require_sandbox
@@ -36,14 +35,32 @@ from bertfamily.grading.verify import package_changes
 
 USAGE = """\
     python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
-    python -m bertfamily.grading grade NOTEBOOK.ipynb [--json]      (sealed, as bertfamily-grade grades a class)
+    python -m bertfamily.grading grade NOTEBOOK.ipynb --reference SOLUTION.ipynb [--sanitize CFG] [--json]
+                                     (sealed, as bertfamily-grade grades a class)
     python -m bertfamily.grading self-check NOTEBOOK.ipynb [--json]  (a student's check on their own machine: no grade)
-    bertfamily-grade SUBMISSION... --out gradebook.csv [--force] [--jobs N] [--strict-outputs]
+    bertfamily-grade SUBMISSION... --reference SOLUTION.ipynb --out gradebook.csv [--sanitize CFG]
+                     [--force] [--jobs N] [--strict-outputs]
                      [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
                      [--moodle-worksheet CSV --moodle FILE] [--grading TOML] [--deadline TIME]
                      [--late none|penalty:N|refuse] [--counts POLICY] [--resume] [--regrade STUDENT ...]
                      [--unsafe-no-sandbox]
 """
+
+
+#: What ``--reference`` is, said where a command that grades is given none (exit code 2).
+REFERENCE_REQUIRED = ("--reference: the solution notebook to grade against is required (the course's is "
+                      "book/exercise_distilbert.ipynb)")
+REFERENCE_HELP = ("the solution notebook that defines the tasks (required; the course's is "
+                  "book/exercise_distilbert.ipynb)")
+SANITIZE_HELP = ("the nbval sanitize file: the stored and re-run outputs are compared through its rules (the "
+                 "course's is tests/sanitize.cfg; without it, as printed)")
+
+
+def _require_reference(args) -> None:
+    """Refuse a command that grades without ``--reference``, before anything else is looked at (the
+    sandbox included): the grader knows no course folder to find a solution notebook in."""
+    if not args.reference:
+        raise ValueError(REFERENCE_REQUIRED)
 
 
 def _check_out(path, force, label) -> Path:
@@ -64,6 +81,7 @@ def _main_gradebook(argv) -> int:
                     "'self-check NOTEBOOK' (a student's check on their own machine, no grade).")
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION", help="a notebook, or a folder of them")
     parser.add_argument("--out", required=True, help="the gradebook to write (CSV)")
+    parser.add_argument("--reference", metavar="SOLUTION.ipynb", help=REFERENCE_HELP)
     parser.add_argument("--force", action="store_true",
                         help="overwrite an existing --out, --canvas and --moodle, and start over where a "
                              "journal holds rows of a run that did not finish")
@@ -90,13 +108,10 @@ def _main_gradebook(argv) -> int:
     parser.add_argument("--canvas", metavar="FILE", help="also write Canvas's grade-import CSV (needs --roster)")
     parser.add_argument("--canvas-assignment", default="", metavar="NAME",
                         help="the assignment's column in Canvas, e.g. 'DistilBERT exercise (1234)'")
-    parser.add_argument("--reference", default=str(REFERENCE),
-                        help="the solution notebook that defines the tasks (default: the course's)")
     parser.add_argument(UNSAFE_FLAG, dest="unsafe", action="store_true",
                         help="run students' code WITHOUT the sandbox, as you, with your files and network "
                              "(only where bubblewrap cannot run, and only for code you trust)")
-    parser.add_argument("--sanitize", default=str(SANITIZE),
-                        help="the nbval sanitize file (default: the course's tests/sanitize.cfg)")
+    parser.add_argument("--sanitize", metavar="CFG", help=SANITIZE_HELP)
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="grade on a Dask cluster, one task per submission: its scheduler's address "
                              "(tcp://host:8786), or 'local' for a cluster of --jobs workers on this machine")
@@ -121,6 +136,7 @@ def _main_gradebook(argv) -> int:
                       "to Moodle (needs --moodle-worksheet)")
     args = parser.parse_args(argv)
     try:
+        _require_reference(args)
         limits = Limits(args.cell_timeout, args.timeout, args.memory_mib, disk_mib=args.disk_mib,
                         sandbox=not args.unsafe)
         if min(limits.cell_timeout, limits.timeout, limits.memory_mib, limits.disk_mib) <= 0:
@@ -165,10 +181,14 @@ def _main_gradebook(argv) -> int:
             if given:  # no write through a link, none into what students handed in
                 check_output_folder(given, args.submissions, label)
         exercise = Exercise.load(args.reference)
+        if args.strict_outputs and not args.sanitize:
+            print("warning: --strict-outputs without --sanitize: outputs must reproduce as printed (timings, "
+                  "addresses and digits included); the course's rules are tests/sanitize.cfg", file=sys.stderr)
         rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts)
         owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
+        executor: Executor
         if args.scheduler:  # distributed stays optional: imported only here
             if regrade:
                 raise ValueError("--regrade runs on this machine: leave out --scheduler (a few students need no "
@@ -197,9 +217,9 @@ def _main_gradebook(argv) -> int:
         rows = policy.apply(rows, rules, exercise)
         timed = roster is not None or rules.due is not None
         write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows), timed=timed)
-        if canvas:
+        if canvas and roster is not None:  # --canvas needs --roster (refused above)
             write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
-        if moodle:
+        if moodle and worksheet is not None:  # --moodle needs --moodle-worksheet (refused above)
             for warning in lms.write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)
         feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=chosen)
@@ -252,7 +272,8 @@ def _main_commands(argv) -> int:
                    help="seconds per cell (default %(default)s)")
     g.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds per notebook (default %(default)s)")
     g.add_argument("--memory-mib", type=int, default=Limits.memory_mib, help="memory of the run (default %(default)s)")
-    g.add_argument("--reference", default=str(REFERENCE), help="the solution notebook (default: the course's)")
+    g.add_argument("--reference", metavar="SOLUTION.ipynb", help=REFERENCE_HELP)
+    g.add_argument("--sanitize", metavar="CFG", help=SANITIZE_HELP)
     g.add_argument("--json", action="store_true", help="print the gradebook row as JSON")
     c = sub.add_parser("self-check", help="a student's self-check, not a grade: run a copy of your notebook on "
                        "this machine, as you, and list what its checks print")
@@ -282,10 +303,11 @@ def _main_commands(argv) -> int:
 def _grade_one(args) -> int:
     """``grade NOTEBOOK``: the class's path for one file (:func:`grade_notebook`): the same sandbox, the
     same row; never the notebook's own check outputs."""
+    _require_reference(args)
     limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)
     require_sandbox()
     exercise = Exercise.load(args.reference)
-    row = grade_notebook(args.notebook, exercise, limits)
+    row = grade_notebook(args.notebook, exercise, limits, sanitize=args.sanitize)
     if args.json:  # ASCII: no control, bidirectional or invisible character of the student's reaches the terminal
         print(json.dumps(asdict(row), indent=1, ensure_ascii=True))
     else:  # as the feedback file shows it: a student's error message prints no escape sequence

@@ -6,9 +6,10 @@ the instructor's files). The rows are the local run's, sorted the same way, so t
 the feedback files are byte for byte those of a local run.
 
 Workers must match: before a worker gets a submission, the course there (Python, the package's
-version and a digest of all its files, the exercise's reference notebook, the libraries that decide
-outputs) is compared with the instructor's (:func:`fingerprint`); a worker that differs is refused,
-saying what differs, and each task checks again before it grades.
+version and a digest of all its files, the libraries that decide outputs) is compared with the
+instructor's (:func:`fingerprint`); a worker that differs is refused, saying what differs, and each
+task checks again before it grades. The exercise (the reference's tasks) and the sanitize rules
+travel with each task: a worker needs no copy of them.
 
 Nothing is lost: each task is pinned to one worker process, at most one per thread, so the tasks on
 a worker that dies are exactly the ones it was running. Dask counts that death against them (the
@@ -192,6 +193,7 @@ class _Run:
                 answer = answers.get(addr)
                 if answer is None or isinstance(answer, (OSError, TimeoutError)):
                     continue  # gone, or not answering yet: looked at again next time
+                why: str | None
                 if isinstance(answer, BaseException):
                     why = f"cannot run the course's code there ({type(answer).__name__}: {answer})"
                 elif answer[0] != sid:

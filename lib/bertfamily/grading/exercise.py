@@ -1,21 +1,20 @@
 """The exercise a class is graded on: its reference (solution) notebook and its tasks.
 
-A submission is read and prepared against it in :mod:`bertfamily.grading.submission`.
+The grader knows no course folder: the reference is a path its caller gives (``--reference``; the
+course's is ``book/exercise_distilbert.ipynb``). A submission is read and prepared against it in
+:mod:`bertfamily.grading.submission`.
 """
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from bertfamily.grading.student import CHECK, SOLUTION, cell_tags
 
-ROOT = Path(__file__).resolve().parents[3]
-#: The course's solution notebook: it defines the tasks (and is graded like any submission).
-REFERENCE = ROOT / "book" / "exercise_distilbert.ipynb"
 _EXERCISE = re.compile(r"^[`:]{3,}\s*\{exercise\}\s*(.*?)\s*$", re.M)
 
 
@@ -40,14 +39,18 @@ class Exercise:
     name: str
     reference: nbformat.NotebookNode
     tasks: tuple
+    #: The folder the reference was read from: no run's sandbox mounts a folder that holds it
+    #: (:func:`~bertfamily.grading.mounts.python_roots`). None: built in memory.
+    folder: Path | None = field(default=None, compare=False)
 
     @classmethod
-    def load(cls, path=REFERENCE) -> Exercise:
+    def load(cls, path: str | Path) -> Exercise:
+        """The exercise whose solution notebook is at ``path`` (its tasks: :func:`exercise_tasks`)."""
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"no reference notebook at {path}: pass --reference SOLUTION.ipynb")
         reference = nbformat.read(path, as_version=4)
-        return cls(path.name, reference, tuple(exercise_tasks(reference)))
+        return cls(path.name, reference, tuple(exercise_tasks(reference)), path.resolve().parent)
 
     @property
     def graded(self) -> list[Task]:
@@ -61,7 +64,7 @@ def exercise_tasks(reference) -> list[Task]:
     whose check cells are all tagged ``nbval-ignore-output`` (a timing: its verdict depends on the
     machine) is not graded, and its check cells are not run (its other cells are).
     """
-    groups = []
+    groups: list[tuple[str, list, list]] = []  # (title, its cell ids, its check cells) per directive
     for cell in reference.cells:
         found = _EXERCISE.search(cell.source) if cell.cell_type == "markdown" else None
         if found:

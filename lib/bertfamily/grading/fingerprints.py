@@ -1,6 +1,7 @@
 """What must match between the instructor's machine and a grading worker: Python, the course package
-(its version and a digest of all its files), the exercise's reference notebook, the libraries that
-decide outputs, and a sandbox in which a kernel starts."""
+(its version and a digest of all its files), the libraries that decide outputs, and a sandbox in
+which a kernel starts. The exercise is no part of it: each task carries it (with the sanitize rules),
+and the journal records its digest (:func:`~bertfamily.grading.journal.run_settings`)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,9 +10,8 @@ from importlib import metadata
 from pathlib import Path
 
 from bertfamily.grading import sandbox
-from bertfamily.grading.exercise import REFERENCE
 from bertfamily.grading.monitor import Limits
-from bertfamily.grading.mounts import SandboxMissing
+from bertfamily.grading.mounts import SandboxMissing, course_package_dir
 
 #: What a worker must have as the instructor has it, besides the course package: the libraries
 #: whose versions can change what a notebook prints, and what runs it.
@@ -22,21 +22,9 @@ def bytes_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def file_digest(path) -> str | None:
-    """The SHA-256 of a file's bytes, or None when it cannot be read."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(2**20), b""):
-                h.update(block)
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
 def package_digest(folder=None) -> str:
     """A digest of every file of the course package (names and bytes; compiled caches left out)."""
-    folder = Path(folder or Path(__file__).resolve().parents[1])
+    folder = Path(folder or course_package_dir())
     h = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                        and p.suffix not in (".pyc", ".pyo")):
@@ -64,7 +52,6 @@ def fingerprint() -> dict:
             "Python": platform.python_version(),
             "bertfamily version": bertfamily.__version__,
             "bertfamily files (SHA-256 of all)": package_digest(),
-            f"reference notebook {REFERENCE.name}": file_digest(REFERENCE) or "absent",
             **{f"{name} version": _version(name) for name in LIBRARIES}})
     return dict(_FINGERPRINT)
 

@@ -92,7 +92,8 @@ def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTE
     if "id" not in re.compile(pattern).groupindex:
         raise ValueError(f"--pattern must have a group named id, as in {ID_PATTERN!r}, got {pattern!r}")
     rows = [dataclasses.replace(r) for r in rows]
-    seen, ambiguous = Counter(), {}
+    seen: Counter[str] = Counter()
+    ambiguous: dict[int, str] = {}
     for r in rows:
         r.student, ambiguous[id(r)] = attribution(r.submission, pattern, roster)
         seen[r.student] += 1
@@ -189,7 +190,7 @@ def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False) 
     best = {sid: 0 if r.status == "invalid" else r.score for sid, r in counted_rows(rows).items()
             if sid in roster and (r.score is not None or r.status == "invalid")}
     possible = max((r.max_score for r in rows), default=0)
-    lines = [CANVAS_FIELDS + [assignment], ["Points Possible", "", "", "", "", possible]]
+    lines: list[list] = [CANVAS_FIELDS + [assignment], ["Points Possible", "", "", "", "", possible]]
     for sid, s in roster.items():
         lines.append([s.get("name", ""), s.get("canvas_id", ""), s.get("sis_user_id", "") or sid,
                       s.get("sis_login_id", ""), s.get("section", ""), best.get(sid, "")])

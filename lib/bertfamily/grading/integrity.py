@@ -177,7 +177,7 @@ def _findings(tree, imported, expected) -> list[str]:
                 found.append(f"replaces {'.'.join(names[:-1])}.{node.attr}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(s in node.value for s in STRINGS):
             found.append(f"names {node.value[:40]!r}")
-        elif isinstance(node, ast.Constant) and _python_file(node.value):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and _python_file(node.value):
             found.append(f"names a Python file {node.value[:40]!r} (code the grader does not read)")
         elif numbers.get(id(node)) in expected:
             found.append(f"holds the number {numbers[id(node)]!r}, an answer the checks expect")
@@ -251,14 +251,16 @@ def _only_magics(tree) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
             attribute = parent.get(id(node))
-            call = parent.get(id(attribute)) if isinstance(attribute, ast.Attribute) else None
+            if not isinstance(attribute, ast.Attribute):
+                return False
+            call = parent.get(id(attribute))
             if not isinstance(call, ast.Call) or call.func is not attribute or (magic_call(call) is None and not (
                     attribute.attr == "system" and _pip_line(call))):
                 return False
     return True
 
 
-def typed_answers(nb, exercise, answers: dict, budget=None) -> dict:
+def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
     """The answers the student typed rather than computed: {name: cell index} for each name in
     ``answers`` (the names the checks read) that the student's code binds, every binding being made of
     literals (:func:`literal_names`), whatever wraps them."""
@@ -276,7 +278,7 @@ def typed_answers(nb, exercise, answers: dict, budget=None) -> dict:
               if c.cell_type == "code" and SOLUTION not in cell_tags(c)]
     given = set(bindings([t for t in course if t is not None])[0])  # the data the course's cells give
     known = literal_names([t for _, t in trees], given, budget)
-    typed = {}
+    typed: dict[str, int] = {}
     for index, tree in trees:
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \

@@ -99,7 +99,7 @@ def _constant(node, known=frozenset(), text: bool = False) -> bool:
         if isinstance(node.func, ast.Name):  # a built-in, a literal function of the student's, a conversion
             pure = node.func.id in known or node.func.id in _CONVERSIONS
         elif isinstance(node.func, ast.Attribute):  # a pure module's function, or a method of a literal
-            root = node.func
+            root: ast.expr = node.func
             while isinstance(root, ast.Attribute):
                 root = root.value
             pure = (isinstance(root, ast.Name) and root.id in _PURE and root.id not in known) \
@@ -111,7 +111,7 @@ def _constant(node, known=frozenset(), text: bool = False) -> bool:
     return False
 
 
-def _returns_constants(node: ast.FunctionDef, known) -> bool:
+def _returns_constants(node: ast.FunctionDef | ast.AsyncFunctionDef, known) -> bool:
     """A function of the student's whose every ``return`` gives a literal (its parameters are not)."""
     params = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
     returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
@@ -122,7 +122,8 @@ def _returns_constants(node: ast.FunctionDef, known) -> bool:
 def bindings(trees) -> tuple[dict, set]:
     """Every binding of a name in the student's code: ({name: [value or FunctionDef]}, the names bound
     in ways that compute (loops, imports, ``with``, parameters of functions...))."""
-    values, computed = {}, set()
+    values: dict[str, list] = {}
+    computed: set[str] = set()
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -143,9 +144,9 @@ def bindings(trees) -> tuple[dict, set]:
                 values.setdefault(node.name, []).append(node)
             elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr,
                                    ast.withitem)):
-                target = getattr(node, "target", None) or getattr(node, "optional_vars", None)
-                if target is not None:
-                    computed.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                bound = getattr(node, "target", None) or getattr(node, "optional_vars", None)
+                if bound is not None:
+                    computed.update(n.id for n in ast.walk(bound) if isinstance(n, ast.Name))
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 computed.update(imported_names(node))
             elif isinstance(node, ast.ClassDef):
@@ -238,7 +239,8 @@ def folded(node):
 def all_folded(tree) -> dict:
     """{id(node): number} for every node of ``tree`` that evaluates to a number, at any depth
     (``0 * len(w) + 66362880`` holds 66362880): one pass, children before parents, no recursion."""
-    values, stack = {}, [(tree, False)]
+    values: dict[int, object] = {}
+    stack = [(tree, False)]
     while stack:
         node, done = stack.pop()
         if not done:

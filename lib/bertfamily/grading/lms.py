@@ -108,7 +108,7 @@ def _identify(path: Path, root: Path | None) -> Found:
 def find(paths) -> list[Found]:
     """Every file handed in under ``paths`` (files, or folders as the LMS exported them), sorted by name:
     notebooks, and the other files of LMS layouts (graded ``invalid``, saying what to export)."""
-    found = {}
+    found: dict[str, Found] = {}
     for given in paths:
         path = Path(given)
         if path.is_dir() and not path.is_symlink():
@@ -226,7 +226,7 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
         if problem:
             r.detail = "; ".join(p for p in (problem, r.detail) if p)
         out.append(r)
-    seen = {}
+    seen: dict[str, list[str]] = {}
     for r in out:
         if r.student:
             seen.setdefault(r.student, []).append(r.submission)
@@ -248,7 +248,7 @@ def feedback_files(rows) -> list[tuple[Row, str]]:
     """(row, file name) for each handed-in row: ``STUDENT.md`` where the student handed in one file,
     ``STUDENT-FILE.md`` for each of several; rows with no student keep the submission's own name."""
     handed = [r for r in rows if r.submission]
-    count = {}
+    count: dict[str, int] = {}
     for r in handed:
         count[r.student] = count.get(r.student, 0) + 1
     pseudo = []
@@ -369,8 +369,8 @@ def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[
     out_lines = [head]
     for line in worksheet_lines[1:]:
         entry = dict(zip(worksheet_lines[0], line))
-        pid = re.search(r"(\d+)\s*$", entry["Identifier"]).group(1)
-        grade, comment = _grade_and_comment(counted.get(pid), max_score)
+        pid = re.search(r"(\d+)\s*$", entry["Identifier"])  # read_worksheet refused a line without one
+        grade, comment = _grade_and_comment(counted.get(pid.group(1)) if pid else None, max_score)
         entry["Grade"] = grade or entry.get("Grade", "")
         entry["Feedback comments"] = csv_cell(comment) if comment else entry.get("Feedback comments", "")
         out_lines.append([entry.get(h, "") for h in head])

@@ -46,14 +46,14 @@ def cell_tree(source: str):
     return read_cell(source)[0]
 
 
-def magic_call(node):
+def magic_call(node) -> tuple[str, str, str | None] | None:
     """(name, line, body or None) of a magic IPython runs (``get_ipython().run_cell_magic('time', '',
     'x = 1')``) whose arguments are written out; None for any other node."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and on_ipython(node.func) \
-            and node.func.attr in ("run_line_magic", "run_cell_magic") and not node.keywords \
-            and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
-            and len(node.args) == (2 if node.func.attr == "run_line_magic" else 3):
-        return node.args[0].value, node.args[1].value, node.args[2].value if len(node.args) == 3 else None
+            and node.func.attr in ("run_line_magic", "run_cell_magic") and not node.keywords:
+        texts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if len(texts) == len(node.args) == (2 if node.func.attr == "run_line_magic" else 3):
+            return texts[0], texts[1], texts[2] if len(texts) == 3 else None
     return None
 
 
@@ -105,8 +105,8 @@ def magic_code(name: str, line: str, body: str | None) -> list[str] | None:
     magic that runs none, None for one that runs code the grader cannot read (a shell, another
     interpreter, a file, an expansion that is not Python)."""
     expanded = expansions(line)
-    line_is_code = CODE_MAGICS.get(name, None) is not None
-    if line_is_code:  # a line of code may hold braces of its own (a dict): read what parses
+    takes = CODE_MAGICS.get(name)  # the options of a magic whose line is code; None: its line is not code
+    if takes is not None:  # a line of code may hold braces of its own (a dict): read what parses
         expanded = [e for e in expanded or [] if _parses(e)]
     elif expanded is None:
         return None
@@ -114,7 +114,7 @@ def magic_code(name: str, line: str, body: str | None) -> list[str] | None:
         return expanded
     if name not in CODE_MAGICS:
         return None
-    code = [_without_options(line, CODE_MAGICS[name])] if line_is_code else []
+    code = [_without_options(line, takes)] if takes is not None else []
     return [c for c in expanded + code + [body or ""] if c.strip()]
 
 

@@ -163,17 +163,18 @@ def _cpu(tree) -> float:
 def tmpfs_used(kernel) -> tuple[int, bool, int, bool]:
     """The sandbox's capped file systems, seen through its kernel: (bytes of its files (its root),
     whether that is full, bytes in its ``/dev/shm`` (memory), whether that is full)."""
-    found = []
+    found: list[tuple[int, bool]] = []
     for where in ("", "/dev/shm"):
         try:
             fs = os.statvfs(f"/proc/{kernel.pid}/root{where}") if kernel is not None else None
         except OSError:
             fs = None
         if fs is None:
-            found += [0, False]
+            found.append((0, False))
         else:
-            found += [(fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_bavail * fs.f_frsize < 2**16]
-    return tuple(found)
+            found.append(((fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_bavail * fs.f_frsize < 2**16))
+    (files, files_full), (shm, shm_full) = found
+    return files, files_full, shm, shm_full
 
 
 def _tasks(tree) -> int:
@@ -191,7 +192,8 @@ def _tasks(tree) -> int:
 def _sampled_memory(tree, devices) -> tuple[int, int, set]:
     """The watcher's fallback without a cgroup: (memory of the tree, bytes of deleted files it holds
     open on the grader's disks, the files seen). Its cost grows with the descriptors the run holds."""
-    seen, used, deleted = set(), 0, 0
+    seen: set = set()  # the open files counted so far (_holdings)
+    used, deleted = 0, 0
     for p in tree:
         memory, disk = _holdings(p, seen, devices)
         used, deleted = used + memory, deleted + disk
@@ -235,7 +237,8 @@ def watch(proc, record, limits: Limits, peak: list, writable=(), cpu=None, group
             devices.add(os.stat(folder).st_dev)
         except OSError:
             pass
-    files, shm, seen = 0, 0, set()
+    files, shm = 0, 0
+    seen: set = set()  # the open files counted so far (_holdings)
     scan = group is None or not capped_runtime  # deleted files on the grader's disk: only where they can be
 
     def stop(status, reason, cell=None):

@@ -89,9 +89,12 @@ def bwrap_path() -> str | None:
 @functools.cache
 def bwrap_options() -> frozenset:
     """The options this bubblewrap knows (``--disable-userns`` came with 0.8, ``--ro-bind-fd`` with 0.8)."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return frozenset()
     try:
-        done = subprocess.run([bwrap_path(), "--help"], capture_output=True, text=True, timeout=30)
-    except (OSError, TypeError, subprocess.TimeoutExpired):
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
         return frozenset()
     return frozenset(w for w in (done.stdout + done.stderr).split() if w.startswith("--"))
 
@@ -199,13 +202,18 @@ def walls(binds: list[tuple[str, Path, Path]], listable=()) -> tuple[list, list]
     return args, tops
 
 
-def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[Path], package: Path) -> list:
+#: One of bubblewrap's arguments: a word, or ``["host", path]`` for a host path the kernel sees.
+BwrapArg = str | list[str]
+
+
+def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[Path],
+               package: Path) -> list[BwrapArg]:
     """bubblewrap's arguments for one run, up to the command; a host path the kernel sees is
     ``["host", path]`` (the launcher may bind it elsewhere first)."""
     disk = limits.disk_mib * 2**20
     shm = limits.memory_mib * 2**20  # shared memory is memory: counted in the run's memory, as large
-    args = [*namespaces(), "--clearenv", "--size", str(disk), "--perms", "0755", "--tmpfs", "/",
-            "--perms", "01777", "--dir", "/tmp"]
+    args: list[BwrapArg] = [*namespaces(), "--clearenv", "--size", str(disk), "--perms", "0755", "--tmpfs", "/",
+                            "--perms", "01777", "--dir", "/tmp"]
     for system in SYSTEM:
         args += ["--ro-bind-try", system, system]
     for name in ETC:
@@ -256,12 +264,14 @@ def view_base() -> str:
     return "/tmp" if os.path.isdir("/tmp") and os.stat("/tmp").st_mode & 0o001 else "/var/tmp"
 
 
-def write_launch(folder: Path, runtime: Path, limits, submitted: str) -> tuple[Path, Path | None]:
+def write_launch(folder: Path, runtime: Path, limits, submitted: str,
+                 hidden: Path | None = None) -> tuple[Path, Path | None]:
     """The launch file of one run's kernel (see :data:`LAUNCHER`), and the empty ``view`` folder a root
-    grader binds the kernel's paths onto (None when the grader is not root); remove it after the run."""
+    grader binds the kernel's paths onto (None when the grader is not root); remove it after the run.
+    ``hidden``: a folder no mounted root may hold (:func:`python_roots`)."""
     import tempfile
 
-    args = bwrap_args(folder, runtime, limits, submitted, python_roots(), course_package_dir())
+    args = bwrap_args(folder, runtime, limits, submitted, python_roots(hidden), course_package_dir())
     args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "@connection_file@"]
     path, ids, view = folder / "launch.json", outer_ids(), None
     if ids:  # its binds exist only in the launcher's own mount namespace; the host sees empty entries
@@ -277,19 +287,17 @@ def course_package_dir() -> Path:
     return Path(bertfamily.__file__).resolve().parent
 
 
-def python_roots() -> list[Path]:
+def python_roots(hidden: Path | None = None) -> list[Path]:
     """Folders the kernel's Python needs, read-only: the interpreter's prefixes and the site-packages
-    folders on sys.path, but never a folder that holds the course's repository (its ``book/`` has the
-    reference solution); the package itself is replaced by the run's copy (:func:`kernel_package`)."""
-    from bertfamily.grading.exercise import ROOT
-
-    secret = ROOT / "book"
-    roots = []
+    folders on sys.path, but never a folder that holds ``hidden`` (the folder of the reference solution
+    being graded against); the package itself is replaced by the run's copy (:func:`kernel_package`)."""
+    secret = Path(hidden).resolve() if hidden is not None and Path(hidden).is_dir() else None
+    roots: list[Path] = []
     candidates = [sys.base_prefix, sys.prefix, sys.exec_prefix]
     candidates += [p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages")]
     for entry in candidates:
         path = Path(entry).resolve()
-        if not path.is_dir() or (secret.is_dir() and secret.resolve().is_relative_to(path)) \
+        if not path.is_dir() or (secret is not None and secret.is_relative_to(path)) \
                 or any(path.is_relative_to(r) for r in roots) or _system(path):
             continue
         roots = [r for r in roots if not r.is_relative_to(path)] + [path]
@@ -298,7 +306,7 @@ def python_roots() -> list[Path]:
 
 def _imports(source: str, module: str) -> set[str]:
     """The course modules (relative names, ``budget``) that a module of the package imports."""
-    found = set()
+    found: set[str] = set()
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

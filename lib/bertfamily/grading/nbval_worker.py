@@ -162,7 +162,7 @@ def file_sizes(where: list | str) -> set:
     through its kernel (``where == "sandbox"``), or the given folders."""
     from bertfamily.grading import trees
 
-    sizes = set()
+    sizes: set[int] = set()
     if where == "sandbox":
         kernel = inside(process_tree(os.getpid()))
         roots = [f"/proc/{kernel.pid}/root/.", f"/proc/{kernel.pid}/root/dev/shm/."] if kernel else []
@@ -251,7 +251,9 @@ def main(argv) -> int:
 def records(path) -> tuple[list[int], dict, bool]:
     """The cells a run started, its per-cell results (by nbval's code-cell number), and whether its
     record filled up; read line by line, never whole."""
-    started, results, full = [], {}, False
+    started: list[int] = []
+    results: dict[int, dict] = {}
+    full = False
     try:
         stream = open(path, encoding="utf-8", errors="replace")
     except OSError:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertfamily.grading.channel import exports
-from bertfamily.grading.exercise import ROOT, Exercise
+from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.mounts import SandboxMissing
 from bertfamily.grading.safeio import read_regular
@@ -26,8 +26,6 @@ from bertfamily.grading.submission import (
     read_submission,
 )
 
-#: The nbval sanitizers that ``make test`` uses.
-SANITIZE = ROOT / "tests" / "sanitize.cfg"
 STATUSES = ("graded", "invalid", "timeout", "error", "missing")
 #: Where a model came from is not compared: a student online saw "loaded ... from the Hugging Face
 #: hub", the grader (offline) prints "no model hub here: built ..." (bertfamily.models.load_pretrained).
@@ -58,13 +56,18 @@ class Row:
     counts: str = ""        # "yes", or "no: which submission of the student counts instead"
 
 
-def sanitizers(path=SANITIZE) -> str:
-    """The nbval sanitize file of a run: the grader's own pattern first, then the course's."""
+def sanitizers(path: str | Path | None = None) -> str:
+    """The nbval sanitize file of a run: the grader's own pattern first, then those of the file at
+    ``path`` (``--sanitize``; the course's is ``tests/sanitize.cfg``, the one ``make test`` uses).
+    None: the grader's own pattern alone (outputs are compared as printed)."""
+    regex, replace = MODEL_SOURCE
+    own = f"[grading-model-source]\nregex: {regex}\nreplace: {replace}\n\n"
+    if path is None:
+        return own
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no nbval sanitize file at {path}: pass --sanitize FILE")
-    regex, replace = MODEL_SOURCE
-    return f"[grading-model-source]\nregex: {regex}\nreplace: {replace}\n\n" + path.read_text(encoding="utf-8")
+    return own + path.read_text(encoding="utf-8")
 
 
 _sanitizers = sanitizers  # the name the tests and older callers use
@@ -98,7 +101,7 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
             data = read_regular(path, MAX_NOTEBOOK_BYTES)
         except ValueError as exc:
             raise Invalid(f"not graded: {exc}") from None
-        repairs = []
+        repairs: list[str] = []
         nb = read_submission(data, exercise.tasks, exercise.name, repairs)
     except (Invalid, OSError) as exc:
         reason = str(exc) if isinstance(exc, Invalid) else f"cannot read the file ({exc.strerror})"
@@ -107,7 +110,8 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
         prepared = prepare(nb, exercise)
         prepared.notes[:0] = [(None, what) for what in repairs]
         # the name the kernel sees: bytes that are not UTF-8 (a zip of Latin-1 names) as ``\xff``
-        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, printable(Path(path).name))
+        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, printable(Path(path).name),
+                            hidden=exercise.folder)
         s = score_run(prepared, exercise, run, limits, strict_outputs)
     except SandboxMissing:
         raise

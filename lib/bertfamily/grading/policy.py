@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -122,7 +123,10 @@ def _task_points(name: str, value, where: str) -> TaskPoints:
 def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None) -> Policy:
     """The policy of a run: the grading file at ``path`` (if any), then the options, checked against the
     exercise's graded tasks; a mistake is a ValueError that says what is allowed."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10 has no tomllib: the same parser as tomli (the grader and test extras install it there)
+        import tomli as tomllib
 
     graded = [t.name for t in exercise.graded]
     data, where = {}, "the options"
@@ -210,7 +214,7 @@ def reference_checks(exercise: Exercise) -> dict:
 
 def task_points(row: Row, policy: Policy, totals: dict) -> dict:
     """Each graded task's points earned by ``row`` (None where it was not graded)."""
-    earned = {}
+    earned: dict[str, float | None] = {}
     for name, t in policy.tasks.items():
         mark = row.tasks.get(name)
         if mark is None:
@@ -280,7 +284,7 @@ def _when(r: Row) -> str:
 
 def _mark_counted(rows, policy: Policy) -> list[Row]:
     """Set ``counts`` on every row with a student: "yes", or "no: ..." saying which counts instead."""
-    by_student = {}
+    by_student: dict[str, list[Row]] = {}
     for r in rows:
         if r.student and r.status != "missing":
             by_student.setdefault(r.student, []).append(r)
@@ -313,7 +317,8 @@ def choose(mine: list, policy: Policy) -> Row:
 def counted_rows(rows) -> dict:
     """student -> the row that counts (the LMS files' grade); rows without ``counts`` set (a caller
     that applied no policy) are chosen by the default policy."""
-    found, loose = {}, {}
+    found: dict[str, Row] = {}
+    loose: dict[str, list[Row]] = {}
     for r in rows:
         if not r.student or r.status == "missing":
             continue

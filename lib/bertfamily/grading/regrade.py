@@ -60,8 +60,12 @@ class Journaled:
             if self.resume and rows:
                 print(f"resuming: {len(rows)} of {len(found)} submissions already graded ({journal.path})",
                       file=sys.stderr)
-            self.inner.on_row = lambda row: journal.add(digests[row.submission], row) \
-                if digests.get(row.submission) else None
+            def journaled(row: Row) -> None:  # each row as it is made: an interrupted run keeps it
+                digest = digests.get(row.submission)
+                if digest:
+                    journal.add(digest, row)
+
+            self.inner.on_row = journaled
             try:
                 if todo:
                     rows += self.inner.grade(todo, settings, progress)

@@ -206,7 +206,8 @@ def _file_name(name: str) -> str:
 
 
 def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None,
-                  submitted: bytes | None = None, name: str = "submission.ipynb") -> dict:
+                  submitted: bytes | None = None, name: str = "submission.ipynb", *,
+                  hidden: Path | None = None) -> dict:
     """Run ``nb`` under nbval, its kernel in the sandbox; return what happened, cell by cell.
 
     The run's folder (private to the grader) holds nbval's copy of the notebook, the bytes as handed
@@ -217,6 +218,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
     (the code-cell number running when the run was stopped), "results" (per code-cell number),
     "exit_code", "log" (its last bytes), "peak_mib", "cpu_s", "wall_s"}``; the answers are in the check
     cells' outputs, and each cell's result lists the sizes of the files the run then held (``sizes``).
+    ``hidden``: a folder the kernel must not see (the reference's, :attr:`Exercise.folder
+    <bertfamily.grading.exercise.Exercise.folder>`): no folder that holds it is mounted.
     """
     if limits.sandbox:
         require_sandbox()
@@ -250,7 +253,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
         if ids:  # the kernel, an unprivileged user outside, makes its sockets there
             os.chown(runtime, *ids)
         if limits.sandbox:
-            launch, view = write_launch(folder, runtime, limits, name)
+            launch, view = write_launch(folder, runtime, limits, name, hidden)
             argv, kernel_env = launch_command(launch), {}
         else:  # the kernel still imports the run's copy of the package (no answer key there)
             argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
@@ -278,7 +281,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             kill_tree(proc.pid)
             proc.wait()
         log = tail.text()
-        proc.stdout.close()
+        if proc.stdout is not None:  # always a pipe here (the tail read it)
+            proc.stdout.close()
         _, results, full = records(record)
         if full and not status:
             status, reason = "error", f"too much output: {FULL} ({RECORD_MAX // 2**20} MiB)"
@@ -292,7 +296,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             kill_tree(proc.pid)
         if group is not None:
             group.close()
-        if capped:
+        if capped and runtime is not None:
             uncap_runtime(runtime)
         for outside in (runtime, view):
             if outside is not None and not outside.is_relative_to(folder):

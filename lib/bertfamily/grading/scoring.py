@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
+from typing import TypedDict
 
 import nbformat
 
@@ -33,6 +34,13 @@ from bertfamily.grading.verify import recheck_each
 REPRODUCED, NOT_STORED = "reproduced", "not checked: handed in without outputs"
 
 
+class Verdicts(TypedDict):
+    """One graded task's checks, by their verdicts on the grader's re-check (:attr:`Score.checks`)."""
+    passed: list[str]
+    failed: list[str]
+    partial: bool  # partial credit allowed: no answer of the task was typed or forged
+
+
 @dataclass
 class Score:
     """What one run earned, and why."""
@@ -44,15 +52,16 @@ class Score:
     notes: list = field(default_factory=list)        # what was repaired before the run
     feedback: dict = field(default_factory=dict)     # graded task -> the ✗ lines and hints of its checks
     read_by_hand: list = field(default_factory=list)  # "taskN: text" answers the instructor reads
-    checks: dict = field(default_factory=dict)       # graded task -> {"passed": [...], "failed": [...], "partial"}
+    checks: dict[str, Verdicts] = field(default_factory=dict)  # graded task -> its checks' verdicts
 
 
-def _owners(nb, exercise: Exercise) -> dict:
+def _owners(nb, exercise: Exercise) -> dict[int, str | None]:
     """The task name (or None) of each code cell, by index: reference cells by their id; a cell the
     student added belongs to the task of the next reference cell, if that one is in a task."""
     task_of = {cid: t.name for t in exercise.tasks for cid in t.cells}
     known = {c.get("id") for c in exercise.reference.cells}
-    owners, added = {}, []
+    owners: dict[int, str | None] = {}
+    added: list[int] = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -156,7 +165,7 @@ def measured_names(exercise: Exercise) -> set[str]:
     ``.st_size``): a submission's value of one must be the size of a file its run wrote."""
     import ast
 
-    names = set()
+    names: set[str] = set()
     for _, tree in solution_trees(exercise.reference.cells):
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and any(
@@ -236,15 +245,22 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     if said:
         score.flags.append("read by hand: " + "; ".join(dict.fromkeys(said)))
     answer_task = answer_tasks(exercise)
-    task_errors = {}  # task -> its cells' problems on the re-run, in order: the causes of missing answers
+    # task -> its cells' problems on the re-run, in order: the causes of missing answers
+    task_errors: dict[str, list[str]] = {}
     for index in (i for i in code if i in results):
         problem = _problem(index, results[index], limits.cell_timeout, nb.cells[index].source)
-        if problem and owners.get(index):
-            task_errors.setdefault(owners[index], []).append(problem)
+        owner = owners.get(index)
+        if problem and owner:
+            task_errors.setdefault(owner, []).append(problem)
     for task in exercise.graded:
-        found, reached, differs, stored, feedback, raised, served = [], True, [], True, [], [], []
+        found: list[str] = []
+        differs: list[str] = []
+        feedback: list[str] = []
+        raised: list[str] = []
+        served: list[str] = []
+        reached, stored = True, True
         check_cells = {by_id[cid][0] for cid, _ in task.checks if cid in by_id}
-        verdicts = {"passed": [], "failed": [], "partial": True}  # partial credit: none for a typed answer
+        verdicts = Verdicts(passed=[], failed=[], partial=True)  # partial credit: none for a typed answer
         for index in (i for i in code if owners.get(i) == task.name):
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
@@ -283,8 +299,10 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
                 verdicts["partial"] = False
-            if answers is None and _problem(index, results[index], limits.cell_timeout):
-                found.append(_problem(index, results[index], limits.cell_timeout, nb.cells[index].source))
+            problem = None if answers is not None else _problem(index, results[index], limits.cell_timeout,
+                                                                nb.cells[index].source)
+            if problem:
+                found.append(problem)
                 continue
             if answers is None:
                 found.append("its check cell sent no answers to the grader")
@@ -310,11 +328,11 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 found.append("the grader's check: its check cell holds no check")
             printed = "".join(r["printed"] for r in each)
             for r in each:
-                verdicts["passed" if r["passed"] else "failed"].append(r["check"])
+                (verdicts["passed"] if r["passed"] else verdicts["failed"]).append(r["check"])
                 if not r["passed"]:
-                    said = _verdict(source, r, task.name, answer_task, task_errors)
-                    found += [line for line, _ in said]
-                    feedback += [line for _, line in said]
+                    lines = _verdict(source, r, task.name, answer_task, task_errors)
+                    found += [line for line, _ in lines]
+                    feedback += [line for _, line in lines]
             if cell.get("outputs"):
                 before = _marks(output_text(cell))
                 if before != _marks(printed):

@@ -72,7 +72,7 @@ def repair_notebook(content: dict) -> list[str]:
     key of the kernel's message); a notebook of nbformat 4.0-4.4 that keeps cell ids (jupytext, older
     nbconvert and papermill) is read as 4.5; ids that are missing, malformed or repeated get new ones;
     a cell's missing ``metadata``, ``outputs`` or ``execution_count`` are added, foreign keys dropped."""
-    said = {}
+    said: dict[str, int] = {}
 
     def note(what):
         said[what] = said.get(what, 0) + 1
@@ -115,7 +115,7 @@ def repair_notebook(content: dict) -> list[str]:
             cell["execution_count"] = None
             note("a code cell without a valid execution count")
         for out in cell["outputs"]:
-            allowed = _OUTPUT_KEYS.get(out.get("output_type")) if isinstance(out, dict) else None
+            allowed = _OUTPUT_KEYS.get(str(out.get("output_type"))) if isinstance(out, dict) else None
             for key in sorted(set(out) - allowed) if allowed else ():
                 del out[key]
                 note(f"a `{key}` key in an output")
@@ -154,7 +154,8 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
         raise Invalid("not a notebook: JSON nested too deeply") from None
     if not isinstance(content, dict) or content.get("nbformat") != 4:
         raise Invalid("not a notebook: JSON without 'nbformat': 4 (Jupyter notebooks since 2015 have it)")
-    cells = content.get("cells") if isinstance(content.get("cells"), list) else []
+    found = content.get("cells")
+    cells: list = found if isinstance(found, list) else []
     outputs = sum(len(c["outputs"]) for c in cells if isinstance(c, dict) and isinstance(c.get("outputs"), list))
     if len(cells) > MAX_CELLS or outputs > MAX_OUTPUTS:
         what = f"{len(cells):,} cells" if len(cells) > MAX_CELLS else f"{outputs:,} outputs"

@@ -142,7 +142,7 @@ def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
     if "__error__" in answers:
         return False, f"the grader could not read the answers ({answers['__error__']})", ""
     checks = _checks  # the course's, imported before any submission ran; never the kernel's
-    objects = {}
+    objects: dict = {}  # what stand_in rebuilt, shared by the answers (see _rebuilt)
     for name, value in answers.items():
         problem = _not_its_configuration(value) if isinstance(value, dict) else None
         if problem:
@@ -197,7 +197,9 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
         why = f"the grader could not read the answers ({answers['__error__']})"
         return [{"check": c, "passed": False, "why": why, "printed": "", "missing": []}
                 for c in [c for c, _ in check_statements(source) if c] or [CELL_CHECK]]
-    objects, namespace, absent = {}, {"checks": _checks}, {}
+    objects: dict = {}  # what stand_in rebuilt, shared by the answers (see _rebuilt)
+    namespace: dict[str, object] = {"checks": _checks}
+    absent: dict[str, str | None] = {}  # an answer the checks cannot read -> why (None: not defined)
     for name, value in answers.items():
         problem = _not_its_configuration(value) if isinstance(value, dict) else None
         if problem:
