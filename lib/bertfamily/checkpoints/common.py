@@ -63,10 +63,10 @@ class Settings:
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """One experiment of ``make pretrain``: its log's name (``<name>.json``), the lessons that read it, its
-    settings, and ``run(progress, record) -> log``, which trains and stores the weights. ``record(log)``
-    writes the log as it stands (with the machine and the seconds so far; the experiment calls it where a
-    run cut short should leave what it has), ``progress(line)`` reports. ``native``: trained with the
-    machine's own kernels (bfloat16 products), not the pinned ones."""
+    settings, and ``run(progress, record, settings=settings) -> log``, which trains and stores the weights.
+    ``record(log)`` writes the log as it stands (with the machine and the seconds so far; the experiment calls
+    it where a run cut short should leave what it has), ``progress(line)`` reports. ``native``: trained with
+    the machine's own kernels (bfloat16 products), not the pinned ones."""
     name: str
     lessons: str
     settings: Settings

@@ -189,11 +189,11 @@ def load_course_model(data: CourseData, settings: CourseSettings = COURSE):
     return load_into(course_model(data, settings=settings), "course-model")
 
 
-def run_course(progress, record) -> dict:
+def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
     """The course model; its weights and log are rewritten at every evaluation (a run cut short leaves
     its last model, and the log says how far it got). The curve is on the validation blanks; the test
     blanks are scored once, at the end."""
-    s = COURSE
+    s = settings
     data = course_data()
     start = time.perf_counter()
     result = {"settings": s.to_log(), "blanks": data.held_out.targets, "validation_blanks": data.validation.targets,
@@ -213,7 +213,7 @@ def run_course(progress, record) -> dict:
         progress(f"course model step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
                  f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
 
-    model, log = train_course_model(data, on_evaluation=write)
+    model, log = train_course_model(data, settings=s, on_evaluation=write)
     halve(model)  # the metrics of the weights as stored
     save(model, "course-model")
     result.update(final=blank_scores(model, data.held_out), final_validation=blank_scores(model, data.validation),

@@ -20,13 +20,13 @@ def load_course_control(data: CourseData, settings: CourseSettings = COURSE_CONT
     return load_into(course_model(data, settings=settings), "course-control")
 
 
-def run_course_control(progress, record) -> dict:
+def run_course_control(progress, record, settings: CourseSettings = COURSE_CONTROL) -> dict:
     """:data:`COURSE_CONTROL`'s run. Weights stored after every evaluation (a run cut short leaves its last
     model); the log holds the validation curve, the test scores and each hidden test blank's right or wrong
     first guess, for it and for the stored distilled student (the pair an article-level interval compares)."""
     from bertfamily.models import count_parameters
 
-    s = COURSE_CONTROL
+    s = settings
     data = course_data()
     result, start = {"settings": s.to_log(), "blanks": data.held_out.targets}, time.perf_counter()
 

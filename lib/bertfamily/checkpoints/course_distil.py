@@ -90,12 +90,12 @@ def load_course_student(data: CourseData, arm: str, settings: CourseDistilSettin
     return load_into(model, "course-student-" + arm.replace(" ", "-"))
 
 
-def run_course_distil(progress, record) -> dict:
+def run_course_distil(progress, record, settings: CourseDistilSettings = COURSE_DISTIL) -> dict:
     """The stored course model and the three students of :data:`COURSE_DISTIL`. The log is rewritten after every
     evaluation, so a run cut short says how far it got."""
     from bertfamily.models import count_parameters
 
-    s = COURSE_DISTIL
+    s = settings
     data = course_data()
     teacher = load_course_model(data)
     result = {"settings": s.to_log(), "blanks": data.held_out.targets,
@@ -114,7 +114,7 @@ def run_course_distil(progress, record) -> dict:
             progress(f"{arm} step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
                      f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
 
-        student, log = distil_course_model(data, teacher, arm, on_evaluation=write)
+        student, log = distil_course_model(data, teacher, arm, settings=s, on_evaluation=write)
         halve(student)  # the metrics of the weights as stored
         save(student, name)
         result["runs"][arm].update(final=blank_scores(student, data.held_out),

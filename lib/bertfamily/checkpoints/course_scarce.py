@@ -88,12 +88,12 @@ def train_scarce_run(data: CourseData, teacher, arm: str, seed: int, steps: int 
     return student, log, best
 
 
-def run_course_scarce(progress, record) -> dict:
+def run_course_scarce(progress, record, settings: CourseScarceSettings = COURSE_SCARCE) -> dict:
     """:data:`COURSE_SCARCE`'s runs, seed by seed. The log is rewritten after every evaluation (``done`` lists
     the finished runs); per run it holds the validation curve, the test scores of the last step and of the best
     validation step, and each hidden test blank's right (1) or wrong (0) first guess at both (for intervals by
     article). No weights are stored."""
-    s = COURSE_SCARCE
+    s = settings
     full = course_data()
     data = scarce_data(full, s)
     teacher = load_course_model(full)

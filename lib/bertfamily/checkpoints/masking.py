@@ -113,30 +113,41 @@ def load_masking(data: MaskingData, scheme: str, seed: int = 0):
     return load_into(tiny_bert(data.config), file_name("masking", scheme, seed))
 
 
-def run_masking(progress, record) -> dict:
+def seed_runs(experiment: str, keys, settings, train, progress) -> dict:
+    """``{key: [run of seed, ...]}`` for each of ``settings.seeds`` and each of ``keys`` (schemes, variants):
+    ``train(key, seed) -> (model, what its log holds)``; the weights of ``settings.stored_seeds`` are stored."""
+    runs = {key: [] for key in keys}
+    for seed in settings.seeds:
+        for key in keys:
+            model, run = train(key, seed)
+            runs[key].append({"seed": seed, **run})
+            if seed in settings.stored_seeds:
+                save(model, file_name(experiment, key, seed))
+            progress(f"{experiment} {key} seed {seed}: held-out {run['held']['loss']:.3f} nats "
+                     f"({run['seconds']:.0f} s)")
+    return runs
+
+
+def run_masking(progress, record, settings: MaskingSettings = MASKING) -> dict:
     """Every scheme and seed of :data:`MASKING`; per run its curve and the metrics of the stored float16
     weights on the masks it saw last (``own``), on new masks of its training blocks and on the test blanks."""
     from bertfamily.pretraining import evaluate_mlm
 
-    s = MASKING
-    data = masking_data()
-    runs = {name: [] for name in s.schemes}
-    for seed in s.seeds:
-        for name in s.schemes:
-            start = time.perf_counter()
-            model, history, scheme = train_masking_run(data, name, seed, s.steps)
-            halve(model)  # the metrics of the weights as stored
-            seen = scheme(torch.arange(len(scheme)), history.epochs - 1)  # the masks of its last epoch
-            runs[name].append({"seed": seed, "epochs": history.epochs, "curve_steps": history.eval_steps,
-                               "curve_loss": history.eval_loss, "first_losses": history.train_loss[:5],
-                               "own": evaluate_mlm(model, seen),
-                               "new": evaluate_mlm(model, data.new_mask), "held": evaluate_mlm(model, data.held_out),
-                               "seconds": round(time.perf_counter() - start, 1)})
-            if seed in s.stored_seeds:
-                save(model, file_name("masking", name, seed))
-            progress(f"masking {name} seed {seed}: held-out {runs[name][-1]['held']['loss']:.3f} nats "
-                     f"({runs[name][-1]['seconds']:.0f} s)")
-    return {"settings": s.to_log(), "unigram": data.unigram, "majority": data.majority, "runs": runs}
+    s = settings
+    data = masking_data(s)
+
+    def train(name, seed):
+        start = time.perf_counter()
+        model, history, scheme = train_masking_run(data, name, seed, s.steps, s)
+        halve(model)  # the metrics of the weights as stored
+        seen = scheme(torch.arange(len(scheme)), history.epochs - 1)  # the masks of its last epoch
+        return model, {"epochs": history.epochs, "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
+                       "first_losses": history.train_loss[:5], "own": evaluate_mlm(model, seen),
+                       "new": evaluate_mlm(model, data.new_mask), "held": evaluate_mlm(model, data.held_out),
+                       "seconds": round(time.perf_counter() - start, 1)}
+
+    return {"settings": s.to_log(), "unigram": data.unigram, "majority": data.majority,
+            "runs": seed_runs("masking", s.schemes, s, train, progress)}
 
 
 EXPERIMENT = Experiment("masking", "1", MASKING, run_masking)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .common import Experiment, Settings, file_name, halve, load_into, save
-from .masking import MASKING, MaskingData, masking_data, masking_scheme, tiny_config
+from .common import Experiment, Settings, file_name, halve, load_into
+from .masking import MASKING, MaskingData, masking_data, masking_scheme, seed_runs, tiny_config
 
 
 @dataclass(frozen=True)
@@ -74,31 +74,27 @@ def load_sharing(data: MaskingData, variant: str, seed: int = 0):
     return load_into(sharing_model(data, variant), file_name("sharing", variant, seed))
 
 
-def run_sharing(progress, record) -> dict:
+def run_sharing(progress, record, settings: SharingSettings = SHARING) -> dict:
     """Both variants of :data:`SHARING`, seed by seed; per run its size, curve and the metrics of the
     stored float16 weights, and the seconds its training took."""
     from bertfamily.models import count_parameters
     from bertfamily.pretraining import evaluate_mlm
 
-    s = SHARING
+    s = settings
     data = masking_data()
-    runs = {name: [] for name in s.variants}
-    for seed in s.seeds:
-        for name in s.variants:
-            start = time.perf_counter()
-            model, history = train_sharing_run(data, name, seed, s.steps)
-            seconds = time.perf_counter() - start  # training and its evaluations, before the final ones
-            halve(model)
-            runs[name].append({"seed": seed, "parameters": count_parameters(model),
-                               "curve_steps": history.eval_steps, "curve_loss": history.eval_loss,
-                               "first_losses": history.train_loss[:5],
-                               "held": evaluate_mlm(model, data.held_out), "new": evaluate_mlm(model, data.new_mask),
-                               "seconds": round(seconds, 1), "threads": torch.get_num_threads()})
-            if seed in s.stored_seeds:
-                save(model, file_name("sharing", name, seed))
-            progress(f"sharing {name} seed {seed}: held-out {runs[name][-1]['held']['loss']:.3f} nats "
-                     f"({runs[name][-1]['seconds']:.0f} s)")
-    return {"settings": s.to_log(), "unigram": data.unigram, "majority": data.majority, "runs": runs}
+
+    def train(name, seed):
+        start = time.perf_counter()
+        model, history = train_sharing_run(data, name, seed, s.steps, s)
+        seconds = time.perf_counter() - start  # training and its evaluations, before the final ones
+        halve(model)
+        return model, {"parameters": count_parameters(model), "curve_steps": history.eval_steps,
+                       "curve_loss": history.eval_loss, "first_losses": history.train_loss[:5],
+                       "held": evaluate_mlm(model, data.held_out), "new": evaluate_mlm(model, data.new_mask),
+                       "seconds": round(seconds, 1), "threads": torch.get_num_threads()}
+
+    return {"settings": s.to_log(), "unigram": data.unigram, "majority": data.majority,
+            "runs": seed_runs("sharing", s.variants, s, train, progress)}
 
 
 EXPERIMENT = Experiment("sharing", "4", SHARING, run_sharing)

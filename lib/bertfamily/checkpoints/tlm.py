@@ -83,16 +83,16 @@ def load_tlm(data: TlmData, objective: str, seed: int, settings: TlmSettings = T
     return load_into(tlm_model(data, seed, settings), file_name("tlm", objective, seed))
 
 
-def run_tlm(progress, record) -> dict:
+def run_tlm(progress, record, settings: TlmSettings = TLM) -> dict:
     """Every objective and seed of :data:`TLM`, two one-thread jobs at a time; per model its loss every 100
     steps and its accuracy on the held-out content words in each condition (of the stored float16 weights)."""
     from bertfamily import tlm
 
-    s = TLM
-    data = tlm_data()
+    s = settings
+    data = tlm_data(s)
     vocab = data.tokenizer.get_vocab_size()
     runs = {}
-    blanks, content = tlm_blanks(data)
+    blanks, content = tlm_blanks(data, s)
     jobs = [(objective, seed) for seed in s.seeds for objective in s.objectives]
     # independent one-thread jobs, two at a time: the same models as a serial loop would train
     shape = {"hidden": s.hidden, "layers": s.layers, "heads": s.heads}
