@@ -411,33 +411,20 @@ def test_the_showcase_re_run_answered_lesson_1s_blanks(course):
     assert [w for w, _ in fresh["hard"][0]] == [w for w, _ in log["guesses"][0]["hard"][0]]
 
 
-def _keys(value):
-    """A log's shape: its keys at every depth, in order (a list by its first item)."""
-    if isinstance(value, dict):
-        return [(key, _keys(item)) for key, item in value.items()]
-    if isinstance(value, list):
-        return [_keys(value[0])] if value and isinstance(value[0], (dict, list)) else "list"
-    return None
-
 
 @pytest.mark.slow
-def test_the_driver_writes_each_log_in_the_shape_of_the_stored_one(tmp_path, monkeypatch):
-    """make pretrain's driver runs every experiment, each cut to two steps (the course's in float32, three of
-    course-scarce's runs), into a scratch folder, in order (the students start from the course model trained
-    here): each log has the stored log's keys at every depth, in the same order, and its settings."""
-    stored = {name: read_log(name) for name in EXPERIMENTS}
-    monkeypatch.setattr(common, "FOLDER", tmp_path)
-    short = {"steps": 2, "eval_every": 1}
-    course = {**short, "autocast": None}
-    cut = {"masking": short, "tlm": {"steps": 2}, "sharing": short, "course": course, "course-distil": course,
-           "course-scarce": {**course, "jobs": (("hard labels", 0), ("distilled", 0), ("first guesses", 0))},
-           "course-control": course}
-    for name, experiment in EXPERIMENTS.items():
-        settings, record, lines = experiment.settings.replace(**cut[name]), pretrain.recorder(name), []
-        with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
-            record(experiment.run(lines.append, record, settings=settings))
-        log = read_log(name)
-        assert type(settings).from_log(log["settings"]) == settings and lines, name
-        if name == "course":  # logged since the stored run: the showcase blanks' guesses at every evaluation
-            assert [key for key, _ in _keys(log.pop("showcase"))] == ["settings", "blanks", "steps", "guesses"]
-        assert _keys(log) == _keys(stored[name]), name
+def test_a_dry_run_writes_a_log_shaped_as_the_stored_one(capsys):
+    """make pretrain's driver, lesson 4's experiment cut to two steps into a scratch folder (python -m
+    tools.pretrain --dry-run goes through every experiment so, in minutes): its log has the stored log's keys
+    at every depth, in order, and its settings; what is stored is not touched."""
+    stored = (common.FOLDER / "sharing-shared-seed0.pt").read_bytes()
+    lines = []
+    assert pretrain.dry_run(["sharing"], lines.append) == []
+    assert lines[-1] == "dry run of sharing: shaped as the stored log"
+    assert (common.FOLDER / "sharing-shared-seed0.pt").read_bytes() == stored
+
+
+def test_a_logs_shape_is_its_keys_in_order():
+    assert pretrain.shape({"a": [{"b": 1, "c": [1.0]}], "d": "x"}) == [("a", [[("b", None), ("c", "list")]]),
+                                                                      ("d", None)]
+    assert pretrain.shape({"b": 1, "a": 2}) != pretrain.shape({"a": 2, "b": 1})
