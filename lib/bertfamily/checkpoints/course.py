@@ -201,7 +201,7 @@ def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
               "validation_blocks": int(data.validation.input_ids.shape[0]), "vocab_size": data.small["vocab_size"]}
     blanks = showcase(data)  # lesson 1's showcase blanks, answered at the start and at every evaluation
     result["showcase"] = {"settings": SHOWCASE.to_log(), "blanks": blanks,
-                          "steps": [0], "guesses": [showcase_guesses(course_model(data), data, blanks)]}
+                          "steps": [0], "guesses": [showcase_guesses(course_model(data, settings=s), data, blanks)]}
 
     def write(model, log):
         save(model, "course-model")
