@@ -189,6 +189,20 @@ def load_course_model(data: CourseData, settings: CourseSettings = COURSE):
     return load_into(course_model(data, settings=settings), "course-model")
 
 
+def train_and_store(data: CourseData, settings: CourseSettings, name: str, on_evaluation):
+    """:func:`train_course_model` with ``settings``, its weights stored as ``name`` at every evaluation (then
+    ``on_evaluation(model, log)``: a run cut short leaves its last model) and at the end, rounded to float16 as
+    stored (so the scores that follow are those of the stored weights): ``(model, log)``."""
+    def write(model, log):
+        save(model, name)
+        on_evaluation(model, log)
+
+    model, log = train_course_model(data, settings=settings, on_evaluation=write)
+    halve(model)  # the metrics of the weights as stored
+    save(model, name)
+    return model, log
+
+
 def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
     """The course model; its weights and log are rewritten at every evaluation (a run cut short leaves
     its last model, and the log says how far it got). The curve is on the validation blanks; the test
@@ -204,7 +218,6 @@ def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
                           "steps": [0], "guesses": [showcase_guesses(course_model(data, settings=s), data, blanks)]}
 
     def write(model, log):
-        save(model, "course-model")
         last = log["evaluations"][-1]
         result["showcase"]["steps"].append(last["step"])
         result["showcase"]["guesses"].append(showcase_guesses(model, data, blanks))
@@ -213,9 +226,7 @@ def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
         progress(f"course model step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
                  f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
 
-    model, log = train_course_model(data, settings=s, on_evaluation=write)
-    halve(model)  # the metrics of the weights as stored
-    save(model, "course-model")
+    model, log = train_and_store(data, s, "course-model", write)
     result.update(final=blank_scores(model, data.held_out), final_validation=blank_scores(model, data.validation),
                   epochs=log["epochs"], first_losses=log["train_loss"][:10],
                   train_loss=[round(x, 4) for x in log["train_loss"]])

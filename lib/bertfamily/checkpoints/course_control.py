@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from .common import Experiment, halve, load_into, save
-from .course import COURSE, CourseData, CourseSettings, course_data, course_model, train_course_model
+from .common import Experiment, load_into
+from .course import COURSE, CourseData, CourseSettings, course_data, course_model, train_and_store
 from .course_distil import COURSE_DISTIL, load_course_student
 from .scores import blank_scores, right_answers
 
@@ -31,16 +31,13 @@ def run_course_control(progress, record, settings: CourseSettings = COURSE_CONTR
     result, start = {"settings": s.to_log(), "blanks": data.held_out.targets}, time.perf_counter()
 
     def write(model, log):
-        save(model, "course-control")
         last = log["evaluations"][-1]
         result.update(parameters=count_parameters(model), evaluations=log["evaluations"], steps_done=last["step"])
         record(result)
         progress(f"control step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}% "
                  f"({time.perf_counter() - start:.0f} s)")
 
-    model, log = train_course_model(data, settings=s, on_evaluation=write)
-    halve(model)  # the metrics of the weights as stored
-    save(model, "course-control")
+    model, log = train_and_store(data, s, "course-control", write)
     distilled = load_course_student(data, "distilled")
     result.update(final=blank_scores(model, data.held_out), final_validation=blank_scores(model, data.validation),
                   right=right_answers(model, data.held_out),
