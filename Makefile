@@ -113,10 +113,11 @@ colab-check: $(STAMP)
 binder-check: $(STAMP)
 	$(BIN)/python -m tools.standalone --binder $(NB)
 
-# lessons 1-4 and 6 evaluate models trained longer than a lesson may run: tools/pretrain.py writes
-# their weights and logs into lib/bertfamily/checkpoints/ (then re-execute those notebooks)
+# lessons 1-4 and 6 evaluate models trained longer than a lesson may run: tools/pretrain.py runs the
+# experiments of bertfamily.checkpoints and writes their weights and logs into lib/bertfamily/checkpoints/
+# (then re-execute those notebooks)
 pretrain: $(STAMP)
-	$(BIN)/python tools/pretrain.py
+	$(BIN)/python -m tools.pretrain
 
 execute: $(STAMP)
 	$(BIN)/python -m tools.nb execute $(NB)

@@ -54,7 +54,7 @@ from pathlib import Path
 from benchmarks.book import book_build_times, page_weight_table, page_weights
 from benchmarks.browser import CHROMIUM, browser_fill_record
 from benchmarks.grading import cluster_grading_time, grading_time
-from benchmarks.machine import cpu_model, limit_cores, machine  # noqa: F401  (tools/pretrain.py: cpu_model)
+from benchmarks.machine import limit_cores, machine
 from benchmarks.masking import masking_batch, masking_comparison
 from benchmarks.notebooks import code_cells, relative_name, run_notebook
 from benchmarks.report import markdown, write_results

@@ -96,9 +96,9 @@ def chromium(site, playwright_driver):
 
 @pytest.fixture(scope="module")
 def course():
-    from bertfamily import checkpoints
-    data = checkpoints.course_data()
-    return data, checkpoints.load_course_model(data)
+    from bertfamily.checkpoints.course import course_data, load_course_model
+    data = course_data()
+    return data, load_course_model(data)
 
 
 def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, course, book_report):

@@ -40,5 +40,9 @@ def test_wheel_builds_without_a_warning(tmp_path):
     wheel = next((tmp_path / "dist").glob("bertfamily-*.whl"))
     with zipfile.ZipFile(wheel) as z:
         metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        names = set(z.namelist())
+    # bertfamily.checkpoints is a package whose folder holds its data too: the modules and the weights and logs ship
+    assert {"bertfamily/checkpoints/__init__.py", "bertfamily/checkpoints/course.py",
+            "bertfamily/checkpoints/course-model.pt", "bertfamily/checkpoints/course.json"} <= names
     assert "License-Expression: MIT" in metadata
     assert "Programming Language :: Python :: 3.13" in metadata

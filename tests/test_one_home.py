@@ -81,7 +81,6 @@ PRIVATE_IMPORTS = {
     ("bertfamily.multilingual", "data._conversations"): _LEFT,
     ("bertfamily.quantization", "_check_module"): _LEFT,
     ("bertfamily.sharing", "_positive_int"): _LEFT,
-    ("bertfamily.tlm", "_check_steps"): _LEFT,
 }
 
 #: (c) Public function and class names defined in more than one module: name -> (those modules, why).
@@ -90,7 +89,7 @@ DUPLICATES = {
              "each runnable module's entry point (console script, worker command, python -m)"),
     "accuracy": ({"bertfamily.distillation", "bertfamily.transfer"},
                  "two accuracies (of logits; of a probe), each read by its lesson as module.accuracy"),
-    "blank_predictions": ({"bertfamily.checkpoints", "bertfamily.tlm"},
+    "blank_predictions": ({"bertfamily.checkpoints.scores", "bertfamily.tlm"},
                           "two functions (top five per held-out blank; top guess per TLM blank), both read by lessons"),
     "count": ({"bertfamily.budget", "bertfamily.sharing"},
               "sharing.count extends budget.count to ALBERT's groups; lesson 4 reads sharing.count"),

@@ -176,7 +176,8 @@ def test_extra_encoder_inputs_reach_the_model_in_training_and_evaluation():
 def test_lesson_1s_runs_in_worker_processes_equal_the_loop():
     """Lesson 1 trains its three runs two at a time in fresh worker processes: the same numbers as a
     loop in this process, run by run, in order."""
-    from bertfamily.pretraining import HeldOut, in_processes, masking_run
+    from bertfamily.parallel import in_processes
+    from bertfamily.pretraining import HeldOut, masking_run
 
     g = torch.Generator().manual_seed(0)
     train, test = torch.randint(5, 40, (12, 16), generator=g), torch.randint(5, 40, (6, 16), generator=g)

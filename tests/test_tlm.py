@@ -265,7 +265,7 @@ def test_train_models_workers_are_not_forks_of_the_caller():
     # a function that needs no import, so that the workers start in a second rather than in ten.
     code = (
         "import os\n"
-        "from bertfamily.pretraining import in_processes\n"
+        "from bertfamily.parallel import in_processes\n"
         "os.register_at_fork(after_in_child=lambda: os._exit(17))\n"
         "print(in_processes(abs, [-1, -2, -3], processes=2, progress=False))\n"
     )
@@ -273,7 +273,7 @@ def test_train_models_workers_are_not_forks_of_the_caller():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[1, 2, 3]" in done.stdout
     assert tlm.START_METHOD != "fork"
-    forked = code.replace("from bertfamily.pretraining import in_processes", "from bertfamily import pretraining\n"
-                          "pretraining.START_METHOD = 'fork'\nin_processes = pretraining.in_processes")
+    forked = code.replace("from bertfamily.parallel import in_processes", "from bertfamily import parallel\n"
+                          "parallel.START_METHOD = 'fork'\nin_processes = parallel.in_processes")
     done = subprocess.run([sys.executable, "-c", forked], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "BrokenProcessPool" in done.stderr, "the hook must end forked workers"

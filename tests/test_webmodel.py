@@ -18,7 +18,7 @@ import torch
 from helpers import SENTENCES
 
 from bertfamily import fill, webmodel
-from bertfamily.checkpoints import halve
+from bertfamily.checkpoints.common import halve
 from bertfamily.models import minilm_tokenizer
 from bertfamily.pretraining import CompactVocabulary, tiny_bert, tiny_bert_config
 
@@ -130,10 +130,10 @@ def test_browser_says_what_is_wrong_as_python_does(tiny):
 @needs_node
 @pytest.mark.slow
 def test_browser_guesses_equal_torch_on_the_course_model(tmp_path):
-    from bertfamily import checkpoints
+    from bertfamily.checkpoints.course import course_data, load_course_model
     done = webmodel.site_export(tmp_path)
-    data = checkpoints.course_data()
-    model = checkpoints.load_course_model(data)
+    data = course_data()
+    model = load_course_model(data)
     assert done["parameters"] == sum(p.numel() for p in model.parameters())
     _compare(run_node(tmp_path, SENTENCES), model, data.words, data.tokenizer, SENTENCES)
     assert webmodel.site_export(tmp_path) == done  # the same checkpoint: the export is reused

@@ -39,7 +39,7 @@ weren won wouldn
 
 def blank_kinds(held_out, words, tokenizer) -> list[str]:
     """The kind (one of :data:`KINDS`) of every blank of ``held_out``, in the order of
-    ``checkpoints.blank_predictions`` (block by block, left to right)."""
+    ``checkpoints.scores.blank_predictions`` (block by block, left to right)."""
     chosen = held_out.labels != IGNORE_INDEX
     original = torch.where(chosen, held_out.labels, held_out.input_ids)
     pieces = tokenizer.convert_ids_to_tokens(words.decode(original.flatten()).tolist())

@@ -13,7 +13,7 @@
   two, DistilBERT's initialisation.
 * :func:`mlm_triple_loss` is DistilBERT's recipe on a masked-language model: a student ``BertForMaskedLM``
   trained on a frozen teacher's outputs at the masked words (``pretraining.train_mlm(..., loss=...)``
-  runs it; lesson 2's runs are ``checkpoints.train_distil_run``).
+  runs it; lesson 2's runs are ``checkpoints.distil.train_distil_run``).
 * :class:`BagOfEmbeddings`, :func:`train_classifier`, :func:`train_linear_head` and
   :func:`accuracy` are the small models and the training loop of the lesson's experiments.
 

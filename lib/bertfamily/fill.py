@@ -51,7 +51,7 @@ def _whole_word(ids, labels, position: int, words, tokenizer, min_letters: int) 
 
 
 def whole_word_blanks(held_out, words, tokenizer, *, min_letters: int = 4) -> torch.Tensor:
-    """For every blank of ``held_out``, in the order of ``checkpoints.blank_predictions``, whether it
+    """For every blank of ``held_out``, in the order of ``checkpoints.scores.blank_predictions``, whether it
     hides a whole word of ``min_letters`` letters or more (the kind :func:`pick_blanks` shows)."""
     flags = []
     for ids, labels in zip(held_out.input_ids, held_out.labels):

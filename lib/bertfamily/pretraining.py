@@ -256,7 +256,7 @@ def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr:
     are recorded every ``eval_every`` steps and after the last. ``loss`` replaces the masked-LM loss
     (see :func:`mlm_steps`; distillation passes its triple loss); the evaluation stays masked-LM.
     """
-    _check_steps(steps, batch_size, len(masking), "sequences")
+    check_steps(steps, batch_size, len(masking), "sequences")
     if not lr > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
@@ -288,7 +288,7 @@ def train_mlm(model, masking: Callable, *, steps: int, batch_size: int = 32, lr:
     return history
 
 
-def _check_steps(steps, batch_size, sequences: int, what: str) -> None:
+def check_steps(steps, batch_size, sequences: int, what: str) -> None:
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if not isinstance(batch_size, int) or not 1 <= batch_size <= sequences:
@@ -363,58 +363,3 @@ def masking_run(job: tuple) -> dict:
         scored = {"own": seen, **blanks}
         scores = {k: evaluate_mlm(model, b) for k, b in scored.items()}
         return {"history": history, **scores}
-
-
-#: How :func:`in_processes` starts its workers (lesson 1's runs, lesson 6's models). Not ``"fork"``: a
-#: forked child inherits the parent's memory as it is, and state the parent has initialised may be
-#: unusable there. A lesson's first cell asks ``torch.cuda.is_available()``, which initialises the CUDA
-#: driver where a GPU is visible; in a forked worker the first CUDA call (AdamW's ``step`` asks whether a
-#: CUDA graph is being captured, even for CPU tensors) then raises "CUDA error: initialization error"
-#: (issue 31, seen on torch 2.11 with a GPU). The fork server is a fresh interpreter, and each worker is
-#: forked from it. As with any such start method, a script that calls :func:`in_processes` must do so
-#: under ``if __name__ == "__main__":`` (a notebook need not).
-START_METHOD = "forkserver"
-
-
-def _worker_context():
-    """The multiprocessing context of :data:`START_METHOD`, or None where it is missing (Windows)."""
-    import multiprocessing
-    if START_METHOD not in multiprocessing.get_all_start_methods():
-        return None
-    return multiprocessing.get_context(START_METHOD)
-
-
-def in_processes(function: Callable, jobs: Sequence, processes: int | None = None, progress: bool = True,
-                 desc: str = "runs") -> list:
-    """``[function(job) for job in jobs]``, run ``processes`` at a time (default: one per CPU, at most
-    one per job) in worker processes that are fresh interpreters (:data:`START_METHOD`), never forks
-    of this one: they inherit its environment variables (the pinned kernels) but nothing it has set
-    up, such as CUDA. The same results as the loop, which runs here instead where that start method
-    is missing (Windows) or with ``processes=1``. ``function`` must be importable (defined in a
-    module)."""
-    import os
-
-    jobs = list(jobs)
-    if processes is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        processes = max(1, min(len(jobs), cores))
-    if not isinstance(processes, int) or processes < 1:
-        raise ValueError(f"processes must be a positive integer, got {processes!r}")
-    context = _worker_context()
-    bar = tqdm(total=len(jobs), desc=desc, disable=not progress)
-    results = []
-    if processes > 1 and context is not None:
-        from concurrent.futures import ProcessPoolExecutor
-
-        from .env import quiet_import_noise
-
-        with ProcessPoolExecutor(processes, mp_context=context, initializer=quiet_import_noise) as pool:
-            for result in pool.map(function, jobs):
-                results.append(result)
-                bar.update()
-    else:
-        for job in jobs:
-            results.append(function(job))
-            bar.update()
-    bar.close()
-    return results

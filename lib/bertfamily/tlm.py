@@ -42,14 +42,11 @@ from .pairs import (  # noqa: F401 (the lesson reads them as tlm.*)
     split_pairs,
     train_tokenizer,
 )
-from .pretraining import (
+from .parallel import (
     START_METHOD,  # noqa: F401 (read as tlm.START_METHOD)
-    _check_steps,
     in_processes,
-    mlm_steps,
-    tiny_bert,
-    tiny_bert_config,
 )
+from .pretraining import check_steps, mlm_steps, tiny_bert, tiny_bert_config
 from .timing import threads
 
 OBJECTIVES = ("mlm", "tlm")
@@ -131,7 +128,7 @@ def train_pairs(model, first, second, objective: str, *, steps: int, batch_size:
     if len(first) != len(second) or not first:
         raise ValueError(f"first and second must hold the same, non-zero number of sentences, "
                          f"got {len(first)} and {len(second)}")
-    _check_steps(steps, batch_size, len(first), "pairs")
+    check_steps(steps, batch_size, len(first), "pairs")
     if objective not in TRAINING_OBJECTIVES:
         raise ValueError(f"objective must be one of {TRAINING_OBJECTIVES}, got {objective!r}")
     vocab = model.config.vocab_size
@@ -175,8 +172,8 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
     Each model is trained on one thread, from ``tiny_model(vocab_size, seed=seed)`` with a generator
     seeded by ``seed``, exactly as a serial loop would; the jobs are independent, so they run in
     ``processes`` worker processes at once (default: one per CPU, at most one per job), which on a
-    2-core machine halves the wall time (:func:`~bertfamily.pretraining.in_processes`). The workers
-    are fresh interpreters (:data:`~bertfamily.pretraining.START_METHOD`),
+    2-core machine halves the wall time (:func:`~bertfamily.parallel.in_processes`). The workers
+    are fresh interpreters (:data:`~bertfamily.parallel.START_METHOD`),
     never forks of this process: they inherit its environment variables (the pinned kernels) but
     nothing it has set up, such as CUDA, which a forked child cannot use. Where that start method
     is missing (Windows), or with ``processes=1``, the jobs run one after the other in this

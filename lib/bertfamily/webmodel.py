@@ -139,17 +139,18 @@ def _sha256(path: Path) -> str:
 def site_export(folder, checkpoint: str = "course-model") -> dict:
     """The stored course model exported into ``folder`` (reused when it holds an export of the same
     checkpoint and format): ``{"bytes", "parameters", "key"}``. Loading the course data takes seconds."""
-    from bertfamily import checkpoints
+    from bertfamily.checkpoints.common import FOLDER, load_into
+    from bertfamily.checkpoints.course import course_data, course_model
     from bertfamily.models import count_parameters
     folder = Path(folder)
-    key = f"{_sha256(checkpoints.FOLDER / f'{checkpoint}.pt')}-{FORMAT}"
+    key = f"{_sha256(FOLDER / f'{checkpoint}.pt')}-{FORMAT}"
     stamp = folder / "export.json"
     if stamp.is_file() and all((folder / n).is_file() for n in (MANIFEST, WEIGHTS)):
         done = json.loads(stamp.read_text(encoding="utf-8"))
         if done.get("key") == key:
             return done
-    data = checkpoints.course_data()
-    model = checkpoints.load_into(checkpoints.course_model(data), checkpoint)
+    data = course_data()
+    model = load_into(course_model(data), checkpoint)
     # written aside, then moved in file by file, the stamp last: a build reading the folder meanwhile
     # (make test's builds share it) sees a whole export or none
     aside = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
