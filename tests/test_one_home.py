@@ -25,13 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lib" / "bertfamily"
 #: The longest a module of lib/, tools/ or benchmarks/ may be.
 MAX_LINES = 400
-#: Over MAX_LINES for now: the runs branch splits these three (issue 49) and empties this list when it
-#: is merged. Like the lists above, it only shrinks; a module shortened here must leave it.
-LONG_FOR_NOW = {
-    "lib/bertfamily/checkpoints.py": "split on the runs branch",
-    "lib/bertfamily/pretraining.py": "split on the runs branch",
-    "tools/pretrain.py": "split on the runs branch",
-}
 #: Not checked: students' saved notebooks import ``bertfamily.env`` (``from bertfamily.env import ...``).
 SHIMS = {"bertfamily.env"}
 
@@ -250,9 +243,7 @@ def module_lengths(root: Path = ROOT) -> dict[str, int]:
 
 
 def test_modules_are_short():
-    long = {path: n for path, n in module_lengths().items() if n > MAX_LINES}
-    assert {path: n for path, n in long.items() if path not in LONG_FOR_NOW} == {}
-    assert sorted(set(LONG_FOR_NOW) - set(long)) == []  # the list only shrinks
+    assert {path: n for path, n in module_lengths().items() if n > MAX_LINES} == {}
 
 
 def test_the_length_check_finds_a_long_module_anywhere(tmp_path):
