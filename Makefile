@@ -18,7 +18,7 @@ JOBS   ?= 3
 NOTEBOOKS = $(shell $(BIN)/python -m tools.nb list)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=600
 
-.PHONY: help setup book book-public serve lab lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
+.PHONY: help setup lock book book-public serve lab lint test unit pretrain notebooks colab-check binder-check execute benchmark bench student check clean
 
 help:
 	@echo "make book       set up .venv if needed, build the website into _build/html"
@@ -36,7 +36,8 @@ help:
 	@echo "make benchmark  time and peak memory of every notebook, each in a fresh kernel"
 	@echo "make bench      the full benchmark: benchmarks/results.json, .md and the appendix page"
 	@echo "make student    write the student version of the exercise into student/ (FORCE=1 over one that differs)"
-	@echo "make setup      create .venv and install the course with its book and test tools"
+	@echo "make setup      create .venv and install the course with its book and test tools (versions: requirements-lock.txt)"
+	@echo "make lock       re-resolve pyproject.toml's extras in a fresh venv and rewrite requirements-lock.txt"
 	@echo "make notebooks  nbval over the notebooks only (NB=book/02_distillation.ipynb for one)"
 	@echo "make clean      remove the built website and the student version (_build/, student/)"
 	@echo "make check      fast static checks: lint, Colab cells, environment.yml"
@@ -48,12 +49,24 @@ help:
 # where PYTHONDONTWRITEBYTECODE is set (as on these machines), every process and kernel of make test
 # would compile torch and transformers from source (their import: 16 s instead of 6).
 UV_LINKS = $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
-$(STAMP): pyproject.toml
+# The versions come from requirements-lock.txt (constraints: what CI tested); make lock rewrites it from
+# a fresh resolution of pyproject.toml's extras (then run make test before committing it).
+LOCK := requirements-lock.txt
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[book,test]' $(UV_LINKS) \
-		|| $(BIN)/python -m pip install -q -e '.[book,test]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[book,test]' -c $(LOCK) $(UV_LINKS) \
+		|| $(BIN)/python -m pip install -q -e '.[book,test]' -c $(LOCK)
 	touch $(STAMP)
+
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q uv
+	.lock-venv/bin/uv pip install -q --python .lock-venv/bin/python -e '.[book,test]' $(UV_LINKS)
+	{ grep '^#' $(LOCK); .lock-venv/bin/uv pip freeze -q --python .lock-venv/bin/python --exclude-editable \
+		| sed 's/^torch==\([0-9.]*\)+cpu$$/torch==\1/'; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK) && rm -rf .lock-venv
+	@echo "$(LOCK) rewritten: make test, then commit it"
 
 setup: $(STAMP)
 
