@@ -66,7 +66,7 @@ def test_blank_kinds_sort_punctuation_function_content_and_pieces():
     expected = {"the": "function word", "said": "content word", ",": "punctuation", "no": "function word",
                 ".": "punctuation", "which": "function word", "with": "function word", "war": "content word",
                 "2005": "number or piece"}  # a word's length no longer decides: the stop-word list does
-    for piece, kind in zip(pieces, kinds):
+    for piece, kind in zip(pieces, kinds, strict=True):
         if piece in expected:
             assert kind == expected[piece], piece
     assert kinds.count("number or piece") >= 3  # "playwright" and "embarrassingly" are cut into pieces

@@ -129,10 +129,10 @@ def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, co
     data, model = course
     assert result["errors"] == []
     assert result["download_bytes"] == webmodel.download_bytes(files)
-    for text, shown in zip(SENTENCES, result["guesses"]):
+    for text, shown in zip(SENTENCES, result["guesses"], strict=True):
         expected = fill.guess(model, text, data.words, data.tokenizer)
         assert [[p for p, _ in g] for g in shown] == [[p for p, _ in g] for g in expected], text
-        for got, want in zip(shown, expected):
+        for got, want in zip(shown, expected, strict=True):
             assert [q for _, q in got] == pytest.approx([q for _, q in want], abs=1e-5), text
     # what the reader reads: Python's line for the last sentence, as lesson 1 prints it (rounded percentages)
     lines = page.locator(".bf-fill-guesses").all_inner_texts()

@@ -143,7 +143,7 @@ def test_py_format_js_formats_as_python(widget_page):
     shown = page.evaluate("cases => { " + PY_FORMAT_JS + " return cases.map(c => [bfFixed(c[0], c[1]),"
                           " bfPercent(c[0], c[1]), bfGroup(Math.round(c[0] * 1000))]); }", cases)
     want = [[f"{x:.{d}f}", f"{x:.{d}%}", f"{round(x * 1000):,}"] for x, d in cases]
-    wrong = [(c, s, w) for c, s, w in zip(cases, shown, want) if s != w]
+    wrong = [(c, s, w) for c, s, w in zip(cases, shown, want, strict=True) if s != w]
     assert not wrong, wrong[:5]
 
 

@@ -1,6 +1,7 @@
 """The committed checkpoints (make pretrain): the stored weights give the logged metrics, and the
 start of each run, re-run here, gives the logged curve (bit for bit under the pinned kernels)."""
 import dataclasses
+import itertools
 import json
 
 import pytest
@@ -248,7 +249,7 @@ def test_the_learning_rate_warms_up_holds_and_decays():
     rates = [learning_rate(step, s) for step in range(100)]
     assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
     assert rates[9:80] == [1.0] * 71
-    assert rates[99] == pytest.approx(0.1 + 0.9 / 20) and all(a >= b for a, b in zip(rates[80:], rates[81:]))
+    assert rates[99] == pytest.approx(0.1 + 0.9 / 20) and all(a >= b for a, b in itertools.pairwise(rates[80:]))
 
 
 def test_blank_scores_split_hidden_from_kept_blanks(course):
@@ -300,8 +301,10 @@ def test_the_students_start_from_the_teachers_layers_0_and_2_or_random_weights(c
     for arm in ("distilled", "hard labels"):
         student = course_student(data, teacher, arm)
         assert len(student.bert.encoder.layer) == 2 and len(teacher.bert.encoder.layer) == 4
-        for mine, theirs in zip(student.bert.encoder.layer, [teacher.bert.encoder.layer[i] for i in (0, 2)]):
-            assert all(torch.equal(a, b) for a, b in zip(mine.state_dict().values(), theirs.state_dict().values()))
+        kept = [teacher.bert.encoder.layer[i] for i in (0, 2)]
+        for mine, theirs in zip(student.bert.encoder.layer, kept, strict=True):
+            pairs = zip(mine.state_dict().values(), theirs.state_dict().values(), strict=True)
+            assert all(torch.equal(a, b) for a, b in pairs)
     fresh = course_student(data, teacher, "random init")
     assert len(fresh.bert.encoder.layer) == 2
     ours, theirs = fresh.bert.encoder.layer[0], teacher.bert.encoder.layer[0]

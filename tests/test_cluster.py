@@ -171,7 +171,7 @@ def test_killed_workers_lose_nothing(exercise, tmp_path):
         rows = grade(folder, exercise, address, out)
     expected = [cheap_row(p.read_bytes(), d, exercise) for p, d in collect([folder])]
     assert [r.submission for r in rows] == [r.submission for r in expected]
-    for row, want in zip(rows, expected):
+    for row, want in zip(rows, expected, strict=True):
         if row.submission.endswith("s5.ipynb"):  # the one shape of a run that never ended: no score, no marks
             assert (row.status, row.score, set(row.tasks.values())) == ("error", None, {None})
             assert "error: the grading worker died while running it, 2 times" in row.detail

@@ -65,7 +65,7 @@ def test_the_first_training_articles_stay_in_place():
     """Lessons 1 and 4 train on the first 800 training articles: the near-copy groups join the training side
     after them, so those articles are those of the plain stratified split."""
     texts, labels = data.bbc_news()
-    unique = dict(zip(texts, labels))
+    unique = dict(zip(texts, labels, strict=True))
     plain = data.stratified_split(list(unique), list(unique.values()), 0.2, 0, data.BBC_CLASSES)
     assert data.bbc_split().train_texts[:800] == plain.train_texts[:800]
 

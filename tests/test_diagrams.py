@@ -98,7 +98,7 @@ def test_shared_vocabulary_colours_the_pieces_of_two_or_more_languages():
     ax = fig.axes[0]
     pieces = [t.get_text() for t in ax.texts if t.get_style() == "normal" and t.get_weight() == "normal"]
     assert len(pieces) == len(ax.patches) == 12                 # one box per piece of each word, in order
-    colour = {t: matplotlib.colors.to_hex(p.get_facecolor()[:3]) for t, p in zip(pieces, ax.patches)}
+    colour = {t: matplotlib.colors.to_hex(p.get_facecolor()[:3]) for t, p in zip(pieces, ax.patches, strict=True)}
     assert colour["▁inter"] == COLORS["dynamic"]                # en, it and es
     assert {colour[p] for p in ("▁nation", "national", "▁nazion", "ale", "nazionale", "▁nacional", "nacional",
                                 "es")} == {COLORS["int8"]}      # ▁nacional twice, but in Spanish only

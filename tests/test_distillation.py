@@ -118,8 +118,8 @@ def test_student_from_teacher_keeps_every_other_layer(tiny_bert):
     student = D.student_from_teacher(teacher)
     assert student.config.num_hidden_layers == 2 and len(student.encoder.layer) == 2
     assert teacher.config.num_hidden_layers == 4 and len(teacher.encoder.layer) == 4
-    for new, old in zip(student.encoder.layer, (teacher.encoder.layer[0], teacher.encoder.layer[2])):
-        for a, b in zip(new.parameters(), old.parameters()):
+    for new, old in zip(student.encoder.layer, (teacher.encoder.layer[0], teacher.encoder.layer[2]), strict=True):
+        for a, b in zip(new.parameters(), old.parameters(), strict=True):
             assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()  # a copy, not shared
     ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():  # the student's forward is the teacher's layers 0 and 2 in a row

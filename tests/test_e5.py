@@ -79,7 +79,7 @@ def test_translations_are_close(e5_model):
 def test_matches_reference_and_c_engine(e5_model):
     texts = [r["text"] for r in REFERENCE["embeddings"]]
     E = _embed(e5_model, texts, prefix="query: ")
-    for row, ref in zip(E, REFERENCE["embeddings"]):
+    for row, ref in zip(E, REFERENCE["embeddings"], strict=True):
         assert torch.allclose(row[:8], torch.tensor(ref["first8"]), atol=1e-4), ref["text"]
         c_engine = torch.tensor(ref["c_engine"])
         cosine = float(row @ c_engine / c_engine.norm())

@@ -275,7 +275,7 @@ def test_regrading_one_student_changes_their_rows_only(tmp_path, cheap_cli, caps
     assert log.read_text(encoding="utf-8").split() == ["s2.ipynb"]  # no one else ran again
     for name, old in before.items():
         new = _lines(tmp_path / name)
-        changed = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+        changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
         assert len(old) == len(new) and len(changed) == 1, (name, changed)
         assert b"s2" in new[changed[0]] or b"S 2" in new[changed[0]]
     for p in (tmp_path / "feedback").iterdir():

@@ -169,8 +169,9 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
     assert {line[2]: line[-1] for line in canvas[2:]} == graded, canvas
     for name, old in before.items():
         new = _lines(work / name)
-        assert len(new) == len(old) and [a for a, b in zip(old, new) if a != b], name
-        assert all("1002" in a[:3] for a, b in zip(old, new) if a != b), (name, old, new)  # Jane's row alone
+        assert len(new) == len(old) and [a for a, b in zip(old, new, strict=True) if a != b], name
+        changed = [a for a, b in zip(old, new, strict=True) if a != b]
+        assert all("1002" in a[:3] for a in changed), (name, old, new)  # Jane's row alone
     # Moodle: a folder per student and the worksheet, written back with the grades
     moodle = {r["student"]: r for r in _rows(work / "moodle-gradebook.csv")}
     assert set(moodle) == {"1001", "1002", "1003"} and moodle["1003"]["status"] == "missing", moodle

@@ -232,7 +232,7 @@ def test_tlm_padding_and_masking_across_the_pair():
     first = [torch.randint(10, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 12, (300,), generator=g)]
     second = [torch.randint(10, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 12, (300,), generator=g)]
     out = tlm_inputs(first, second, cls_id=CLS, sep_id=SEP, pad_id=PAD)
-    lengths = torch.tensor([len(a) + len(b) + 3 for a, b in zip(first, second)])
+    lengths = torch.tensor([len(a) + len(b) + 3 for a, b in zip(first, second, strict=True)])
     assert out["input_ids"].shape == (300, int(lengths.max()))
     assert torch.equal(out["attention_mask"].sum(1), lengths)
     assert torch.all(out["input_ids"][out["attention_mask"] == 0] == PAD)

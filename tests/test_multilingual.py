@@ -137,7 +137,8 @@ def test_halves_keep_translations_together():
     from bertfamily import data
     en_text, en_topic = ml.labelled_prompts("en")
     it_text, it_topic = ml.labelled_prompts("it")
-    en_half, it_half = dict(zip(en_text, ml.labelled_halves("en"))), dict(zip(it_text, ml.labelled_halves("it")))
+    en_half = dict(zip(en_text, ml.labelled_halves("en"), strict=True))
+    it_half = dict(zip(it_text, ml.labelled_halves("it"), strict=True))
     assert set(ml.labelled_halves("it")) == {0, 1} and len(it_half) == len(it_text)
     pairs = [(e, i) for e, i in data.aligned_pairs("it") if e in en_half and i in it_half]
     assert len(pairs) > 100

@@ -239,7 +239,7 @@ def test_train_models_in_processes_equals_the_serial_loop(one_thread):
     serial_models, serial = tlm.train_models(12, first, second, jobs, processes=1, **kw)
     assert parallel == serial and set(parallel) == set(jobs)
     for job in jobs:  # the same weights, bit for bit, and the same as one call of train_pairs
-        for a, b in zip(parallel_models[job].parameters(), serial_models[job].parameters()):
+        for a, b in zip(parallel_models[job].parameters(), serial_models[job].parameters(), strict=True):
             assert torch.equal(a, b)
     model = tlm.tiny_model(12, seed=1, max_positions=16)  # one thread, as in the workers
     direct = tlm.train_pairs(model, first, second, "tlm", steps=4, batch_size=4,

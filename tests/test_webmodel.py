@@ -92,16 +92,16 @@ def test_export_refuses_what_the_browser_cannot_run(tiny, tmp_path):
 def test_browser_tokenizer_cuts_as_the_python_one(tiny):
     tokenizer, words, model, folder, _ = tiny
     results = run_node(folder, TRICKY + SENTENCES)
-    for text, result in zip(TRICKY + SENTENCES, results):
+    for text, result in zip(TRICKY + SENTENCES, results, strict=True):
         assert result.get("ids") == tokenizer(text)["input_ids"], text
 
 
 def _compare(results, model, words, tokenizer, sentences, tolerance=1e-5):
-    for text, result in zip(sentences, results):
+    for text, result in zip(sentences, results, strict=True):
         expected = fill.guess(model, text, words, tokenizer)
         assert "error" not in result, (text, result)
         assert len(result["guesses"]) == len(expected) == text.count("[MASK]")
-        for got, want in zip(result["guesses"], expected):
+        for got, want in zip(result["guesses"], expected, strict=True):
             assert [p for p, _ in got] == [p for p, _ in want], text
             assert [q for _, q in got] == pytest.approx([q for _, q in want], abs=tolerance), text
 
@@ -159,7 +159,7 @@ def test_benchmark_measures_the_box_in_chromium_offline(tiny, playwright_driver)
     assert result["page_bytes"] >= (webmodel.WEB / "fillmask.js").stat().st_size
     assert len(result["guess_s"]) == len(sentences) - 1
     assert 0 < result["load_s"] < result["first_guess_s"] and all(t > 0 for t in result["guess_s"])
-    for text, shown in zip(sentences, result["guesses"]):
+    for text, shown in zip(sentences, result["guesses"], strict=True):
         expected = fill.guess(model, text, words, tokenizer)
         assert [[p for p, _ in g] for g in shown] == [[p for p, _ in g] for g in expected], text
     record = {"budgets": dict(BUDGETS), "notebooks": [], "sample_interval_s": 0.05,

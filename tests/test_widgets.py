@@ -124,6 +124,6 @@ def test_widgets_build_the_same_under_ipywidgets_7_and_8(colab_widgets):
     eight, seven = build(cells), build(cells, pythonpath=colab_widgets)
     assert eight["version"].startswith("8.") and seven["version"] == "7.7.1"
     assert len(eight["widgets"]) == len(cells)  # one interact per widget cell
-    for a, b in zip(eight["widgets"], seven["widgets"]):
+    for a, b in zip(eight["widgets"], seven["widgets"], strict=True):
         assert a["cell"] == b["cell"] and a["controls"] == b["controls"], (a, b)
         assert a["models"] > len(a["controls"]) and b["models"] > len(b["controls"])  # state serialised

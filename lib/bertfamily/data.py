@@ -106,7 +106,7 @@ def near_copy_groups(texts, n: int = 8, threshold: float = 0.5) -> list[int]:
     starts = np.flatnonzero(np.r_[True, hashes[1:] != hashes[:-1]])
     ends = np.r_[starts[1:], len(hashes)]
     shared = {}  # (i, j), i < j: how many n-grams the two texts share
-    for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+    for start, end in zip(starts[ends - starts > 1], ends[ends - starts > 1], strict=True):
         members = owner[start:end].tolist()
         for a in range(len(members)):
             for b in range(a + 1, len(members)):
@@ -129,7 +129,7 @@ def near_copy_groups(texts, n: int = 8, threshold: float = 0.5) -> list[int]:
 @lru_cache(maxsize=4)
 def _bbc_split(test_fraction: float, seed: int, validation: int) -> Split:
     texts, labels = bbc_news()
-    unique = dict(zip(texts, labels))  # keeps the first occurrence, in corpus order
+    unique = dict(zip(texts, labels, strict=True))  # keeps the first occurrence, in corpus order
     texts, labels = list(unique), list(unique.values())
     base = stratified_split(texts, labels, test_fraction, seed, BBC_CLASSES)
     index = {t: i for i, t in enumerate(texts)}
@@ -223,10 +223,10 @@ def aligned_pairs(lang: str = "it") -> list[tuple[str, str]]:
         en_convs, xx_convs = _conversations(english / path.name), _conversations(path)
         if len(en_convs) != len(xx_convs):
             continue
-        for en_conv, xx_conv in zip(en_convs, xx_convs):
+        for en_conv, xx_conv in zip(en_convs, xx_convs, strict=True):
             if len(en_conv) != len(xx_conv):
                 continue
-            for pair in zip(en_conv, xx_conv):
+            for pair in zip(en_conv, xx_conv, strict=True):
                 if all(pair) and pair not in seen:
                     seen.add(pair)
                     pairs.append(pair)

@@ -57,7 +57,7 @@ def masking_schedules(epochs: int = 5, tokens: int = 20, rate: float = 0.15, cop
                  "dynamic: a new mask each epoch": torch.stack([draw() for _ in range(epochs)])}
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.6), sharey=True)
     for ax, (title, masks), color in zip(axes, schedules.items(),
-                                         (COLORS["static"], COLORS["albert"], COLORS["dynamic"])):
+                                         (COLORS["static"], COLORS["albert"], COLORS["dynamic"]), strict=True):
         _grid(ax, masks, title, color)
     fig.suptitle("Masked positions (coloured) of one sentence, epoch by epoch")
     distinct = {t: len({tuple(m.tolist()) for m in masks}) for t, masks in schedules.items()}

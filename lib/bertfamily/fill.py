@@ -54,7 +54,7 @@ def whole_word_blanks(held_out, words, tokenizer, *, min_letters: int = 4) -> to
     """For every blank of ``held_out``, in the order of ``checkpoints.scores.blank_predictions``, whether it
     hides a whole word of ``min_letters`` letters or more (the kind :func:`pick_blanks` shows)."""
     flags = []
-    for ids, labels in zip(held_out.input_ids, held_out.labels):
+    for ids, labels in zip(held_out.input_ids, held_out.labels, strict=True):
         for position in torch.nonzero(labels != IGNORE_INDEX).flatten().tolist():
             flags.append(_whole_word(ids, labels, position, words, tokenizer, min_letters))
     return torch.tensor(flags, dtype=torch.bool)
@@ -68,7 +68,7 @@ def top_guesses(model, input_ids, position: int, words, tokenizer, k: int = 5) -
     probabilities = model.cls(hidden[None])[0].softmax(-1)
     top = probabilities.topk(k)
     pieces = tokenizer.convert_ids_to_tokens(words.decode(top.indices).tolist())
-    return list(zip(pieces, top.values.tolist()))
+    return list(zip(pieces, top.values.tolist(), strict=True))
 
 
 def context(input_ids, labels, position: int, words, tokenizer, width: int = 14) -> str:

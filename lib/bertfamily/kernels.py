@@ -144,7 +144,7 @@ def reconcile(test: str, reference: str, abs_tol: float, rel_tol: float = 0.0, a
     t_numbers, r_numbers = _NUMBER.findall(test), _NUMBER.findall(reference)
     if _NUMBER.split(test) != _NUMBER.split(reference) or len(t_numbers) != len(r_numbers):
         return test
-    for t, r in zip(t_numbers, r_numbers):
+    for t, r in zip(t_numbers, r_numbers, strict=True):
         if abs(float(t) - float(r)) > abs_tol + rel_tol * abs(float(r)) + 1e-12:
             return test
     return reference
@@ -157,10 +157,10 @@ def reconcile_outputs(test: list, reference: list, abs_tol: float, rel_tol: floa
     Outputs of a different number or kind are returned unchanged, to fail the usual comparison.
     """
     if len(test) != len(reference) or any(t.get("output_type") != r.get("output_type")
-                                          for t, r in zip(test, reference)):
+                                          for t, r in zip(test, reference, strict=True)):
         return test
     out = []
-    for t, r in zip(test, reference):
+    for t, r in zip(test, reference, strict=True):
         t = copy.deepcopy(t)
         if isinstance(t.get("text"), str) and isinstance(r.get("text"), str):
             t["text"] = reconcile(t["text"], r["text"], abs_tol, rel_tol, any_text)

@@ -234,7 +234,7 @@ def actions(input_ids, corrupted, labels, mask_token_id: int) -> torch.Tensor:
 def render(tokens: Sequence[str], corrupted_tokens: Sequence[str], codes) -> str:
     """One masked sequence as text: ``[MASK]``, ``<random>`` for a random token, ``(kept)``."""
     shown = []
-    for original, new, code in zip(tokens, corrupted_tokens, torch.as_tensor(codes).tolist()):
+    for original, new, code in zip(tokens, corrupted_tokens, torch.as_tensor(codes).tolist(), strict=True):
         shown.append({0: original, 1: "[MASK]", 2: f"<{new}>", 3: f"({original})"}[code])
     return " ".join(shown)
 
@@ -284,7 +284,7 @@ def tlm_inputs(first_ids, second_ids, *, cls_id: int, sep_id: int,
         raise ValueError(f"lang_ids must be two ids (first, second), "
                          f"got {lang_ids!r}")
     rows = [[cls_id, *a, sep_id, *b, sep_id]
-            for a, b in zip(first, second)]
+            for a, b in zip(first, second, strict=True)]
     length = max(len(r) for r in rows)
     n = len(rows)
     input_ids = torch.full((n, length), pad_id, dtype=torch.long)
@@ -292,7 +292,7 @@ def tlm_inputs(first_ids, second_ids, *, cls_id: int, sep_id: int,
     language = torch.full((n, length), lang_ids[1], dtype=torch.long)
     positions = torch.zeros((n, length), dtype=torch.long)
     special = torch.ones((n, length), dtype=torch.bool)
-    for i, (row, a, b) in enumerate(zip(rows, first, second)):
+    for i, (row, a, b) in enumerate(zip(rows, first, second, strict=True)):
         head, tail = len(a) + 2, len(b) + 1  # [CLS] a [SEP] | b [SEP]
         input_ids[i, :len(row)] = torch.tensor(row)
         attention[i, :len(row)] = 1

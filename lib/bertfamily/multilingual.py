@@ -197,7 +197,7 @@ def restrict_to(texts, topics, keep) -> tuple[list[str], list[str]]:
     if len(texts) != len(topics):
         raise ValueError(f"{len(texts)} texts but {len(topics)} topics")
     keep = set(keep)
-    rows = [(x, y) for x, y in zip(texts, topics) if y in keep]
+    rows = [(x, y) for x, y in zip(texts, topics, strict=True) if y in keep]
     if not rows:
         raise ValueError(f"no text has a topic in {sorted(keep)}")
     return [x for x, _ in rows], [y for _, y in rows]

@@ -105,7 +105,7 @@ def keep_short(first, second, max_tokens: int = 48):
         raise ValueError(f"max_tokens must be an integer >= 2 (a token on each side), got {max_tokens!r}")
     if len(first) != len(second):
         raise ValueError(f"first and second must hold the same number of sentences, got {len(first)} and {len(second)}")
-    kept = [(a, b) for a, b in zip(first, second) if a and b and len(a) + len(b) <= max_tokens]
+    kept = [(a, b) for a, b in zip(first, second, strict=True) if a and b and len(a) + len(b) <= max_tokens]
     if not kept:
         raise ValueError(f"no pair has at most {max_tokens} tokens: raise max_tokens")
     return [a for a, _ in kept], [b for _, b in kept]
@@ -132,7 +132,7 @@ def monolingual_inputs(sentences, language_ids, *, cls_id: int = CLS, sep_id: in
            "language_ids": torch.zeros((n, length), dtype=torch.long),
            "position_ids": torch.zeros((n, length), dtype=torch.long),
            "special_mask": torch.ones((n, length), dtype=torch.bool)}
-    for i, (row, lang) in enumerate(zip(rows, language_ids)):
+    for i, (row, lang) in enumerate(zip(rows, language_ids, strict=True)):
         k = len(row) + 2
         out["input_ids"][i, :k] = torch.tensor([cls_id, *row, sep_id])
         out["attention_mask"][i, :k] = 1

@@ -45,6 +45,6 @@ def import_torchao(pip_spec: str = "torchao"):
         raise ImportError(f"quantising with torchao needs the package torchao "
                           f"(`pip install '{pip_spec}'`): {error}") from None
     finally:
-        for logger, level in zip(loggers, levels):
+        for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
     return ao

@@ -188,7 +188,7 @@ def train_models(vocab_size: int, first, second, jobs: Sequence[tuple[str, int]]
             raise ValueError(f"objective must be one of {TRAINING_OBJECTIVES}, got {objective!r}")
     model_kw = dict(model_kw or {})
     args = [(vocab_size, first, second, o, s, steps, batch_size, model_kw, train_kw) for o, s in jobs]
-    results = dict(zip(jobs, in_processes(_train_job, args, processes, progress, desc="models")))
+    results = dict(zip(jobs, in_processes(_train_job, args, processes, progress, desc="models"), strict=True))
     models, losses = {}, {}
     for (objective, seed), (state, loss) in results.items():
         model = tiny_model(vocab_size, seed=seed, **model_kw)

@@ -84,7 +84,7 @@ def accuracy(model, classes, features: torch.Tensor, labels: Sequence[str]) -> f
         raise ValueError(f"need one (non-empty) label per row: {features.shape[0]} rows, {len(labels)} labels")
     with torch.no_grad():
         pred = model(features.float()).argmax(-1).tolist()
-    return sum(classes[p] == y for p, y in zip(pred, labels)) / len(labels)
+    return sum(classes[p] == y for p, y in zip(pred, labels, strict=True)) / len(labels)
 
 
 def transfer_table(train_x, train_y, targets: Mapping[str, tuple], hidden: int = 0,
@@ -149,7 +149,7 @@ def _cross_fit(train, test, classes, same: bool = False, quotas: dict | None = N
                 raise ValueError("a training half has fewer than two topics; the split is too small")
             model, cls = train_probe(tx[chosen], [ty[i] for i in chosen], classes, **probe_kwargs)
             pred = _predict(model, cls, x[tests])
-            correct[tests] += torch.tensor([float(p == y[i]) for p, i in zip(pred, tests)]) / len(subsets)
+            correct[tests] += torch.tensor([float(p == y[i]) for p, i in zip(pred, tests, strict=True)]) / len(subsets)
     return correct
 
 
@@ -189,7 +189,7 @@ def transfer_evaluation(english: tuple, target: tuple, match_sizes: bool = False
     rows = [i for i, t in enumerate(y) if t in classes]
     x, y, h = x[rows], [y[i] for i in rows], [h[i] for i in rows]
     # the in-language probe that labels test half k trains on the target's half 1 - k
-    quotas = {k: Counter(t for t, v in zip(y, h) if v != k) for k in (0, 1)} if match_sizes else None
+    quotas = {k: Counter(t for t, v in zip(y, h, strict=True) if v != k) for k in (0, 1)} if match_sizes else None
     sizes = {"quotas": quotas, "draws": draws, "seed": seed}
     zero_shot = _cross_fit((ex, ey, eh), (x, y, h), classes, **sizes, **probe_kwargs)
     in_language = _cross_fit((x, y, h), (x, y, h), classes, **probe_kwargs)

@@ -98,7 +98,8 @@ def temperature(logits, classes: Sequence[str], *, value: float = 1.0, low: floa
             f'<output for="{uid}-T">{value:.2f}</output></div>'
             f'<div class="bf-bars" role="img" aria-label="softened distribution">{rows}</div>'
             f'<p class="bf-readout" aria-live="polite">{html.escape(readout["summary"])}</p>')
-    text = f"{readout['summary']}\n" + "  ".join(f"{c} {p}" for c, p in zip(classes, readout["probabilities"]))
+    shares = zip(classes, readout["probabilities"], strict=True)
+    text = f"{readout['summary']}\n" + "  ".join(f"{c} {p}" for c, p in shares)
     return BrowserWidget("temperature", page("temperature", uid, data, body, _TEMPERATURE_JS,
                                               "Without JavaScript the slider does not move; the figure below "
                                               "draws the same quantities for every temperature."), text)
@@ -217,7 +218,7 @@ def _marked(tokens, corrupted_tokens, codes) -> str:
     from bertfamily.masking import render
 
     shown = []
-    for original, new, code in zip(tokens, corrupted_tokens, codes.tolist()):
+    for original, new, code in zip(tokens, corrupted_tokens, codes.tolist(), strict=True):
         text = html.escape(render([original], [new], [code]))
         shown.append(f'<span class="bf-a{code}">{text}</span>' if code else text)
     return " ".join(shown)

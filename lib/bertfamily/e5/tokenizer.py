@@ -106,7 +106,7 @@ def write_tokenizer_json(f: E5File, path: Path) -> None:
         special_tokens=[(bos, f.bos), (eos, f.eos)])
     spec = json.loads(tok.to_str())
     assert spec["model"]["type"] == "Unigram" and spec["model"]["unk_id"] == f.unk
-    spec["model"]["vocab"] = [[p, s] for p, s in zip(f.pieces, f.scores.tolist())]
+    spec["model"]["vocab"] = [[p, s] for p, s in zip(f.pieces, f.scores.tolist(), strict=True)]
     path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
 
 

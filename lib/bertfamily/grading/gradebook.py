@@ -247,7 +247,7 @@ def feedback_names(rows) -> list[str]:
     digests = [hashlib.sha256(r.submission.encode("utf-8", "surrogatepass")).hexdigest() for r in rows]
     shared = Counter(stem.casefold() for stem in stems)
     names = [f"{stem}.md" if shared[stem.casefold()] == 1 else f"{stem}-{digest[:8]}.md"
-             for stem, digest in zip(stems, digests)]
+             for stem, digest in zip(stems, digests, strict=True)]
     for length in (16, 64):
         taken = Counter(n.casefold() for n in names)
         clash = [i for i, n in enumerate(names) if taken[n.casefold()] > 1]
@@ -264,7 +264,7 @@ def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
     none is written twice in a run."""
     handed = [r for r in rows if r.submission]
     return write_markdown_files(folder, ((name, feedback_markdown(r, exercise))
-                                         for r, name in zip(handed, feedback_names(handed))))
+                                         for r, name in zip(handed, feedback_names(handed), strict=True)))
 
 
 def write_markdown_files(folder, named_texts) -> list[Path]:

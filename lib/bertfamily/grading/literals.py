@@ -87,7 +87,8 @@ def _constant(node, known=frozenset(), text: bool = False) -> bool:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return all(const(e, True) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return all(k is not None and const(k, True) and const(v, True) for k, v in zip(node.keys, node.values))
+        return all(k is not None and const(k, True) and const(v, True)
+                   for k, v in zip(node.keys, node.values, strict=True))
     if isinstance(node, ast.Subscript):
         return const(node.value, True) and const(node.slice, True)
     if isinstance(node, ast.Slice):
@@ -131,7 +132,7 @@ def bindings(trees) -> tuple[dict, set]:
                     pairs = [(target, node.value)]
                     if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
                             and len(target.elts) == len(node.value.elts):  # a, b = 1, 2
-                        pairs = list(zip(target.elts, node.value.elts))
+                        pairs = list(zip(target.elts, node.value.elts, strict=False))  # a, b = 1, 2, 3 parses
                     for name, value in pairs:
                         if isinstance(name, ast.Name):
                             values.setdefault(name.id, []).append(value)

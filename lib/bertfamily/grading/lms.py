@@ -256,7 +256,7 @@ def feedback_files(rows) -> list[tuple[Row, str]]:
         stem = Path(r.submission).name.removesuffix(".ipynb")
         name = stem if not r.student else r.student if count[r.student] == 1 else f"{r.student}-{stem}"
         pseudo.append(Row(str(Path(r.submission).parent / re.sub(r"[/\\\x00]", "_", name)), "", None, 0, {}, ""))
-    return list(zip(handed, feedback_names(pseudo)))
+    return list(zip(handed, feedback_names(pseudo), strict=True))
 
 
 def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
@@ -333,7 +333,7 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
     head = lines[0]
     roster, times = {}, {}
     for number_, line in enumerate(lines[1:], 2):
-        entry = dict(zip(head, line))
+        entry = dict(zip(head, line, strict=False))  # a short row: its missing fields stay out
         m = re.search(r"(\d+)\s*$", entry.get("Identifier", ""))
         if not m:
             raise ValueError(f"{path}, line {number_}: Identifier {entry.get('Identifier')!r} is not "
@@ -368,7 +368,7 @@ def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[
     max_score = next((r.max_score for r in rows), "")
     out_lines = [head]
     for line in worksheet_lines[1:]:
-        entry = dict(zip(worksheet_lines[0], line))
+        entry = dict(zip(worksheet_lines[0], line, strict=False))  # a short row, as above
         pid = re.search(r"(\d+)\s*$", entry["Identifier"])  # read_worksheet refused a line without one
         grade, comment = _grade_and_comment(counted.get(pid.group(1)) if pid else None, max_score)
         entry["Grade"] = grade or entry.get("Grade", "")
@@ -376,7 +376,8 @@ def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[
         out_lines.append([entry.get(h, "") for h in head])
     write_csv_atomically(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
     warnings = []
-    maxima = {entry.get("Maximum Grade", "") for entry in (dict(zip(head, line)) for line in out_lines[1:])} - {""}
+    rows = (dict(zip(head, line, strict=False)) for line in out_lines[1:])  # a short row, as above
+    maxima = {entry.get("Maximum Grade", "") for entry in rows} - {""}
     try:
         theirs = {float(m.replace(",", ".")) for m in maxima}
     except ValueError:
