@@ -99,7 +99,8 @@ lab: $(STAMP)
 
 # Unit tests, then every notebook of _toc.yml under nbval; tests/test_book.py builds the book
 # strictly (-W, from an empty output folder). One pytest run, so it ends with pytest's summary;
-# JOBS=1 runs it in one process.
+# JOBS=1 runs it in one process. -rfEs: the closing summary names every failed test, so that the
+# benchmark's tail of the output (make bench) says which one failed.
 lint: $(STAMP)
 	$(BIN)/ruff check lib tools benchmarks tests conftest.py
 	$(BIN)/mypy
@@ -108,7 +109,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m tools.nb colab-cell --check
 	$(BIN)/python -m tools.nb environment --check
 	$(BIN)/python -m tools.nb format --check
-	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rs -n $(JOBS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rfEs -n $(JOBS) --dist loadfile --durations=15
 
 unit: $(STAMP) lint
 	$(BIN)/python -m pytest tests -p no:cacheprovider -m "not book and not slow" -n $(JOBS)
