@@ -431,3 +431,14 @@ def test_a_logs_shape_is_its_keys_in_order():
     assert pretrain.shape({"a": [{"b": 1, "c": [1.0]}], "d": "x"}) == [("a", [[("b", None), ("c", "list")]]),
                                                                       ("d", None)]
     assert pretrain.shape({"b": 1, "a": 2}) != pretrain.shape({"a": 2, "b": 1})
+
+
+def test_threads_reach_both_the_pinned_and_the_native_runs(monkeypatch):
+    """make pretrain runs the pinned experiments here and the native ones in a process of their own:
+    --threads is passed to both (the pinned half used to drop it)."""
+    assert EXPERIMENTS["course"].native and not EXPERIMENTS["masking"].native
+    calls, real = [], pretrain.main
+    monkeypatch.setattr(pretrain, "main", lambda argv=None: calls.append(("here", argv)) or 0)
+    monkeypatch.setattr(pretrain.subprocess, "call", lambda command, cwd: calls.append(("process", command[3:])) or 0)
+    assert real(["masking", "course", "--threads", "1"]) == 0
+    assert calls == [("here", ["masking", "--threads", "1"]), ("process", ["--native", "course", "--threads", "1"])]

@@ -161,9 +161,10 @@ def main(argv=None) -> int:
     pinned = [name for name in args.experiments if not EXPERIMENTS[name].native]
     # the pinned runs here, the native ones in a process of their own (afterwards); a dry run all here
     if native and pinned and not args.dry_run:
-        code = main(pinned)
-        return code or subprocess.call([sys.executable, "-m", "tools.pretrain", "--native", *native]
-                                       + (["--threads", str(args.threads)] if args.threads else []), cwd=ROOT)
+        threads = ["--threads", str(args.threads)] if args.threads else []  # both halves run with --threads
+        code = main([*pinned, *threads])
+        return code or subprocess.call([sys.executable, "-m", "tools.pretrain", "--native", *native, *threads],
+                                       cwd=ROOT)
     if args.showcase_steps and (min(args.showcase_steps) < 0 or max(args.showcase_steps) < 1):
         parser.error(f"--showcase-steps must be steps >= 0, the largest >= 1, got {args.showcase_steps}")
     if args.native or native or args.showcase_steps or args.dry_run:
