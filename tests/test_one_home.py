@@ -53,7 +53,6 @@ LESSON_REEXPORTS = {
     ("bertfamily.multilingual", "majority_baseline"): _UNREAD,
     ("bertfamily.multilingual", "train_probe"): _UNREAD,
     ("bertfamily.multilingual", "transfer_table"): _UNREAD,
-    ("bertfamily.quantization", "latency"): _TESTS,
     ("bertfamily.sharing", "interleaved_latency"): _LESSONS,
     ("bertfamily.sharing", "median"): _LESSONS,
     ("bertfamily.sharing", "time_call"): _LESSONS,
@@ -72,7 +71,6 @@ PRIVATE_IMPORTS = {
     ("bertfamily.heads", "_check_temperature"): "losses keeps the name: distillation.py re-exports it as such",
     ("bertfamily.multilingual", "data._chatterbot_dir"): _LEFT,
     ("bertfamily.multilingual", "data._conversations"): _LEFT,
-    ("bertfamily.quantization", "_check_module"): _LEFT,
     ("bertfamily.sharing", "_positive_int"): _LEFT,
 }
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from transformers import BertModel
 
-from bertfamily import budget, models
+from bertfamily import budget, models, timing, unpinned
 from bertfamily import quantization as q
 
 
@@ -155,10 +155,10 @@ def test_other_warnings_are_not_silenced(bert, monkeypatch):
 
 
 def test_latency_is_positive(bert, inputs):
-    seconds = q.latency(bert, inputs, warmup=1, runs=3)
+    seconds = timing.latency(bert, inputs, warmup=1, runs=3)
     assert isinstance(seconds, float) and math.isfinite(seconds) and seconds > 0
-    assert q.latency(bert, (inputs["input_ids"],), warmup=0, runs=1) > 0
-    assert q.latency(bert, inputs["input_ids"], warmup=0, runs=1) > 0
+    assert timing.latency(bert, (inputs["input_ids"],), warmup=0, runs=1) > 0
+    assert timing.latency(bert, inputs["input_ids"], warmup=0, runs=1) > 0
 
 
 class Recorder(nn.Module):
@@ -173,13 +173,13 @@ class Recorder(nn.Module):
 
 def test_compare_latency_interleaves_and_reports_ratios(bert, inputs):
     log = []
-    result = q.compare_latency({"a": Recorder("a", log), "b": Recorder("b", log)},
+    result = timing.compare_latency({"a": Recorder("a", log), "b": Recorder("b", log)},
                                torch.zeros(1), warmup=1, runs=3)
     assert log == ["a", "b"] + ["a", "b"] * 3  # warm-up each, then timed in turn
     assert set(result["seconds"]) == {"a", "b"} and result["baseline"] == "a"
     assert all(len(ts) == 3 for ts in result["times"].values())
 
-    result = q.compare_latency({"bert": bert, "int8": q.quantize_linear(bert)}, inputs,
+    result = timing.compare_latency({"bert": bert, "int8": q.quantize_linear(bert)}, inputs,
                                warmup=1, runs=3, baseline="int8")
     assert all(math.isfinite(s) and s > 0 for s in result["seconds"].values())
     assert result["speedup"]["int8"] == 1.0
@@ -193,12 +193,12 @@ def test_compare_latency_interleaves_and_reports_ratios(bert, inputs):
     (lambda m: q.quantize_linear(m, per_channel=1), "per_channel must be True or False"),
     (lambda m: q.serialized_bytes([1, 2, 3]), "state_dict"),
     (lambda m: q.predicted_bytes(m.config, linear_bits=4), "8 .int8. or 32"),
-    (lambda m: q.latency(m, None, warmup=-1), "warmup must be"),
-    (lambda m: q.latency(m, None, runs=0), "runs must be"),
-    (lambda m: q.compare_latency({}, None), "non-empty dict"),
-    (lambda m: q.compare_latency([m], None), "non-empty dict"),
-    (lambda m: q.compare_latency({"a": m, "b": 3}, None), "models\\['b'\\]"),
-    (lambda m: q.compare_latency({"a": m}, None, baseline="z"), "baseline must be one of"),
+    (lambda m: timing.latency(m, None, warmup=-1), "warmup must be"),
+    (lambda m: timing.latency(m, None, runs=0), "runs must be"),
+    (lambda m: timing.compare_latency({}, None), "non-empty dict"),
+    (lambda m: timing.compare_latency([m], None), "non-empty dict"),
+    (lambda m: timing.compare_latency({"a": m, "b": 3}, None), "models\\['b'\\]"),
+    (lambda m: timing.compare_latency({"a": m}, None, baseline="z"), "baseline must be one of"),
     (lambda m: q.linear_split(object()), "budget knows model types"),
 ])
 def test_bad_input_says_what_is_allowed(bert, call, message):
@@ -385,6 +385,17 @@ def test_pyproject_admits_colabs_torchao_and_tests_with_min_torchao():
     assert runtime.specifier.contains("0.10.0") and str(tested.specifier) == f">={q.MIN_TORCHAO}"
 
 
-def test_unpinned_latency_refuses_a_bad_thread_count():
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True])
+def test_unpinned_latency_refuses_a_bad_thread_count(threads):
     with pytest.raises(ValueError, match="threads must be a positive integer"):
-        q.unpinned_latency({"input_ids": torch.ones(1, 4, dtype=torch.long)}, threads=0)
+        unpinned.time_pairs({"input_ids": torch.ones(1, 4, dtype=torch.long)}, threads=threads)
+
+
+def test_unpinned_pairs_chain_to_speeds_relative_to_the_first_baseline():
+    assert unpinned.chain_ratios({("A", "B"): 2.0, ("B", "C"): 3.0}) == {"A": 1.0, "B": 2.0, "C": 6.0}
+    speeds = unpinned.chain_ratios(dict.fromkeys(unpinned.PAIRS, 2.0))
+    assert list(speeds) == ["BERT-base fp32", "DistilBERT fp32", "DistilBERT int8"]
+    with pytest.raises(ValueError, match="does not start from a model timed before"):
+        unpinned.chain_ratios({("A", "B"): 2.0, ("C", "D"): 3.0})
+    with pytest.raises(ValueError, match="at least one pair"):
+        unpinned.chain_ratios({})

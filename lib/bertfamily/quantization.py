@@ -16,9 +16,9 @@ Three questions a reader asks of a compressed model, each answered the way a use
   :func:`torchao_path` says in one sentence which path this machine takes (lesson 3 prints it).
 * :func:`serialized_bytes` / :func:`serialized_mib`: how big is the file? ``torch.save(state_dict)``,
   measured on disk or in a memory buffer, packing, scales and pickle overhead included.
-* :func:`latency` / :func:`compare_latency`: how fast is it? Warm-up calls, then the median of several
-  timed calls; several models are timed in turn, run by run, so that a noisy neighbour slows them all
-  alike and the ratios stay meaningful. Both are :mod:`bertfamily.timing`'s, re-exported here.
+* how fast is it? :mod:`bertfamily.timing` times models (warm-up calls, then the median of several
+  timed calls, several models in turn, run by run, so that a noisy neighbour slows them all alike);
+  lesson 3 times its models with :mod:`bertfamily.unpinned`, in fresh processes with unpinned kernels.
 
 :func:`linear_split` and :func:`predicted_bytes` give the *prediction* from the configuration alone
 (with :mod:`bertfamily.budget`), to set beside the measured file size.
@@ -38,7 +38,7 @@ from torch import nn
 
 from bertfamily import budget
 from bertfamily.quiet import import_torchao, quiet_deprecation
-from bertfamily.timing import _check_module, compare_latency, latency  # noqa: F401 (lesson 3)
+from bertfamily.timing import check_module
 
 #: The two paths to int8: torch's own eager-mode API, and the torchao package that replaces it.
 EAGER = "torch.ao.quantization.quantize_dynamic"
@@ -69,7 +69,7 @@ else:
 
 
 def _check_flags(model, **flags) -> None:
-    _check_module(model)
+    check_module(model)
     for name, flag in flags.items():
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
@@ -321,63 +321,3 @@ def size_calculator(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits
     size = budget.to_bytes(n, bits)  # validates bits
     reference = budget.to_bytes(budget.count(published_config(REFERENCE)), 32)
     return OrderedDict([("parameters", n), ("mib", size / budget.MIB), ("factor", reference / size)])
-
-
-def unpinned_latency(inputs: Mapping, threads: int = 1, warmup: int = 1, runs: int = 5, timeout: float = 300) -> dict:
-    """:func:`compare_latency` of BERT-base fp32, DistilBERT fp32 and DistilBERT int8 (:func:`quantize_linear`)
-    on ``inputs``, in a fresh Python process whose kernels are not pinned (:data:`bertfamily.kernels.ISA`
-    removed from its environment), so fp32 and int8 each run the code their libraries pick for this CPU.
-
-    Returns :func:`compare_latency`'s dict plus the kernels used: ``capability`` (ATen's),
-    ``quantized_engine`` (torch's int8 backend, ``"x86"``: FBGEMM), ``fp32_gemm`` (the matrix products
-    MKL reported for an fp32 ``nn.Linear``, e.g. ``"SGEMM"``) and ``int8_onednn_calls`` (how many oneDNN
-    primitives the int8 ``nn.Linear`` ran; 0: none, FBGEMM did the work)."""
-    import json
-    import subprocess
-    import sys
-
-    from bertfamily import kernels
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    env = {k: v for k, v in os.environ.items() if k not in kernels.ISA}
-    env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "ONEDNN_VERBOSE": "0"})
-    payload = json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()}, "threads": threads,
-                          "warmup": warmup, "runs": runs})
-    out = subprocess.run([sys.executable, "-c", "from bertfamily.quantization import _unpinned_child; "
-                          "_unpinned_child()"], input=payload, env=env, capture_output=True, text=True,
-                         timeout=timeout)
-    if out.returncode:
-        raise RuntimeError(f"the timing process failed:\n{out.stderr[-2000:]}")
-    lines = out.stdout.splitlines()
-    result = json.loads(lines[-1])
-    result["fp32_gemm"] = sorted({line.split()[1].split("(")[0] for line in lines if line.startswith("MKL_VERBOSE ")
-                                  and "(" in line.split()[1]})
-    result["int8_onednn_calls"] = sum(line.startswith("onednn_verbose,") and ",exec," in line for line in lines)
-    return result
-
-
-def _unpinned_child() -> None:
-    """The process :func:`unpinned_latency` starts: reads its arguments (JSON) from stdin, prints the result."""
-    import json
-    import sys
-
-    from bertfamily import models
-    args = json.loads(sys.stdin.read())
-    torch.set_num_threads(args["threads"])
-    inputs = {k: torch.tensor(v) for k, v in args["inputs"].items()}
-    bert = models.load_pretrained("bert-base-uncased", verbose=False)
-    distil = models.load_pretrained("distilbert-base-uncased", verbose=False)
-    int8 = quantize_linear(distil)
-    probe = nn.Linear(8, 8)
-    with torch.inference_mode():
-        with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
-            probe(torch.ones(2, 8))  # MKL names the fp32 kernel on stdout
-        sys.stdout.flush()
-        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
-            quantize_linear(nn.Sequential(probe))(torch.ones(2, 8))  # oneDNN, if it ran, says so
-        sys.stdout.flush()
-    speed = compare_latency({"BERT-base fp32": bert, "DistilBERT fp32": distil, "DistilBERT int8": int8}, inputs,
-                            warmup=args["warmup"], runs=args["runs"])
-    speed.update(capability=torch.backends.cpu.get_cpu_capability(), quantized_engine=torch.backends.quantized.engine,
-                 threads=torch.get_num_threads())
-    print("\n" + json.dumps(speed), flush=True)

@@ -50,7 +50,7 @@ def threads(n: int | None):
         torch.set_num_threads(saved)
 
 
-def _check_module(model, name: str = "model") -> None:
+def check_module(model, name: str = "model") -> None:
     if not isinstance(model, nn.Module):
         raise ValueError(f"{name} must be a torch.nn.Module, got {type(model).__name__}")
 
@@ -105,7 +105,7 @@ def latency(model: nn.Module, inputs, warmup: int = 2, runs: int = 5) -> float:
     ``inputs`` is a mapping (passed as keyword arguments, as a tokenizer's output), a tuple or list
     (positional arguments) or a single tensor. Runs under ``torch.inference_mode`` in eval mode.
     """
-    _check_module(model)
+    check_module(model)
     _check_counts(warmup, runs)
     model.eval()
     with torch.inference_mode():
@@ -128,7 +128,7 @@ def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5,
     if not isinstance(models, Mapping) or not models:
         raise ValueError("models must be a non-empty dict of name -> torch.nn.Module")
     for name, model in models.items():
-        _check_module(model, f"models[{name!r}]")
+        check_module(model, f"models[{name!r}]")
     _check_counts(warmup, runs)
     if baseline is None:
         baseline = next(iter(models))
