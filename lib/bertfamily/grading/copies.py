@@ -7,7 +7,9 @@ the course's cells (set-up, checks) nor a placeholder of the student version, re
 (comments, blank lines and spacing do not count; IPython's magics as the calls they become). Answers
 short enough that anyone would write them alike are not flagged: a row is flagged only when the code
 in common has at least :data:`MIN_LINES` lines (the course's exercise: about 70 lines of solutions in
-its graded tasks). Only the submissions of one run are compared with each other.
+its graded tasks). Only the submissions of one run are compared with each other. A submission whose
+code is past the grader's reading budget (:mod:`bertfamily.grading.budget`) is not compared: its row
+already says it was not read.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import io
 import tokenize
 from collections import defaultdict
 
+from bertfamily.grading.budget import Budget, OverBudget
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.magics import MAX_SOURCE, as_python
 from bertfamily.grading.safeio import read_regular
@@ -67,11 +70,14 @@ def _course_cells(exercise: Exercise) -> set:
     return course
 
 
-def own_code(nb, exercise: Exercise) -> list[tuple[tuple, int]]:
-    """The student's own code cells of ``nb``, in order: (normalized code, its code lines)."""
+def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple[tuple, int]]:
+    """The student's own code cells of ``nb``, in order: (normalized code, its code lines). ``budget`` (a
+    :class:`~bertfamily.grading.budget.Budget`) is asked cell by cell: past it, :class:`OverBudget`."""
     course = _course_cells(exercise)
     own = []
     for cell in nb.cells:
+        if budget is not None:
+            budget.take(len(cell.source))
         if cell.cell_type == "code" and code_lines(cell.source):
             tokens = normalized(cell.source)
             if tokens not in course:
@@ -103,7 +109,10 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
             nb = read_submission(read_regular(path, MAX_NOTEBOOK_BYTES), exercise.tasks, exercise.name, [])
         except (Invalid, OSError, ValueError):
             continue
-        own = own_code(nb, exercise)
+        try:  # the reading's own budget, as for the code reader: a row past it is flagged "not read" already
+            own = own_code(nb, exercise, Budget())
+        except OverBudget:
+            continue
         said = reference_copy(own, exercise)
         if said:
             flags[name].append(said)

@@ -243,7 +243,9 @@ def feedback_names(rows) -> list[str]:
     every name differs (a file named like another's digest cannot take that student's feedback)."""
     import hashlib
 
-    stems = [disk_name(Path(r.submission).name.removesuffix(".ipynb")) for r in rows]  # any name: short, plain
+    room = "-" + "0" * 16 + ".md"  # what is added to a stem below (but for a 64-digit digest, cut at the end)
+    stems = [disk_name(Path(r.submission).name.removesuffix(".ipynb"), room).removesuffix(room)
+             for r in rows]  # any name: short, plain
     digests = [hashlib.sha256(r.submission.encode("utf-8", "surrogatepass")).hexdigest() for r in rows]
     shared = Counter(stem.casefold() for stem in stems)
     names = [f"{stem}.md" if shared[stem.casefold()] == 1 else f"{stem}-{digest[:8]}.md"
@@ -256,7 +258,8 @@ def feedback_names(rows) -> list[str]:
         for i in clash:
             names[i] = f"{stems[i]}-{digests[i][:length]}.md"
     taken = Counter(n.casefold() for n in names)
-    return [n if taken[n.casefold()] == 1 else f"{i}-{n}" for i, n in enumerate(names)]
+    names = [n if taken[n.casefold()] == 1 else f"{i}-{n}" for i, n in enumerate(names)]
+    return [disk_name(n.removesuffix(".md"), ".md") for n in names]  # unchanged but past the length a disk takes
 
 
 def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:

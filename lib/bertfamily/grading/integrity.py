@@ -15,6 +15,7 @@ import functools
 import importlib.machinery
 import os
 import sys
+from collections import Counter
 
 from bertfamily.grading.literals import (
     all_folded,
@@ -87,7 +88,10 @@ def authored(nb, exercise) -> list[tuple[int, str, str]]:
     found = []
     for index, cell in enumerate(nb.cells):
         cid = cell.get("id") or ""
-        if cell.cell_type != "code" or course.get(cid) == cell.source or cid.endswith("-course"):
+        # prepare()'s copy of a changed course cell (id "<course id>-course") holds the course's code only:
+        # an id the student chose in that form, with code of their own, is read like any other
+        if cell.cell_type != "code" or course.get(cid) == cell.source or (
+                cid.endswith("-course") and course.get(cid.removesuffix("-course")) == cell.source):
             continue
         found.append((index, cell.source, course.get(cid, "")))
     return found
@@ -105,6 +109,7 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
                 imported.update(imported_names(cell_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
             except (Unreadable, RecursionError):
                 pass
+    imported = aliased([cell_tree_or_none(c.source) for c in nb.cells if c.cell_type == "code"], imported, budget)
     expected = _expected_values()
     for index, source, course in authored(nb, exercise):
         if budget is not None:
@@ -120,9 +125,17 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
             continue  # not Python: the run reports the error
         try:
             found = _findings(tree, imported, expected)
-            if course:  # a course cell the student changed: only what the student's version adds
-                known = set(_findings(cell_tree(course) or ast.Module(body=[], type_ignores=[]), imported, expected))
-                found = [f for f in found if f not in known]
+            if course:  # a course cell the student changed: only what the student's version adds, counted
+                # (a second `sys.modules` added beside the course's own is still the student's)
+                known = Counter(_findings(cell_tree(course) or ast.Module(body=[], type_ignores=[]), imported,
+                                          expected))
+                kept = []
+                for finding in found:
+                    if known[finding]:
+                        known[finding] -= 1
+                    else:
+                        kept.append(finding)
+                found = kept
         except RecursionError:
             found = ["is nested too deeply to read"]
         found = [f for f in dict.fromkeys(found) if not (f.startswith("uses get_ipython") and _only_magics(tree))]
@@ -130,6 +143,58 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
             more = f" and {len(found) - 4} more" if len(found) > 4 else ""
             said.append(f"cell {index} " + ", ".join(found[:4]) + more)
     return said + in_text_cells(nb, exercise, expected, budget)
+
+
+def cell_tree_or_none(source: str):
+    """A code cell's tree, or None where it cannot be read (:func:`suspicious` says so where it matters)."""
+    try:
+        return cell_tree(source)
+    except (Unreadable, RecursionError):
+        return None
+
+
+def _module_of(node, names: dict) -> str | None:
+    """The module (or module attribute) ``node`` stands for, through ``names``: ``display``,
+    ``IPython.display``, ``sys.modules["IPython.display"]``; None when it is none of these."""
+    if isinstance(node, ast.Subscript):
+        inner = _module_of(node.value, names)
+        if inner == "sys.modules":
+            key = node.slice
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "sys.modules[...]"
+        return None
+    parts = chain(node) if isinstance(node, (ast.Name, ast.Attribute)) else []
+    if not parts or parts[0] not in names:
+        return None
+    return ".".join(names[parts[0]].split(".") + parts[1:])
+
+
+def aliased(trees, imported: dict, budget=None) -> dict:
+    """``imported`` and the names the code binds to a module, or to a module's attribute, by plain
+    assignment or a loop over a literal list (``m = display``, ``m = sys.modules["IPython.display"]``,
+    ``for m in [display]:``): an attribute replaced through ``m`` is the module's."""
+    names = dict(imported)
+    for _ in range(4):  # chains (a = display; b = a), each pass one link further
+        before = len(names)
+        for tree in trees:
+            if budget is not None:
+                budget.check()
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    values = [node.value]
+                elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(
+                        node.iter, (ast.List, ast.Tuple, ast.Set)):
+                    targets, values = [node.target], list(node.iter.elts)
+                else:
+                    continue
+                for value in values:
+                    module = _module_of(value, names)
+                    for target in targets if module else ():
+                        if isinstance(target, ast.Name) and target.id not in names:
+                            names[target.id] = module
+        if len(names) == before:
+            break
+    return names
 
 
 def _expected_values() -> set:
@@ -172,9 +237,11 @@ def _findings(tree, imported, expected) -> list[str]:
             elif len(names) >= 2 and names[-2] == "checks" and not names[-1].startswith(CHECKS_ALLOWED) \
                     and not names[-1].isupper():
                 found.append(f"asks bertfamily.checks for {names[-1]} (the answer key)")
-            if isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, (ast.Name, ast.Attribute)) \
-                    and chain(node.value) and chain(node.value)[0] in imported:
-                found.append(f"replaces {'.'.join(names[:-1])}.{node.attr}")
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and any(
+                    isinstance(n, ast.Name) and n.id in imported for n in ast.walk(node.value)):
+                # a module's attribute, also through an item or a call ([display][0].x, sys.modules[k].x)
+                owner = ".".join(names[:-1]) or _module_of(node.value, imported) or ast.unparse(node.value)[:40]
+                found.append(f"replaces {owner}.{node.attr}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(s in node.value for s in STRINGS):
             found.append(f"names {node.value[:40]!r}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and _python_file(node.value):
@@ -283,6 +350,9 @@ def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                 if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+            value = getattr(node, "value", None)
+            if isinstance(value, ast.Constant) and value.value is None:
+                continue  # the placeholder (x = None), not where the number was typed
             for target in targets:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name) and name.id in answers and name.id in known:

@@ -134,6 +134,8 @@ def bindings(trees) -> tuple[dict, set]:
                             and len(target.elts) == len(node.value.elts):  # a, b = 1, 2
                         pairs = list(zip(target.elts, node.value.elts, strict=False))  # a, b = 1, 2, 3 parses
                     for name, value in pairs:
+                        if isinstance(name, ast.Name) and isinstance(value, ast.Constant) and value.value is None:
+                            continue  # the student version's placeholder (`x = None`): holds nothing, typed or not
                         if isinstance(name, ast.Name):
                             values.setdefault(name.id, []).append(value)
                         else:  # unpacked, or an attribute or item of something

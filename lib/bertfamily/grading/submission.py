@@ -256,7 +256,8 @@ def prepare(nb, exercise) -> Prepared:
                             "cells were recognised by their code"))
     seen = set()
     for index, cell in enumerate(out.cells):
-        if not cell.get("id") or cell.get("id") in seen:  # a duplicated id would confuse the owners
+        # a duplicated id would confuse the owners; "-course" ids are the grader's copies of course cells
+        if not cell.get("id") or cell.get("id") in seen or str(cell.get("id")).endswith("-course"):
             cell["id"] = uuid.uuid4().hex[:8]
         seen.add(cell["id"])
         ref = course.get(cell["id"])

@@ -64,4 +64,6 @@ def disk_name(name: str, suffix: str = "") -> str:
     if plain == base and len((base + suffix).encode("utf-8")) <= MAX_NAME_BYTES:
         return base + suffix
     digest = hashlib.sha256(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    return f"{plain[:MAX_NAME_BYTES - len(suffix) - 14]}-{digest}{suffix}"
+    room = MAX_NAME_BYTES - len(suffix.encode("utf-8")) - 14  # bytes: é is two, a file system counts bytes
+    cut = plain.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
+    return f"{cut}-{digest}{suffix}"
