@@ -19,7 +19,7 @@ LAYERS = [
     {"pipeline"},
     {"policy"},
     {"classroom", "gradebook"},
-    {"fingerprints", "lms"},
+    {"fingerprints", "lms", "moodle"},
     {"journal"},
     {"cluster", "regrade"},
     {"cli"},
@@ -58,6 +58,8 @@ COURSE_PARTS = {"book", "tests", "docs", "_toc.yml", "exercise_distilbert.ipynb"
 COURSE_IMPORTS = {
     "bertfamily": "the package itself: its version, and its folder (the kernel's copy, the served configs)",
     "bertfamily.checks": "the check cells' functions: the grader compares the check cells and re-runs their verdicts",
+    "bertfamily.answers": "the checks' answer reading: the grader runs them without the self-check's look for saved "
+                          "files (it checks the run's own files)",
     "bertfamily.exercise_rules": "what a student may import: the same rules in a student's kernel and in the sandbox",
     "bertfamily.kernels": "the course's pinned numerical kernels: a run reproduces the committed outputs only under "
                           "them (one home: the lessons' first cell pins them too)",

@@ -16,6 +16,7 @@ from grading_helpers import _row
 
 from bertfamily import grading
 from bertfamily.grading import cli, lms, policy
+from bertfamily.grading.moodle import MOODLE_FIELDS, read_worksheet, write_moodle
 from bertfamily.grading.pipeline import Row
 
 DUE = "2026-03-01T23:59:00+01:00"
@@ -117,6 +118,29 @@ def test_canvas_late_mark_is_late_whatever_the_file_time(exercise):
     assert out.late.startswith("late (the LMS marked it late): -25%") and out.score == len(names) * 0.75
 
 
+
+def test_a_canvas_file_canvas_did_not_mark_late_is_on_time_whatever_the_file_time(exercise):
+    """A lecturer's trial: zip times carry no time zone, so 23:58 in Berlin unzipped on a UTC machine read as
+    00:58 and cost an on-time student 10%. Canvas judged it by its own due date: no LATE mark, on time."""
+    names = [t.name for t in exercise.graded]
+    row = _row("obriendana_1004_5004_exercise.ipynb", dict.fromkeys(names, 1), student="1004",
+               submitted=_at("2026-03-02T00:58+01:00"),
+               time_from="the file's modification time; Canvas did not mark it late")
+    (out,) = policy.apply([row], policy.load(exercise, due=DUE, late="penalty:10"), exercise)
+    assert not out.late and out.score == len(names)
+
+
+def test_a_tie_in_time_is_said_in_counts(exercise):
+    """Moodle's worksheet has one time a participant: two files of one submission tie, and counts says so."""
+    names = [t.name for t in exercise.graded]
+    at = _at("2026-03-01T19:00+01:00")
+    rows = [_row(f"m/George_507_assignsubmission_file_/{n}.ipynb", dict.fromkeys(names, 1), student="507",
+                 submitted=at, time_from="Moodle's worksheet (Last modified (submission))") for n in ("final", "v1")]
+    first, second = policy.apply(rows, policy.load(exercise, due=DUE), exercise)
+    assert second.counts == "yes" and "handed in at the same time as" in first.counts, first.counts
+    assert "check which the student meant" in first.counts
+
+
 # --------------------------------------------------------------------------- the LMS's layouts
 
 def _touch(path: Path, text="{}", when=None):
@@ -154,14 +178,14 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     _touch(moodle / "John Doe_502_assignsubmission_file_" / "notes.txt")
     _touch(moodle / "Jim Roe_503_assignsubmission_file_" / "exercise_distilbert.py", when="2026-03-01T09:00+01:00")
     _touch(moodle / "Amy Poe_504_assignsubmission_onlinetext_" / "onlinetext.html")
-    sheet = _touch(tmp_path / "worksheet.csv", "\ufeff" + ",".join(f'"{h}"' for h in lms.MOODLE_FIELDS) + "\n"
+    sheet = _touch(tmp_path / "worksheet.csv", "\ufeff" + ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
                    + '"Participant 501","Jane Smith",jane@x,"Submitted for grading",,10.00,Yes,'
                      '"Sunday, 1 March 2026, 11:00 PM",-,\n'
                    + '"Participant 502","John Doe",john@x,"Submitted for grading",,10.00,Yes,'
                      '"Monday, 2 March 2026, 9:30 AM",-,\n'
                    + '"Participant 503","Jim Roe",jim@x,"Submitted for grading",,10.00,Yes,-,-,\n'
                    + '"Participant 505","Ann Lee",ann@x,"No submission",,10.00,Yes,-,-,\n')
-    roster, times, lines = lms.read_worksheet(sheet)
+    roster, times, lines = read_worksheet(sheet)
     found = lms.find([moodle])
     rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found if f.notebook]
     tz = policy.parse_time(DUE, "due").tzinfo
@@ -174,12 +198,24 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     final = policy.apply(list(got.values()), rules, exercise)
     assert [r.student for r in final if r.late] == ["502"]
     out = tmp_path / "moodle_upload.csv"
-    assert lms.write_moodle(final, lines, out)[0].startswith("Moodle's worksheet has Maximum Grade 10.00 but")
+    said = write_moodle(final, lines, out)
+    assert said[0].startswith("Moodle's worksheet has Maximum Grade 10.00 and the grading policy's maximum is"), said
     back = {r["Identifier"]: r for r in csv.DictReader(out.open(encoding="utf-8-sig"))}
-    assert back["Participant 501"]["Grade"] == str(len(names)) and back["Participant 505"]["Grade"] == ""
+    # Moodle scales nothing on upload: full points are written as Moodle's maximum, the comment keeps the points
+    assert back["Participant 501"]["Grade"] == "10" and back["Participant 505"]["Grade"] == ""
+    assert back["Participant 501"]["Feedback comments"].startswith(f"{len(names)} of {len(names)} points"), back
     assert back["Participant 503"]["Grade"] == "0" and back["Participant 503"]["Feedback comments"].startswith(
         "not graded: not a notebook")
     assert back["Participant 501"]["Last modified (grade)"] == "-"  # Moodle's own cells go back as they were
+
+
+@pytest.mark.parametrize("name", ["müllerlüdenscheidterik", "núñezjosé", "obriendana", "łukasiewiczjan"])
+def test_a_canvas_name_with_any_letters_is_canvas(tmp_path, name):
+    """Canvas keeps a name's letters, accents too: the file is its user id's (was: 'not on the roster')."""
+    path = _touch(tmp_path / "s" / f"{name}_1005_5005_exercise_distilbert.ipynb")
+    (found,) = lms.find([tmp_path / "s"])
+    assert found.layout == "canvas" and found.key == "1005", found
+    assert path.exists()
 
 
 def test_a_name_that_runs_on_past_an_id_is_ambiguous(tmp_path, exercise):
@@ -418,7 +454,7 @@ def test_grading_without_a_reference_says_what_to_pass(tmp_path, cheap_cli, monk
 
 def test_a_moodle_file_inside_the_submissions_is_refused(tmp_path, cheap_cli, capsys):
     klass, roster, log = _class(tmp_path, n=2)
-    sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in lms.MOODLE_FIELDS) + "\n"
+    sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
                    + '"Participant 501","S 0","s0@example.org","Submitted",,"10.00",,,"2026-03-01T12:00",\n')
     out = klass / "moodle.csv"
     assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),

@@ -22,8 +22,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from bertfamily.grading import lms, policy, sandbox
+from bertfamily.grading import policy, sandbox
 from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.moodle import MOODLE_FIELDS
 from bertfamily.grading.student import model_answer, student_version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def _plant(work: Path, reference) -> None:
         moodle.writestr(_entry("Ada Lovelace_1001_assignsubmission_file_/exercise_distilbert.ipynb"),
                         nbformat.writes(honest))
         moodle.writestr(_entry("Jane Smith_1002_assignsubmission_file_/my exercise.ipynb"), nbformat.writes(blank))
-    sheet = [lms.MOODLE_FIELDS]
+    sheet = [MOODLE_FIELDS]
     for number, name, when in (("1001", "Ada Lovelace", "Sunday, 1 March 2026, 8:00 PM"),
                                ("1002", "Jane Smith", "Sunday, 1 March 2026, 8:30 PM"), ("1003", "Carl Weber", "-")):
         status = "No submission" if when == "-" else "Submitted for grading"
@@ -177,5 +178,11 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
     assert set(moodle) == {"1001", "1002", "1003"} and moodle["1003"]["status"] == "missing", moodle
     assert moodle["1001"]["score"] == bonus and float(moodle["1002"]["score"]) < float(top), moodle
     back = {r["Identifier"]: r for r in csv.DictReader(open(work / "moodle-grades.csv", encoding="utf-8-sig"))}
-    assert back["Participant 1001"]["Grade"] == bonus and back["Participant 1003"]["Grade"] == "", back
-    assert back["Participant 1002"]["Grade"] == moodle["1002"]["score"], back
+    # the worksheet's Maximum Grade (13) is not the grading file's maximum: Grade is on Moodle's scale
+    def on_moodles_scale(points):
+        return str(policy.number(round(float(points) * 13 / float(top), 2)))
+
+    assert back["Participant 1001"]["Grade"] == on_moodles_scale(bonus), back
+    assert back["Participant 1003"]["Grade"] == "", back
+    assert back["Participant 1002"]["Grade"] == on_moodles_scale(moodle["1002"]["score"]), back
+    assert back["Participant 1001"]["Feedback comments"].startswith(f"{bonus} of {top} points"), back

@@ -195,20 +195,21 @@ def test_a_file_name_reaches_moodles_feedback_comment_as_text_not_html(tmp_path)
     from bertfamily.grading import lms, policy
     from bertfamily.grading.exercise import Exercise
     from bertfamily.grading.monitor import Limits
+    from bertfamily.grading.moodle import MOODLE_FIELDS, read_worksheet, write_moodle
     from bertfamily.grading.pipeline import grade_submission
 
     exercise = Exercise.load(TINY)
     folder = tmp_path / "moodle" / "Mallory Smith_222_assignsubmission_file_"
     _touch(folder / "a.ipynb", "")
     _touch(folder / "<img src=https:\\\\evil.example\\p.png onerror=alert(1)>.ipynb", "")
-    sheet = _touch(tmp_path / "worksheet.csv", ",".join(lms.MOODLE_FIELDS) + "\n"
+    sheet = _touch(tmp_path / "worksheet.csv", ",".join(MOODLE_FIELDS) + "\n"
                    "Participant 222,Mallory Smith,m@x,Submitted for grading,,4.00,Yes,-,-,\n")
-    roster, times, lines = lms.read_worksheet(sheet)
+    roster, times, lines = read_worksheet(sheet)
     found = lms.find([tmp_path / "moodle"])
     rows = [grade_submission(f.path, f.display, exercise, Limits(), "") for f in found]  # invalid: no kernel
     rows = policy.apply(lms.attribute(rows, found, exercise, roster, times), policy.load(exercise), exercise)
     out = tmp_path / "upload.csv"
-    lms.write_moodle(rows, lines, out)
+    write_moodle(rows, lines, out)
     (entry,) = csv.DictReader(out.open(encoding="utf-8"))
     comment = entry["Feedback comments"]
     assert entry["Grade"] == "0" and comment.startswith("not graded"), entry

@@ -165,3 +165,12 @@ def test_every_feedback_file_name_ends_in_md_and_fits_a_disk(tmp_path):
     assert len(set(names)) == len(names) and names[3].startswith("alice-")
     for name in names:
         (tmp_path / name).write_text("ok", encoding="utf-8")
+
+
+def test_a_shell_line_is_said_as_a_shell_command_not_as_get_ipython(exercise):
+    """A lecturer's trial: ``!ls -la {workdir}`` was said as "uses get_ipython", which the student never wrote."""
+    said = " ".join(integrity.suspicious(with_cell(student(exercise), "!ls -la {workdir}", "shell001"), exercise))
+    assert "runs a shell command (!)" in said and "get_ipython" not in said, said
+    said = " ".join(integrity.suspicious(with_cell(student(exercise), "get_ipython().user_ns['x'] = 1", "ns000001"),
+                                         exercise))
+    assert "uses get_ipython" in said, said

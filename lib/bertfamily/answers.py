@@ -3,7 +3,8 @@
 A check of :mod:`bertfamily.checks` never raises on a student's answer. :func:`as_number` and
 :func:`model_kind` read an answer, or raise :class:`Missing` (a placeholder still ``None``) or
 :class:`Wrong` (a model where a number was expected, text where a model was expected, ...), whose
-message is the hint; :func:`guarded` turns either into a failing verdict. :func:`verdict` prints a
+message is the hint; :func:`guarded` turns either into a failing verdict, and says so where a size the
+task asks to measure is the size of no saved file (:func:`saved_file`), as the grader does. :func:`verdict` prints a
 check's verdict: ``✓`` (right) or ``✗`` (not yet), the task and a message, then one line per hint;
 :mod:`bertfamily.grading` reads those lines.
 
@@ -11,8 +12,13 @@ This module imports nothing of the course, and torch only where an answer may be
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import inspect
 import numbers
+import os
+import tempfile
 
 PASS, FAIL = "✓", "✗"
 
@@ -97,12 +103,79 @@ def model_kind(model, name: str) -> tuple:
     return getattr(config, "model_type", None), type(model).__name__
 
 
-def guarded(task):
-    """Decorator: turn a :class:`Wrong` into a failing verdict (a hint, never a traceback)."""
+#: Where a notebook saves its files and how far :func:`saved_file` looks: the temporary folder (the
+#: exercise's ``workdir`` is made there), the working folder and the home folder, a few levels deep.
+LOOK_DEPTH, LOOK_ENTRIES = 4, 20_000
+#: False while the grader runs the checks in its own process: it checks the run's files itself.
+_LOOK = contextvars.ContextVar("look_for_files", default=True)
+
+
+@contextlib.contextmanager
+def files_checked_elsewhere():
+    """The checks run without looking for files (the grader's process, which holds none of the run's)."""
+    token = _LOOK.set(False)
+    try:
+        yield
+    finally:
+        _LOOK.reset(token)
+
+
+def saved_file(size: int) -> str | None:
+    """A file of exactly ``size`` bytes, at least 90% of them on disk (not a sparse file), in the places a
+    notebook saves to (:data:`LOOK_DEPTH`); None when there is none. The grader asks the same of the files
+    a run held when its check ran: a size measured in memory (``io.BytesIO``) or of a file deleted since is
+    not one."""
+    for root in dict.fromkeys([tempfile.gettempdir(), os.getcwd(), os.path.expanduser("~")]):
+        stack, seen = [(root, 0)], 0
+        while stack and seen < LOOK_ENTRIES:
+            folder, depth = stack.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        seen += 1
+                        if seen > LOOK_ENTRIES:
+                            break
+                        if entry.is_dir(follow_symlinks=False) and depth < LOOK_DEPTH:
+                            stack.append((entry.path, depth + 1))
+                        elif entry.is_file(follow_symlinks=False):
+                            info = entry.stat(follow_symlinks=False)
+                            if info.st_size == size and getattr(info, "st_blocks", size) * 512 >= 0.9 * size:
+                                return entry.path
+            except OSError:
+                continue
+    return None
+
+
+def _unsaved(check, args, kwargs, files) -> list[str]:
+    """The answers among ``files`` (argument names) that are sizes of no saved file (:func:`saved_file`)."""
+    if not files or not _LOOK.get():
+        return []
+    try:
+        bound = inspect.signature(check).bind(*args, **kwargs).arguments
+    except TypeError:
+        return []
+    hints = []
+    for name in files:
+        value = bound.get(name)
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0 and (
+                value != int(value) or saved_file(int(value)) is None):
+            hints.append(f"`{name}` ({value:,}) is not the size of a file your notebook saved: save with "
+                         "torch.save to a file in `workdir`, keep it, and measure that file (os.path.getsize); "
+                         "a size measured in memory (io.BytesIO) or of a file deleted since does not count, "
+                         "for this check or the grader")
+    return hints
+
+
+def guarded(task, files=()):
+    """Decorator: turn a :class:`Wrong` into a failing verdict (a hint, never a traceback). ``files``: the
+    arguments that are sizes of saved files; where one is not (:func:`saved_file`), the verdict fails."""
     def wrap(check):
         @functools.wraps(check)
         def run(*args, **kwargs):
             try:
+                unsaved = _unsaved(check, args, kwargs, files)
+                if unsaved:
+                    return verdict(False, task, "not the size of a saved file", unsaved)
                 return check(*args, **kwargs)
             except Missing as missing:
                 return verdict(False, task, "no answer yet", [str(missing)])

@@ -252,7 +252,7 @@ def check_quantized(distilbert_int8, distilbert) -> bool:
 T6 = "Task 6 (file sizes)"
 
 
-@guarded(T6)
+@guarded(T6, files=("fp32_bytes", "int8_bytes"))
 def check_file_sizes(fp32_bytes, int8_bytes) -> bool:
     """Bytes of ``torch.save(model.state_dict(), path)`` for fp32 DistilBERT and its int8 version."""
     fp32 = as_number(fp32_bytes, "fp32_bytes")
@@ -286,7 +286,7 @@ def kept_in_fp32() -> int:
     return split["embedding tables"] + split["other"]
 
 
-@guarded(T7)
+@guarded(T7, files=("int8_bytes",))
 def check_int8_prediction(kept_fp32, int8_predicted_bytes, int8_bytes) -> bool:
     """``kept_fp32``: the parameters that stay 32-bit; ``int8_predicted_bytes``: the int8 file predicted
     from the counts (linear weights at one byte, the kept parameters at four), which the measured
@@ -327,7 +327,7 @@ T8 = "Task 9, stretch (int8 embeddings)"
 T8b = "Task 8, stretch (speed)"
 
 
-@guarded(T8)
+@guarded(T8, files=("int8_all_bytes",))
 def check_embedding_quantization(int8_all_bytes) -> bool:
     """Bytes of the file of DistilBERT with int8 linear layers *and* 8-bit embedding tables."""
     value = as_number(int8_all_bytes, "int8_all_bytes")
@@ -373,7 +373,7 @@ def multilingual_expected() -> dict:
             "int8": quantization.predicted_bytes(config, linear_bits=8)}
 
 
-@guarded(T10)
+@guarded(T10, files=("multilingual_int8_bytes",))
 def check_multilingual(multilingual_count, multilingual_int8_bytes, multilingual_saving) -> bool:
     """``multilingual_count``: multilingual DistilBERT's parameters; ``multilingual_int8_bytes``: the file of
     its state_dict with int8 linear layers; ``multilingual_saving``: the share of the fp32 size (4 bytes a

@@ -24,6 +24,7 @@ from bertfamily.grading.gradebook import (
 )
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
+from bertfamily.grading.moodle import read_worksheet, write_moodle
 from bertfamily.grading.mounts import UNSAFE_FLAG, SandboxMissing
 from bertfamily.grading.regrade import Journaled, select
 from bertfamily.grading.safeio import check_output_folder
@@ -166,7 +167,7 @@ def _main_gradebook(argv) -> int:
         if args.pattern and (args.moodle_worksheet or regrade):
             raise ValueError("--pattern finds students in plain file names only: leave it out with Moodle's "
                              "worksheet and with --regrade")
-        worksheet = lms.read_worksheet(args.moodle_worksheet) if args.moodle_worksheet else None
+        worksheet = read_worksheet(args.moodle_worksheet) if args.moodle_worksheet else None
         roster = read_roster(args.roster) if args.roster else worksheet[0] if worksheet else None
         found = lms.find(args.submissions)
         written = {f.path.resolve() for f in found}
@@ -220,7 +221,7 @@ def _main_gradebook(argv) -> int:
         if canvas and roster is not None:  # --canvas needs --roster (refused above)
             write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
         if moodle and worksheet is not None:  # --moodle needs --moodle-worksheet (refused above)
-            for warning in lms.write_moodle(rows, worksheet[2], moodle, force=update):
+            for warning in write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)
         feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=chosen)
                     if args.feedback else [])

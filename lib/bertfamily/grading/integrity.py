@@ -312,7 +312,8 @@ def _installed(top: str) -> bool:
 
 def _only_magics(tree) -> bool:
     """True when every use of get_ipython is a magic written out (IPython writes ``%timeit x`` as
-    ``get_ipython().run_line_magic('timeit', 'x')``): its code is read (:func:`read_cell`), or said. One
+    ``get_ipython().run_line_magic('timeit', 'x')``) or a shell command: its code is read (:func:`read_cell`),
+    or said ("runs a shell command (!)"). One
     walk of the tree (a map of each node's parent), whatever the number of calls."""
     parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
@@ -321,8 +322,9 @@ def _only_magics(tree) -> bool:
             if not isinstance(attribute, ast.Attribute):
                 return False
             call = parent.get(id(attribute))
-            if not isinstance(call, ast.Call) or call.func is not attribute or (magic_call(call) is None and not (
-                    attribute.attr == "system" and _pip_line(call))):
+            # a shell command (``!ls``: get_ipython().system) is said as one by _findings, in those words
+            if not isinstance(call, ast.Call) or call.func is not attribute or (
+                    magic_call(call) is None and attribute.attr not in ("system", "getoutput")):
                 return False
     return True
 

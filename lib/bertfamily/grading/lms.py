@@ -20,27 +20,23 @@ handed in no notebook, gets an ``invalid`` row that says what to export instead.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import html
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
     attribution,
-    csv_cell,
     feedback_markdown,
     feedback_names,
-    write_csv_atomically,
     write_markdown_files,
 )
 from bertfamily.grading.pipeline import Row
-from bertfamily.grading.policy import counted_rows, number, utc
+from bertfamily.grading.policy import CANVAS_LATE, CANVAS_ON_TIME, number, utc
 from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
@@ -49,7 +45,7 @@ from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 # is Mallory's, not Bob's.
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$", re.DOTALL)
-CANVAS_FILE = re.compile(r"^(?P<name>[a-z0-9]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
+CANVAS_FILE = re.compile(r"^(?P<name>[^\W_]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
                          re.IGNORECASE | re.DOTALL)  # a file name may hold a newline
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
 EXPORT = ("export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
@@ -192,8 +188,8 @@ def submitted(f: Found, times: dict, tz) -> tuple[str, str]:
             when, source = utc(os.lstat(f.path).st_mtime), "the file's modification time"
         except OSError:
             pass
-    if f.late:
-        source += "; Canvas marked it LATE"
+    if f.layout == "canvas":  # Canvas decides lateness (policy._late_by)
+        source += f"; {CANVAS_LATE if f.late else CANVAS_ON_TIME}"
     return when, source
 
 
@@ -292,103 +288,3 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
 
 
 # --------------------------------------------------------------------------- Moodle's grading worksheet
-
-#: The columns of Moodle's offline grading worksheet (mod/assign, "Download grading worksheet"), English
-#: names; on upload Moodle matches rows by Identifier and reads Grade (and Feedback comments).
-MOODLE_FIELDS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
-                 "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
-_MOODLE_TIME = ("%A, %d %B %Y, %I:%M %p", "%A, %d %B %Y, %H:%M", "%d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M:%S",
-                "%Y-%m-%dT%H:%M:%S")
-
-
-def _moodle_time(text: str) -> datetime | None:
-    text = (text or "").strip()
-    if not text or text == "-":
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        pass
-    for fmt in _MOODLE_TIME:
-        try:
-            return datetime.strptime(text, fmt)
-        except ValueError:
-            continue
-    raise ValueError(f"Moodle's worksheet: cannot read the time {text!r} (Last modified (submission)); expected "
-                     "Moodle's English format, e.g. 'Monday, 6 March 2023, 2:15 PM'")
-
-
-def read_worksheet(path) -> tuple[dict, dict, list]:
-    """Moodle's grading worksheet: (a roster by participant id, the submission times by participant
-    id, the worksheet's lines to write back)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"no Moodle grading worksheet at {path}")
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        lines = list(csv.reader(handle))
-    if not lines or "Identifier" not in lines[0] or "Grade" not in lines[0]:
-        raise ValueError(f"{path} is not Moodle's grading worksheet: it needs the columns Identifier and Grade "
-                         "(Assignment > View all submissions > Grading action > Download grading worksheet, with "
-                         "'Offline grading worksheet' on in the assignment's feedback types)")
-    head = lines[0]
-    roster, times = {}, {}
-    for number_, line in enumerate(lines[1:], 2):
-        entry = dict(zip(head, line, strict=False))  # a short row: its missing fields stay out
-        m = re.search(r"(\d+)\s*$", entry.get("Identifier", ""))
-        if not m:
-            raise ValueError(f"{path}, line {number_}: Identifier {entry.get('Identifier')!r} is not "
-                             "'Participant N'")
-        pid = m.group(1)
-        roster[pid] = {"id": pid, "participant": pid, "name": entry.get("Full name", ""),
-                       "email": entry.get("Email address", "")}
-        times[pid] = _moodle_time(entry.get("Last modified (submission)", ""))
-    return roster, times, lines
-
-
-def _grade_and_comment(r: Row | None, max_score) -> tuple[str, str]:
-    if r is None:
-        return "", ""  # missing: Moodle's own status says "No submission"
-    if r.status == "invalid":  # Moodle imports the comment as HTML: a file's name in it is text, not a tag
-        why = "; ".join(p for p in r.detail.split("; ") if not p.startswith("duplicate: ")) or r.detail
-        return "0", html.escape(f"not graded: {why}", quote=False)
-    score = "" if r.score is None else str(r.score)
-    said = f"{score} of {max_score} ({r.status})" + (f"; {r.late}" if r.late else "")
-    return score, said + "; details in your feedback file"
-
-
-def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[str]:
-    """Moodle's grading worksheet with each participant's Grade (and Feedback comments) filled in from
-    the submission that counts: upload it at Grading action > Upload grading worksheet. A missing student
-    keeps a blank grade; an invalid submission gets 0 and a comment that says why. Returns warnings: a
-    worksheet whose Maximum Grade is not the policy's maximum, a grade above it (a bonus)."""
-    head = list(worksheet_lines[0])
-    if "Feedback comments" not in head:
-        head.append("Feedback comments")
-    counted = counted_rows(rows)
-    max_score = next((r.max_score for r in rows), "")
-    out_lines = [head]
-    for line in worksheet_lines[1:]:
-        entry = dict(zip(worksheet_lines[0], line, strict=False))  # a short row, as above
-        pid = re.search(r"(\d+)\s*$", entry["Identifier"])  # read_worksheet refused a line without one
-        grade, comment = _grade_and_comment(counted.get(pid.group(1)) if pid else None, max_score)
-        entry["Grade"] = grade or entry.get("Grade", "")
-        entry["Feedback comments"] = csv_cell(comment) if comment else entry.get("Feedback comments", "")
-        out_lines.append([entry.get(h, "") for h in head])
-    write_csv_atomically(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
-    warnings = []
-    rows = (dict(zip(head, line, strict=False)) for line in out_lines[1:])  # a short row, as above
-    maxima = {entry.get("Maximum Grade", "") for entry in rows} - {""}
-    try:
-        theirs = {float(m.replace(",", ".")) for m in maxima}
-    except ValueError:
-        theirs = set()
-    if theirs and theirs != {float(max_score or 0)}:
-        warnings.append(f"Moodle's worksheet has Maximum Grade {', '.join(sorted(maxima))} but the grading policy's "
-                        f"maximum is {max_score}: set the assignment's maximum grade in Moodle to match before "
-                        "uploading (Moodle scales nothing)")
-    over = [r.student for r in counted.values() if isinstance(r.score, (int, float)) and theirs
-            and r.score > max(theirs)]
-    if over:
-        warnings.append(f"{len(over)} grades are above Moodle's Maximum Grade (bonus points): Moodle may refuse "
-                        "them; raise the maximum, or keep bonus tasks for Canvas")
-    return warnings

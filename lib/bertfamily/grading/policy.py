@@ -229,14 +229,21 @@ def task_points(row: Row, policy: Policy, totals: dict) -> dict:
 
 
 def _late_by(row: Row, due: datetime | None) -> timedelta | None:
-    """How late ``row`` was (None: on time, or nothing says); Canvas's LATE mark makes it late
-    whatever the file's time says."""
+    """How late ``row`` was (None: on time, or nothing says). A Canvas file is late when Canvas marked it
+    LATE (by its own due date and the student's extensions), whatever the file's time says, and on time
+    when it did not: a zip's file times carry no time zone (and may be the download's)."""
     when = datetime.fromisoformat(row.submitted) if row.submitted else None
+    if CANVAS_ON_TIME in row.time_from:
+        return None
     if due and when and when > due:
         return when - due
-    if "LATE" in row.time_from:
+    if CANVAS_LATE in row.time_from:
         return timedelta(0)
     return None
+
+
+#: What ``time_from`` says of a Canvas file (lms.submitted): Canvas decides which are late.
+CANVAS_LATE, CANVAS_ON_TIME = "Canvas marked it LATE", "Canvas did not mark it late"
 
 
 def _late_words(late: timedelta) -> str:
@@ -272,7 +279,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
                 cut = min(100.0, policy.penalty_percent_per_day * days)
                 before = r.score
                 r.score = number(r.score * (1 - cut / 100))
-                words += f": -{number(cut)}% ({days} started day{'s' * (days > 1)}), {before} -> {r.score}"
+                words += f": -{number(cut)}% ({days} started day{'s' * (days > 1)}), {before} → {r.score}"
             r.late = words
         out.append(r)
     return _mark_counted(out, policy)
@@ -294,6 +301,10 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
             continue
         chosen = choose(mine, policy)
         why = COUNT_WORDS[policy.counts]
+        tied = [r for r in mine if r is not chosen and r.status != "invalid" and _when(r) == _when(chosen)]
+        if tied and policy.counts != "best":  # one time for both (Moodle's worksheet has one a participant)
+            why += (f"; handed in at the same time as {', '.join(r.submission for r in tied)}: the tie goes to the "
+                    "name that sorts last, check which the student meant")
         for r in mine:
             r.counts = "yes" if r is chosen else f"no: {chosen.submission} counts ({why})"
     return rows
