@@ -6,36 +6,37 @@ import torch
 import transformers
 
 from bertfamily import distillation as D
+from bertfamily import heads, losses
 from bertfamily.features import mean_pool
 
 FIGURE = torch.tensor([5.0, 2.0, 0.5, 0.5, -0.4], dtype=torch.float64)
 
 
 def test_lesson_figure_numbers():
-    p1, p3 = D.soften(FIGURE, 1), D.soften(FIGURE, 3)
-    assert round(float(D.non_target_mass(p1)), 3) == 0.071
-    assert round(float(D.non_target_mass(p3)), 3) == 0.495
-    assert round(float(D.entropy(p1)), 2) == 0.33
-    assert round(float(D.entropy(p3)), 2) == 1.36
+    p1, p3 = losses.soften(FIGURE, 1), losses.soften(FIGURE, 3)
+    assert round(float(losses.non_target_mass(p1)), 3) == 0.071
+    assert round(float(losses.non_target_mass(p3)), 3) == 0.495
+    assert round(float(losses.entropy(p1)), 2) == 0.33
+    assert round(float(losses.entropy(p3)), 2) == 1.36
     assert torch.equal(p1.argsort(), p3.argsort())  # temperature keeps the order
 
 
 def test_temperature_limits():
     z = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
-    assert torch.allclose(D.soften(z, 1), torch.softmax(z, -1))
-    assert torch.allclose(D.entropy(D.soften(z, 1e4)), torch.full((4,), math.log(7)), atol=1e-4)
-    assert torch.all(D.entropy(D.soften(z, 3)) > D.entropy(D.soften(z, 1)))
+    assert torch.allclose(losses.soften(z, 1), torch.softmax(z, -1))
+    assert torch.allclose(losses.entropy(losses.soften(z, 1e4)), torch.full((4,), math.log(7)), atol=1e-4)
+    assert torch.all(losses.entropy(losses.soften(z, 3)) > losses.entropy(losses.soften(z, 1)))
     target = torch.tensor([0, 1, 2, 3])
-    p = D.soften(z, 1)
-    assert torch.allclose(D.non_target_mass(p, target), 1 - p[torch.arange(4), target])
+    p = losses.soften(z, 1)
+    assert torch.allclose(losses.non_target_mass(p, target), 1 - p[torch.arange(4), target])
 
 
 @pytest.mark.parametrize("T", [0, -1, float("nan"), float("inf"), True])
 def test_bad_temperature(T):
     with pytest.raises(ValueError, match="temperature"):
-        D.soften(FIGURE, T)
+        losses.soften(FIGURE, T)
     with pytest.raises(ValueError, match="temperature"):
-        D.distillation_loss(FIGURE[None], FIGURE[None], T)
+        losses.distillation_loss(FIGURE[None], FIGURE[None], T)
 
 
 def test_distillation_loss_is_t2_kl_and_zero_at_match():
@@ -44,11 +45,11 @@ def test_distillation_loss_is_t2_kl_and_zero_at_match():
     T = 3.0
     p, q = torch.softmax(t / T, -1), torch.softmax(s / T, -1)
     kl = (p * (p.log() - q.log())).sum(-1).mean()
-    assert torch.allclose(D.distillation_loss(s, t, T), kl * T * T, atol=1e-6)
-    assert float(D.distillation_loss(t, t, T)) == pytest.approx(0, abs=1e-6)
+    assert torch.allclose(losses.distillation_loss(s, t, T), kl * T * T, atol=1e-6)
+    assert float(losses.distillation_loss(t, t, T)) == pytest.approx(0, abs=1e-6)
     s.requires_grad_()
     t.requires_grad_()
-    D.distillation_loss(s, t, T).backward()
+    losses.distillation_loss(s, t, T).backward()
     assert t.grad is None and s.grad is not None  # the teacher is a constant
 
 
@@ -59,7 +60,7 @@ def test_t2_keeps_gradient_size():
     norms = {}
     for T in (2.0, 8.0):
         s = s0.clone().requires_grad_()
-        D.distillation_loss(s, t, T).backward()
+        losses.distillation_loss(s, t, T).backward()
         norms[T] = float(s.grad.norm())
     # without T**2 the ratio would be about (8/2)**2 = 16; with it the sizes stay comparable
     assert 0.2 < norms[8.0] / norms[2.0] < 5
@@ -67,22 +68,22 @@ def test_t2_keeps_gradient_size():
 
 def test_shape_mismatch():
     with pytest.raises(ValueError, match="shapes must match"):
-        D.distillation_loss(torch.zeros(2, 5), torch.zeros(2, 4))
+        losses.distillation_loss(torch.zeros(2, 5), torch.zeros(2, 4))
     with pytest.raises(ValueError, match="shapes must match"):
-        D.cosine_loss(torch.zeros(2, 3, 8), torch.zeros(2, 3, 4))
+        losses.cosine_loss(torch.zeros(2, 3, 8), torch.zeros(2, 3, 4))
     with pytest.raises(ValueError, match="attention_mask"):
-        D.cosine_loss(torch.ones(2, 3, 4), torch.ones(2, 3, 4), torch.ones(2, 4))
+        losses.cosine_loss(torch.ones(2, 3, 4), torch.ones(2, 3, 4), torch.ones(2, 4))
 
 
 def test_cosine_loss_and_mask():
     a = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(3))
-    assert float(D.cosine_loss(a, 2 * a)) == pytest.approx(0, abs=1e-6)
-    assert float(D.cosine_loss(a, -a)) == pytest.approx(2, abs=1e-6)
+    assert float(losses.cosine_loss(a, 2 * a)) == pytest.approx(0, abs=1e-6)
+    assert float(losses.cosine_loss(a, -a)) == pytest.approx(2, abs=1e-6)
     b = a.clone()
     b[:, 2] = -b[:, 2]  # only the masked-out position disagrees
     mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
-    assert float(D.cosine_loss(a, b, mask)) == pytest.approx(0, abs=1e-6)
-    assert float(D.cosine_loss(a, b)) > 0.5
+    assert float(losses.cosine_loss(a, b, mask)) == pytest.approx(0, abs=1e-6)
+    assert float(losses.cosine_loss(a, b)) > 0.5
 
 
 def test_triple_loss_weights():
@@ -90,18 +91,18 @@ def test_triple_loss_weights():
     s, t = torch.randn(6, 5, generator=g), torch.randn(6, 5, generator=g)
     hs, ht = torch.randn(6, 8, generator=g), torch.randn(6, 8, generator=g)
     y = torch.randint(0, 5, (6,), generator=g)
-    total, parts = D.triple_loss(s, t, y, hs, ht, temperature=2.0, alpha_ce=5, alpha_task=2, alpha_cos=1)
+    total, parts = losses.triple_loss(s, t, y, hs, ht, temperature=2.0, alpha_ce=5, alpha_task=2, alpha_cos=1)
     expected = 5 * parts["ce"] + 2 * parts["task"] + parts["cos"]
     assert float(total) == pytest.approx(expected, rel=1e-5)
-    assert parts["ce"] == pytest.approx(float(D.distillation_loss(s, t, 2.0)), rel=1e-5)
-    only_cos, parts = D.triple_loss(s, t, y, hs, ht, alpha_ce=0, alpha_task=0, alpha_cos=1)
+    assert parts["ce"] == pytest.approx(float(losses.distillation_loss(s, t, 2.0)), rel=1e-5)
+    only_cos, parts = losses.triple_loss(s, t, y, hs, ht, alpha_ce=0, alpha_task=0, alpha_cos=1)
     assert set(parts) == {"cos"}
     with pytest.raises(ValueError, match="all zero"):
-        D.triple_loss(s, t, y, hs, ht, alpha_ce=0, alpha_task=0, alpha_cos=0)
+        losses.triple_loss(s, t, y, hs, ht, alpha_ce=0, alpha_task=0, alpha_cos=0)
     with pytest.raises(ValueError, match="non-negative"):
-        D.triple_loss(s, t, y, hs, ht, alpha_ce=-1)
+        losses.triple_loss(s, t, y, hs, ht, alpha_ce=-1)
     with pytest.raises(ValueError, match="labels"):
-        D.triple_loss(s, t, y[:3], hs, ht)
+        losses.triple_loss(s, t, y[:3], hs, ht)
 
 
 @pytest.fixture
@@ -147,22 +148,22 @@ def test_students_learn_and_check_inputs():
     x = torch.randn(120, 6, generator=g)
     y = (x[:, 0] > 0).long()
     torch.manual_seed(0)
-    head = D.train_linear_head(x, y, 2, epochs=100, lr=0.05)
+    head = heads.train_linear_head(x, y, 2, epochs=100, lr=0.05)
     assert D.accuracy(head(x), y) > 0.9
     torch.manual_seed(0)
-    student = D.train_classifier(torch.nn.Linear(6, 2), [x], D.soften(head(x).detach(), 2.0),
+    student = heads.train_classifier(torch.nn.Linear(6, 2), [x], losses.soften(head(x).detach(), 2.0),
                                  epochs=30, lr=0.05, temperature=2.0)
     assert D.accuracy(student(x), y) > 0.9
     ids = torch.randint(1, 40, (60, 9), generator=g)
     yb = (ids[:, 0] < 20).long()
-    bag = D.train_classifier(D.BagOfEmbeddings(40, 2, dim=8), [ids], yb, epochs=60, lr=0.05)
+    bag = heads.train_classifier(heads.BagOfEmbeddings(40, 2, dim=8), [ids], yb, epochs=60, lr=0.05)
     assert D.accuracy(bag(ids), yb) > 0.6
     with pytest.raises(ValueError, match="probability rows"):
-        D.train_classifier(torch.nn.Linear(6, 2), [x], torch.full((120, 2), 0.7))
+        heads.train_classifier(torch.nn.Linear(6, 2), [x], torch.full((120, 2), 0.7))
     with pytest.raises(ValueError, match="hard targets"):
-        D.train_classifier(torch.nn.Linear(6, 2), [x], y[:10])
+        heads.train_classifier(torch.nn.Linear(6, 2), [x], y[:10])
     with pytest.raises(ValueError, match="num_classes"):
-        D.BagOfEmbeddings(40, 1)
+        heads.BagOfEmbeddings(40, 1)
     assert torch.get_num_threads() >= 1
 
 
@@ -235,7 +236,7 @@ def test_mlm_triple_loss_is_the_mlm_loss_alone_and_zero_on_a_copy(tiny_config):
 def test_first_guess_puts_all_the_mass_on_the_top_class(T):
     logits = torch.tensor([[0.5, 3.0, -1.0, 2.9], [7.0, 0.0, 0.0, 6.5]])
     hard = D.first_guess(logits)
-    assert torch.equal(D.soften(hard, T), torch.eye(4)[[1, 0]])
+    assert torch.equal(losses.soften(hard, T), torch.eye(4)[[1, 0]])
     assert torch.equal(hard.argmax(-1), logits.argmax(-1))
 
 

@@ -34,19 +34,6 @@ _TESTS = "in a lesson-facing module left as it is here; read by no lesson, by it
 #: (a) The re-exports left, all in the lesson-facing modules, as ``(module, name)``; a ``_private`` one
 #: among them is allowed by (b) too.
 LESSON_REEXPORTS = {
-    ("bertfamily.distillation", "distillation_loss"): _LESSONS,
-    ("bertfamily.distillation", "entropy"): _LESSONS,
-    ("bertfamily.distillation", "non_target_mass"): _LESSONS,
-    ("bertfamily.distillation", "soften"): _LESSONS,
-    ("bertfamily.distillation", "train_classifier"): _LESSONS,
-    ("bertfamily.distillation", "train_linear_head"): _LESSONS,
-    ("bertfamily.distillation", "BagOfEmbeddings"): _UNREAD,
-    ("bertfamily.distillation", "cosine_loss"): _UNREAD,
-    ("bertfamily.distillation", "_as_logits"): _UNREAD,
-    ("bertfamily.distillation", "_check_targets"): _UNREAD,
-    ("bertfamily.distillation", "_check_temperature"): _UNREAD,
-    ("bertfamily.distillation", "_fit"): _UNREAD,
-    ("bertfamily.distillation", "_same_shape"): _UNREAD,
     ("bertfamily.models", "embed"): _LESSONS,
     ("bertfamily.multilingual", "transfer_evaluation"): _LESSONS,
     ("bertfamily.multilingual", "accuracy"): _UNREAD,

@@ -1,24 +1,18 @@
-"""Knowledge distillation: what a softened distribution carries, and DistilBERT's triple loss.
+"""Knowledge distillation at the scale of a BERT: DistilBERT's student and its triple loss.
 
-* :func:`soften` is the softmax with a temperature, ``p_i(T) = exp(z_i / T) / sum_j exp(z_j / T)``;
-  :func:`non_target_mass` and :func:`entropy` measure how much a distribution says beyond its top
-  class.
-* :func:`distillation_loss` is Hinton et al.'s soft-target term: the KL divergence from the softened
-  teacher to the softened student, multiplied by ``T**2``.
-* :func:`cosine_loss` pulls the student's hidden states towards the teacher's (DistilBERT's L_cos).
-* :func:`triple_loss` is DistilBERT's objective: ``alpha_ce * L_ce + alpha_task * L_task +
-  alpha_cos * L_cos``, where L_task is the ordinary cross-entropy against hard labels (masked
-  language modelling in DistilBERT, a classification label in this course's small version).
+The losses (:func:`~bertfamily.losses.soften`, :func:`~bertfamily.losses.non_target_mass`,
+:func:`~bertfamily.losses.entropy`, :func:`~bertfamily.losses.distillation_loss`, Hinton et al.'s soft-target
+term, :func:`~bertfamily.losses.cosine_loss`, DistilBERT's L_cos, and :func:`~bertfamily.losses.triple_loss`,
+DistilBERT's objective ``alpha_ce * L_ce + alpha_task * L_task + alpha_cos * L_cos``) live in
+:mod:`bertfamily.losses`; the small models and the training loop of lesson 2's experiments
+(``BagOfEmbeddings``, ``train_classifier``, ``train_linear_head``) in :mod:`bertfamily.heads`. Here:
+
 * :func:`student_from_teacher` builds a shallower BERT from a deeper one by keeping one layer out of
   two, DistilBERT's initialisation.
 * :func:`mlm_triple_loss` is DistilBERT's recipe on a masked-language model: a student ``BertForMaskedLM``
   trained on a frozen teacher's outputs at the masked words (``pretraining.train_mlm(..., loss=...)``
   runs it; lesson 2's runs are ``checkpoints.distil.train_distil_run``).
-* :class:`BagOfEmbeddings`, :func:`train_classifier`, :func:`train_linear_head` and
-  :func:`accuracy` are the small models and the training loop of the lesson's experiments.
-
-The losses live in :mod:`bertfamily.losses` and the small heads in :mod:`bertfamily.heads`; every
-name is importable from here, as the lesson imports it.
+* :func:`first_guess`, :func:`accuracy` and :func:`mean_std`: the lesson's hard labels and its scores.
 """
 from __future__ import annotations
 
@@ -28,26 +22,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from .heads import BagOfEmbeddings, _check_targets, _fit, train_classifier, train_linear_head  # noqa: F401
-from .losses import (  # noqa: F401 (the lesson reads them as distillation.*)
-    _as_logits,
-    _check_temperature,
-    _same_shape,
-    check_triple_weights,
-    cosine_loss,
-    distillation_loss,
-    entropy,
-    non_target_mass,
-    soften,
-    triple_loss,
-)
+from .losses import check_triple_weights, triple_loss
 from .masking import IGNORE_INDEX
 from .timing import threads
 
-__all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
-           "triple_loss", "student_from_teacher", "first_guess", "mlm_triple_loss", "BagOfEmbeddings",
-           "train_classifier",
-           "train_linear_head", "accuracy", "mean_std", "one_thread"]
+__all__ = ["student_from_teacher", "first_guess", "mlm_triple_loss", "accuracy", "mean_std", "one_thread"]
 
 
 def one_thread():

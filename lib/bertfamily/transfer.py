@@ -73,7 +73,7 @@ def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence
         torch.nn.init.zeros_(model.bias)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model = torch.nn.Sequential(scale, model)
-    fit_full_batch(model, x, y, opt, epochs)  # the loop of distillation.train_linear_head
+    fit_full_batch(model, x, y, opt, epochs)  # the loop of heads.train_linear_head
     model.eval()
     return model, classes
 
