@@ -13,6 +13,9 @@ each with the safe behaviour asserted here on the grader's readers (fast: no ker
   budget;
 - a file name past 120 bytes got a feedback file without ``.md``.
 """
+import os
+import tempfile
+
 import nbformat
 import pytest
 from grading_class import EXERCISE
@@ -174,3 +177,48 @@ def test_a_shell_line_is_said_as_a_shell_command_not_as_get_ipython(exercise):
     said = " ".join(integrity.suspicious(with_cell(student(exercise), "get_ipython().user_ns['x'] = 1", "ns000001"),
                                          exercise))
     assert "uses get_ipython" in said, said
+
+
+# ------------------------------------------------------------------ round 7b: the fixes, attacked again
+
+@pytest.mark.parametrize("source", [
+    "from IPython import display\ndef patch(m, fn):\n    m.publish_display_data = fn\npatch(display, print)",
+    "from IPython import display\nmod, _ = display, 1\nmod.publish_display_data = print",
+    "from IPython import display\n(mod := display).publish_display_data = print",
+    "import importlib\nimportlib.import_module('IPython.display').publish_display_data = print",
+    "def f():\n    from IPython import display\n    return display\nf().publish_display_data = print",
+])
+def test_the_channels_attributes_are_said_whatever_they_are_reached_through(exercise, source):
+    said = " ".join(integrity.suspicious(with_cell(student(exercise), source, "chan0001"), exercise))
+    assert ".publish_display_data" in said or "replaces" in said, said
+
+
+def test_a_module_the_course_cell_imports_is_said_where_a_student_cell_uses_it(exercise):
+    source = "subprocess.run(['true'])\nimportlib.import_module('ctypes')"
+    said = " ".join(integrity.suspicious(with_cell(student(exercise), source, "uses0001"), exercise))
+    assert "uses subprocess (run programs), imported in another cell" in said, said
+    assert "uses importlib" in said, said
+
+
+def test_six_hundred_shell_lines_are_unreadable_not_a_crash_of_the_class(exercise, tmp_path):
+    """IPython gives up after 500 translations (RuntimeError), and costs the square of the lines before:
+    the cell is read by hand and the copy check reads it as lines; the class goes on."""
+    nb = with_cell(student(exercise), "\n".join(f"x{i} = !true" for i in range(600)), "shell600")
+    said = " ".join(integrity.suspicious(nb, exercise))
+    assert "cannot be read by the grader (more than 100 lines of magics" in said, said
+    for name in ("a", "b"):
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    flags = copies.copy_flags([(tmp_path / f"{n}.ipynb", n) for n in ("a", "b")], exercise)
+    assert "identical" in flags["a"][0], flags
+
+
+def test_a_file_saved_deep_in_workdir_is_found_as_the_grader_finds_it(tmp_path, monkeypatch):
+    """A lecturer's re-check: files kept in workdir/runs/2026-03-01/task6/distilbert/ (5 levels) got a ✗
+    from the self-check and full marks from the grader, which looks 64 levels deep."""
+    from bertfamily.answers import saved_file
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    deep = tmp_path.joinpath("workdir", "runs", "2026-03-01", "task6", "distilbert")
+    deep.mkdir(parents=True)
+    (deep / "fp32.pt").write_bytes(os.urandom(54_321))
+    assert saved_file(54_321) == str(deep / "fp32.pt")

@@ -13,6 +13,17 @@ from bertfamily import answers, checks
 from bertfamily.answers import files_checked_elsewhere, saved_file
 
 
+@pytest.fixture(autouse=True)
+def _places_of_our_own(tmp_path, monkeypatch):
+    """The places the look reads (temporary, working, home folders) are this test's: a file of the same size
+    elsewhere on the machine cannot answer for it."""
+    for name in ("tmp", "work", "home"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
 def sizes(model):
     """(file, in memory) bytes of ``torch.save(model.state_dict())``, the file kept in a temporary folder."""
     folder = tempfile.mkdtemp(prefix="saved-files-test-")
@@ -44,9 +55,8 @@ def test_a_check_fails_a_size_of_no_saved_file_and_says_what_counts(capsys):
     assert "saved" not in capsys.readouterr().out
 
 
-def test_a_size_that_is_a_kept_files_goes_on_to_the_check(capsys, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "model.pt").write_bytes(os.urandom(123_457))
+def test_a_size_that_is_a_kept_files_goes_on_to_the_check(capsys, tmp_path):
+    (tmp_path / "work" / "model.pt").write_bytes(os.urandom(123_457))
     assert not checks.check_embedding_quantization(123_457)  # a real file, the wrong size: the check's own verdict
     out = capsys.readouterr().out
     assert "not the size of a file" not in out and out.startswith("✗"), out
@@ -60,11 +70,29 @@ def test_an_answer_that_is_no_size_gets_the_checks_own_hint(capsys, value):
 
 def test_the_look_is_bounded(tmp_path, monkeypatch):
     """A home of many files is not read whole: the look stops at LOOK_ENTRIES entries a place."""
-    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))  # the three places are one: tmp_path
     for i in range(30):
         (tmp_path / f"a{i:02d}").write_bytes(b"x" * (i + 1))
     assert all(saved_file(n) for n in range(1, 31))
     monkeypatch.setattr(answers, "LOOK_ENTRIES", 10)
     assert sum(saved_file(n) is not None for n in range(1, 31)) == 10
+
+
+def test_the_notebooks_workdir_is_read_first(tmp_path, monkeypatch):
+    """A /tmp crowded past LOOK_ENTRIES (a virtual environment in it) does not hide the exercise's workdir,
+    read first where the notebook defines it, then level by level."""
+    import __main__
+
+    crowd = tmp_path / "tmp" / "venv"
+    crowd.mkdir()
+    for i in range(50):
+        (crowd / f"f{i}").write_bytes(b"y")
+    workdir = tmp_path / "elsewhere" / "distilbert-exercise-x"
+    workdir.mkdir(parents=True)
+    (workdir / "fp32.pt").write_bytes(os.urandom(7_777))
+    monkeypatch.setattr(answers, "LOOK_ENTRIES", 20)
+    assert saved_file(7_777) is None  # not in the three places within 20 entries each
+    monkeypatch.setattr(__main__, "workdir", str(workdir), raising=False)
+    assert saved_file(7_777) == str(workdir / "fp32.pt")

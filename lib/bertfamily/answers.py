@@ -12,12 +12,14 @@ This module imports nothing of the course, and torch only where an answer may be
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import functools
 import inspect
 import numbers
 import os
+import sys
 import tempfile
 
 PASS, FAIL = "✓", "✗"
@@ -104,8 +106,9 @@ def model_kind(model, name: str) -> tuple:
 
 
 #: Where a notebook saves its files and how far :func:`saved_file` looks: the temporary folder (the
-#: exercise's ``workdir`` is made there), the working folder and the home folder, a few levels deep.
-LOOK_DEPTH, LOOK_ENTRIES = 4, 20_000
+#: exercise's ``workdir`` is made there), the working folder and the home folder, as deep as the grader
+#: looks in a run's files (64 levels), at most LOOK_ENTRIES entries in each.
+LOOK_DEPTH, LOOK_ENTRIES = 64, 20_000
 #: False while the grader runs the checks in its own process: it checks the run's files itself.
 _LOOK = contextvars.ContextVar("look_for_files", default=True)
 
@@ -120,15 +123,23 @@ def files_checked_elsewhere():
         _LOOK.reset(token)
 
 
+def _places() -> list[str]:
+    """Where :func:`saved_file` looks, in order: the notebook's ``workdir`` (the exercise's folder for its
+    files, where it is defined), the temporary folder, the working folder, the home folder."""
+    workdir = getattr(sys.modules.get("__main__"), "workdir", None)
+    first = [os.fspath(workdir)] if isinstance(workdir, (str, os.PathLike)) else []
+    return list(dict.fromkeys([*first, tempfile.gettempdir(), os.getcwd(), os.path.expanduser("~")]))
+
+
 def saved_file(size: int) -> str | None:
     """A file of exactly ``size`` bytes, at least 90% of them on disk (not a sparse file), in the places a
-    notebook saves to (:data:`LOOK_DEPTH`); None when there is none. The grader asks the same of the files
-    a run held when its check ran: a size measured in memory (``io.BytesIO``) or of a file deleted since is
-    not one."""
-    for root in dict.fromkeys([tempfile.gettempdir(), os.getcwd(), os.path.expanduser("~")]):
-        stack, seen = [(root, 0)], 0
-        while stack and seen < LOOK_ENTRIES:
-            folder, depth = stack.pop()
+    notebook saves to (:func:`_places`, level by level, :data:`LOOK_DEPTH` deep, :data:`LOOK_ENTRIES` entries
+    a place); None when there is none. The grader asks the same of the files a run held when its check ran:
+    a size measured in memory (``io.BytesIO``) or of a file deleted since is not one."""
+    for root in _places():
+        queue, seen = collections.deque([(root, 0)]), 0
+        while queue and seen < LOOK_ENTRIES:
+            folder, depth = queue.popleft()  # level by level: a kept file near the top is found first
             try:
                 with os.scandir(folder) as entries:
                     for entry in entries:
@@ -136,7 +147,7 @@ def saved_file(size: int) -> str | None:
                         if seen > LOOK_ENTRIES:
                             break
                         if entry.is_dir(follow_symlinks=False) and depth < LOOK_DEPTH:
-                            stack.append((entry.path, depth + 1))
+                            queue.append((entry.path, depth + 1))
                         elif entry.is_file(follow_symlinks=False):
                             info = entry.stat(follow_symlinks=False)
                             if info.st_size == size and getattr(info, "st_blocks", size) * 512 >= 0.9 * size:

@@ -19,7 +19,7 @@ from collections import defaultdict
 
 from bertfamily.grading.budget import Budget, OverBudget
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.magics import MAX_SOURCE, as_python
+from bertfamily.grading.magics import MAX_SOURCE, Unreadable, as_python
 from bertfamily.grading.safeio import read_regular
 from bertfamily.grading.student import SOLUTION, cell_tags, placeholder
 from bertfamily.grading.submission import MAX_NOTEBOOK_BYTES, Invalid, link_problem, read_submission
@@ -39,7 +39,7 @@ def normalized(source: str) -> tuple:
         tokens = tokenize.generate_tokens(io.StringIO(code).readline)
         return tuple((t.type, "" if t.type in (tokenize.INDENT, tokenize.DEDENT) else t.string)
                      for t in tokens if t.type not in _SKIP)
-    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError):
+    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError, Unreadable):
         return tuple(line.strip() for line in source.splitlines() if line.strip())
 
 
@@ -112,6 +112,8 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
         try:  # the reading's own budget, as for the code reader: a row past it is flagged "not read" already
             own = own_code(nb, exercise, Budget())
         except OverBudget:
+            continue
+        except Exception:  # noqa: BLE001 - one file never stops the class: its row was graded and says the rest
             continue
         said = reference_copy(own, exercise)
         if said:

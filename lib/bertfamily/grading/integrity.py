@@ -77,6 +77,11 @@ ATTRIBUTES = {("sys", "modules"), ("sys", "settrace"), ("sys", "setprofile"), ("
               ("os", "killpg"), ("os", "system"), ("os", "popen"), ("os", "setsid"), ("os", "execv"),
               ("os", "execve"), ("os", "execvp"), ("os", "posix_spawn"), ("os", "spawnv")}
 STRINGS = ("/proc", "/grader", "bertfamily-grade", "vnd.bertfamily", "/sys/", "/dev/shm")
+#: Attributes the grader's answers travel through in the kernel (IPython's display machinery): no solution
+#: reads or sets them, whatever object (a module, an alias, a function's parameter) they are reached through.
+CHANNEL_ATTRIBUTES = {"publish_display_data": "publishes raw display messages", "display_pub": "IPython's publisher",
+                      "displayhook": "the kernel's display hook", "excepthook": "the kernel's error hook",
+                      "user_ns": "the kernel's namespace", "user_global_ns": "the kernel's namespace"}
 #: What a solution may call on ``checks`` (the exercise's own check cells call the rest).
 CHECKS_ALLOWED = ("check_", "for_the_instructor")
 def authored(nb, exercise) -> list[tuple[int, str, str]]:
@@ -205,9 +210,18 @@ def _expected_values() -> set:
     return values | {checks.kept_in_fp32(), split["linear weights"], split["embedding tables"]}
 
 
+def _risky(module: str) -> str | None:
+    """Why a name bound to ``module`` (imported anywhere in the notebook) is worth reading: None for the
+    modules no solution needs to avoid, and for the runtime's own (:data:`RUNTIME_MODULES`)."""
+    if module.startswith(RUNTIME_MODULES):
+        return None
+    return MODULES.get(module.split(".")[0])
+
+
 def _findings(tree, imported, expected) -> list[str]:
     found = []
     numbers = all_folded(tree)  # every number the code holds, at any depth (one pass)
+    own = imported_names(tree)  # what this cell imports itself is said as "imports ..."
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -228,6 +242,9 @@ def _findings(tree, imported, expected) -> list[str]:
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
         elif isinstance(node, ast.Name) and node.id in NAMES:
             found.append(f"uses {node.id} ({NAMES[node.id]})")
+        elif isinstance(node, ast.Name) and node.id in imported and node.id not in own and _risky(imported[node.id]):
+            # a module another cell imported (the course's set-up cell imports subprocess and importlib)
+            found.append(f"uses {imported[node.id]} ({_risky(imported[node.id])}), imported in another cell")
         elif isinstance(node, ast.Attribute):
             names = chain(node)
             if names and names[0] in imported:
@@ -252,6 +269,9 @@ def _findings(tree, imported, expected) -> list[str]:
                 node.value, expected):
             found.append(f"holds the number {expected_in_text(node.value, expected)[0]!r} in a text, an answer the "
                          "checks expect")
+        if isinstance(node, ast.Attribute) and node.attr in CHANNEL_ATTRIBUTES and not (
+                isinstance(node.ctx, (ast.Store, ast.Del)) and any(f.endswith(f".{node.attr}") for f in found)):
+            found.append(f"uses .{node.attr} ({CHANNEL_ATTRIBUTES[node.attr]}), whatever it is reached through")
         if isinstance(node, ast.Attribute) and node.attr in DUNDERS:
             found.append(f"uses .{node.attr} (reaches the interpreter's machinery)")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DUNDERS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 
 
 def on_ipython(func) -> bool:
@@ -25,11 +26,23 @@ MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", 
 MAX_MAGIC_DEPTH = 8
 
 
+#: Lines of magics or shell commands in one cell the grader translates (IPython's translation costs the
+#: square of their number, and gives up after 500): an honest cell has a few.
+MAX_MAGIC_LINES = 100
+_MAGIC_LINE = re.compile(r"^[ \t]*(?:[\w.,\[\] \t]+=[ \t]*)?[!%]", re.MULTILINE)
+
+
 @functools.lru_cache(maxsize=256)  # cells of up to MAX_SOURCE characters: at most ~100 MB kept
 def as_python(source: str) -> str:
-    """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become)."""
+    """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become); :class:`Unreadable`
+    past :data:`MAX_MAGIC_LINES` such lines, or where IPython gives up."""
     from IPython.core.inputtransformer2 import TransformerManager
-    return TransformerManager().transform_cell(source)
+    if len(_MAGIC_LINE.findall(source)) > MAX_MAGIC_LINES:
+        raise Unreadable(f"more than {MAX_MAGIC_LINES} lines of magics or shell commands")
+    try:
+        return TransformerManager().transform_cell(source)
+    except RuntimeError as exc:  # "Input transformation still changing after 500 iterations"
+        raise Unreadable(f"IPython could not translate it ({str(exc)[:80]})") from None
 
 
 class Unreadable(Exception):
