@@ -94,10 +94,16 @@ def test_prepare_gives_a_student_cell_with_a_course_suffix_an_id_of_its_own(exer
     "import sys\nm = sys.modules['IPython.display']\nm.publish_display_data = print",
     "import sys\nsys.modules['IPython.display'].publish_display_data = print",
     "from IPython import display\na = display\nb = a\nb.publish_display_data = print",
+    # round 7b: the channel's attributes, whatever reaches them
+    "from IPython import display\ndef patch(m, fn):\n    m.publish_display_data = fn\npatch(display, print)",
+    "from IPython import display\nmod, _ = display, 1\nmod.publish_display_data = print",
+    "from IPython import display\n(mod := display).publish_display_data = print",
+    "import importlib\nimportlib.import_module('IPython.display').publish_display_data = print",
+    "def f():\n    from IPython import display\n    return display\nf().publish_display_data = print",
 ])
 def test_a_module_attribute_replaced_through_an_alias_or_an_item_is_said(exercise, source):
     said = " ".join(integrity.suspicious(with_cell(student(exercise), source, "alias001"), exercise))
-    assert "replaces" in said and "publish_display_data" in said, said
+    assert ("replaces" in said or "uses .publish_display_data" in said) and "publish_display_data" in said, said
 
 
 def test_an_honest_attribute_of_the_students_own_model_is_not_a_replacement(exercise):
@@ -180,18 +186,6 @@ def test_a_shell_line_is_said_as_a_shell_command_not_as_get_ipython(exercise):
 
 
 # ------------------------------------------------------------------ round 7b: the fixes, attacked again
-
-@pytest.mark.parametrize("source", [
-    "from IPython import display\ndef patch(m, fn):\n    m.publish_display_data = fn\npatch(display, print)",
-    "from IPython import display\nmod, _ = display, 1\nmod.publish_display_data = print",
-    "from IPython import display\n(mod := display).publish_display_data = print",
-    "import importlib\nimportlib.import_module('IPython.display').publish_display_data = print",
-    "def f():\n    from IPython import display\n    return display\nf().publish_display_data = print",
-])
-def test_the_channels_attributes_are_said_whatever_they_are_reached_through(exercise, source):
-    said = " ".join(integrity.suspicious(with_cell(student(exercise), source, "chan0001"), exercise))
-    assert ".publish_display_data" in said or "replaces" in said, said
-
 
 def test_a_module_the_course_cell_imports_is_said_where_a_student_cell_uses_it(exercise):
     source = "subprocess.run(['true'])\nimportlib.import_module('ctypes')"
