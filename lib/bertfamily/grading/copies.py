@@ -17,7 +17,7 @@ import io
 import tokenize
 from collections import defaultdict
 
-from bertfamily.grading.budget import Budget, OverBudget
+from bertfamily.grading.budget import Budget
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.magics import MAX_SOURCE, Unreadable, as_python
 from bertfamily.grading.safeio import read_regular
@@ -72,7 +72,7 @@ def _course_cells(exercise: Exercise) -> set:
 
 def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple[tuple, int]]:
     """The student's own code cells of ``nb``, in order: (normalized code, its code lines). ``budget`` (a
-    :class:`~bertfamily.grading.budget.Budget`) is asked cell by cell: past it, :class:`OverBudget`."""
+    :class:`~bertfamily.grading.budget.Budget`) is asked cell by cell: past it, ``OverBudget``."""
     course = _course_cells(exercise)
     own = []
     for cell in nb.cells:
@@ -109,10 +109,8 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
             nb = read_submission(read_regular(path, MAX_NOTEBOOK_BYTES), exercise.tasks, exercise.name, [])
         except (Invalid, OSError, ValueError):
             continue
-        try:  # the reading's own budget, as for the code reader: a row past it is flagged "not read" already
+        try:  # the reading's own budget, as for the code reader: a row past it (OverBudget) says "not read" already
             own = own_code(nb, exercise, Budget())
-        except OverBudget:
-            continue
         except Exception:  # noqa: BLE001 - one file never stops the class: its row was graded and says the rest
             continue
         said = reference_copy(own, exercise)

@@ -24,6 +24,7 @@ from bertfamily.grading.literals import (
     expected_in_text,
     imported_names,
     in_text_cells,
+    is_placeholder,
     literal_names,
 )
 from bertfamily.grading.magics import (
@@ -105,16 +106,15 @@ def authored(nb, exercise) -> list[tuple[int, str, str]]:
 def suspicious(nb, exercise, budget=None) -> list[str]:
     """Where the student's own code does what no solution needs (see the module docstring). ``budget``
     (:class:`~bertfamily.grading.budget.Budget`) is asked cell by cell."""
-    said, imported = [], {}
+    said, imported, trees = [], {}, []
     for cell in nb.cells:  # the names modules have anywhere in the notebook (checks: the course's cell)
         if budget is not None:
             budget.take(len(cell.source))
-        if cell.cell_type == "code":
-            try:
-                imported.update(imported_names(cell_tree(cell.source) or ast.Module(body=[], type_ignores=[])))
-            except (Unreadable, RecursionError):
-                pass
-    imported = aliased([cell_tree_or_none(c.source) for c in nb.cells if c.cell_type == "code"], imported, budget)
+        tree = cell_tree_or_none(cell.source) if cell.cell_type == "code" else None
+        if tree is not None:
+            imported.update(imported_names(tree))
+            trees.append(tree)
+    imported = aliased(trees, imported, budget)  # the same trees: each cell is parsed once here
     expected = _expected_values()
     for index, source, course in authored(nb, exercise):
         if budget is not None:
@@ -183,7 +183,7 @@ def aliased(trees, imported: dict, budget=None) -> dict:
         for tree in trees:
             if budget is not None:
                 budget.check()
-            for node in ast.walk(tree) if tree is not None else ():
+            for node in ast.walk(tree):
                 if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     values = [node.value]
@@ -372,8 +372,7 @@ def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
                 if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
-            value = getattr(node, "value", None)
-            if isinstance(value, ast.Constant) and value.value is None:
+            if is_placeholder(getattr(node, "value", None)):
                 continue  # the placeholder (x = None), not where the number was typed
             for target in targets:
                 for name in ast.walk(target):

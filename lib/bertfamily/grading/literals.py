@@ -120,6 +120,11 @@ def _returns_constants(node: ast.FunctionDef | ast.AsyncFunctionDef, known) -> b
                                  for r in returns)
 
 
+def is_placeholder(value) -> bool:
+    """The student version's placeholder value (``x = None``): a binding that holds nothing."""
+    return isinstance(value, ast.Constant) and value.value is None
+
+
 def bindings(trees) -> tuple[dict, set]:
     """Every binding of a name in the student's code: ({name: [value or FunctionDef]}, the names bound
     in ways that compute (loops, imports, ``with``, parameters of functions...))."""
@@ -134,8 +139,8 @@ def bindings(trees) -> tuple[dict, set]:
                             and len(target.elts) == len(node.value.elts):  # a, b = 1, 2
                         pairs = list(zip(target.elts, node.value.elts, strict=False))  # a, b = 1, 2, 3 parses
                     for name, value in pairs:
-                        if isinstance(name, ast.Name) and isinstance(value, ast.Constant) and value.value is None:
-                            continue  # the student version's placeholder (`x = None`): holds nothing, typed or not
+                        if isinstance(name, ast.Name) and is_placeholder(value):
+                            continue  # holds nothing, typed or not
                         if isinstance(name, ast.Name):
                             values.setdefault(name.id, []).append(value)
                         else:  # unpacked, or an attribute or item of something
