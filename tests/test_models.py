@@ -3,7 +3,7 @@ import importlib.util
 import pytest
 import torch
 
-from bertfamily import budget, models
+from bertfamily import budget, features, models
 
 
 def test_offline_counts_are_exact(offline, capsys):
@@ -115,7 +115,7 @@ def test_minilm_is_the_real_pretrained_encoder():
     model, tokenizer = models.minilm()
     assert models.count_parameters(model) == 22_713_216
     assert tokenizer.vocab_size == 30_522
-    emb = models.embed(model, tokenizer, ["A cat sat on the mat.", "A kitten rested on the rug.",
+    emb = features.embed(model, tokenizer, ["A cat sat on the mat.", "A kitten rested on the rug.",
                                           "Stock markets fell sharply in Tokyo."])
     assert torch.allclose(emb.norm(dim=-1), torch.ones(3))
     similar, unrelated = float(emb[0] @ emb[1]), float(emb[0] @ emb[2])
@@ -138,7 +138,7 @@ def test_missing_package_names_the_pip_command(monkeypatch):
 def test_embed_refuses_a_bare_string():
     model, tokenizer = models.minilm()
     with pytest.raises(ValueError, match="non-empty list"):
-        models.embed(model, tokenizer, "just one string")
+        features.embed(model, tokenizer, "just one string")
 
 
 def test_package_dir_finds_a_package_or_names_the_pip_command():

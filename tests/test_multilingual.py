@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from bertfamily import multilingual as ml
+from bertfamily import transfer
 
 EN = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"]
 IT = ["il gatto sedeva sul tappeto", "il cane sedeva sul tronco", "un gatto e un cane"]
@@ -40,12 +41,15 @@ def test_wordpiece_covers_everything_without_unknowns():
     assert ml.token_stats(tok, ["Ω"])["unknown_rate"] == 1.0
 
 
-def test_wordpiece_varies_only_at_the_margin():
-    # tokenizers breaks ties between equally frequent merges in no fixed order: ids (and, on big
-    # corpora, a few pieces at the end) may differ between runs, the bulk of the vocabulary does not
-    a = set(ml.train_wordpiece(EN + IT, vocab_size=60, min_frequency=1).get_vocab())
-    b = set(ml.train_wordpiece(EN + IT, vocab_size=60, min_frequency=1).get_vocab())
-    assert len(a & b) >= 0.9 * len(a | b)
+def test_wordpiece_is_the_same_every_run():
+    # tokenizers numbers its "##" pieces in hash order and breaks ties between equally frequent
+    # merges by those numbers: unguarded, 9 of 10 runs on this tiny corpus gave another vocabulary
+    runs = [ml.train_wordpiece(EN + IT, vocab_size=60, min_frequency=1) for _ in range(10)]
+    assert all(tok.get_vocab() == runs[0].get_vocab() for tok in runs)
+    # the "##" pieces numbered first are ordinary pieces, not special tokens
+    assert [t.content for t in runs[0].get_added_tokens_decoder().values()] == [
+        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert runs[0].decode(runs[0].encode("gattodog").ids) == "gattodog"
 
 
 def test_sharing_statistics():
@@ -82,9 +86,9 @@ def test_spanish_topics_renamed_to_english():
 
 
 def test_majority_baseline():
-    assert ml.majority_baseline(["a", "b", "a", "a"]) == 0.75
+    assert transfer.majority_baseline(["a", "b", "a", "a"]) == 0.75
     with pytest.raises(ValueError):
-        ml.majority_baseline([])
+        transfer.majority_baseline([])
 
 
 def _blobs(n=40, seed=0):
@@ -95,20 +99,20 @@ def _blobs(n=40, seed=0):
 
 def test_probe_learns_separable_data_and_is_deterministic():
     x, y = _blobs()
-    model, classes = ml.train_probe(x, y, epochs=100)
-    assert ml.accuracy(model, classes, x, y) == 1.0
-    again, _ = ml.train_probe(x, y, epochs=100, seed=5)   # linear probe: zero init, seed irrelevant
+    model, classes = transfer.train_probe(x, y, epochs=100)
+    assert transfer.accuracy(model, classes, x, y) == 1.0
+    again, _ = transfer.train_probe(x, y, epochs=100, seed=5)   # linear probe: zero init, seed irrelevant
     assert torch.equal(model[1].weight, again[1].weight)
-    head, _ = ml.train_probe(x, y, hidden=16, epochs=100, seed=1)
-    assert ml.accuracy(head, classes, x, y) == 1.0
+    head, _ = transfer.train_probe(x, y, hidden=16, epochs=100, seed=1)
+    assert transfer.accuracy(head, classes, x, y) == 1.0
 
 
 def test_probe_bad_input():
     x, y = _blobs()
     with pytest.raises(ValueError):
-        ml.train_probe(x[:-1], y)
+        transfer.train_probe(x[:-1], y)
     with pytest.raises(ValueError):
-        ml.train_probe(x, ["a"] * len(y))
+        transfer.train_probe(x, ["a"] * len(y))
 
 
 def test_transfer_table_restricts_topics():
@@ -117,12 +121,12 @@ def test_transfer_table_restricts_topics():
     train_x = torch.cat([x, third])
     train_y = y + ["other"] * 10
     # the target has only pos/neg: 'other' must be dropped from training
-    table = ml.transfer_table(train_x, train_y, {"xx": (x, y)}, epochs=100)
+    table = transfer.transfer_table(train_x, train_y, {"xx": (x, y)}, epochs=100)
     row = table["xx"]
     assert row["topics"] == 2 and row["train"] == len(y) and row["n"] == len(y)
     assert row["majority"] == 0.5 and row["accuracy"] == [1.0]
     with pytest.raises(ValueError):
-        ml.transfer_table(x, y, {"xx": (x[:3], ["zzz"] * 3)})
+        transfer.transfer_table(x, y, {"xx": (x[:3], ["zzz"] * 3)})
 
 
 def test_mix_languages():
@@ -160,7 +164,7 @@ def _leaky_target(n=40, seed=0):
 
 def test_transfer_evaluation_separates_leakage():
     english, target = _leaky_target()
-    r = ml.transfer_evaluation(english, target, epochs=200)
+    r = transfer.transfer_evaluation(english, target, epochs=200)
     assert r["n"] == 80 and r["topics"] == 2 and r["majority"] == 0.5
     # the copies are in the training set of the "leaky" arm and a separable-enough task: it is better
     assert r["leaky"].mean() > r["zero_shot"].mean()
@@ -173,32 +177,31 @@ def test_transfer_evaluation_matches_sizes(monkeypatch):
     """With match_sizes every probe trains on as many rows of each topic as the in-language one."""
     from collections import Counter
 
-    from bertfamily import transfer
     english, target = _leaky_target()
     x, y, h = english
     triple = (torch.cat([x, x, x]), y * 3, h * 3)   # English with three times the target's rows
     seen, real = [], transfer.train_probe
     monkeypatch.setattr(transfer, "train_probe", lambda f, labels, *a, **k: seen.append(Counter(labels))
                         or real(f, labels, *a, **k))
-    r = ml.transfer_evaluation(triple, target, match_sizes=True, draws=3, epochs=50)
+    r = transfer.transfer_evaluation(triple, target, match_sizes=True, draws=3, epochs=50)
     assert len(seen) == 2 * 3 + 2 + 2 * 3   # zero-shot and leaky: 2 halves x 3 draws; in-language: 2
     assert all(c == Counter({"a": 20, "b": 20}) for c in seen), seen
     assert set((3 * r["zero_shot"]).round().tolist()) <= {0.0, 1.0, 2.0, 3.0}
     # where English has no more rows than the target, matching changes nothing
-    assert torch.equal(ml.transfer_evaluation(english, target, match_sizes=True, epochs=50)["zero_shot"],
-                       ml.transfer_evaluation(english, target, epochs=50)["zero_shot"])
+    assert torch.equal(transfer.transfer_evaluation(english, target, match_sizes=True, epochs=50)["zero_shot"],
+                       transfer.transfer_evaluation(english, target, epochs=50)["zero_shot"])
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        ml.transfer_evaluation(english, target, match_sizes=True, draws=0)
+        transfer.transfer_evaluation(english, target, match_sizes=True, draws=0)
 
 
 def test_transfer_evaluation_bad_input():
     english, (x, y, h) = _leaky_target()
     with pytest.raises(ValueError, match="halves must be 0 or 1"):
-        ml.transfer_evaluation(english, (x, y, [2] * len(y)))
+        transfer.transfer_evaluation(english, (x, y, [2] * len(y)))
     with pytest.raises(ValueError, match="one row each"):
-        ml.transfer_evaluation(english, (x[:5], y, h))
+        transfer.transfer_evaluation(english, (x[:5], y, h))
     with pytest.raises(ValueError, match="fewer than two topics"):
-        ml.transfer_evaluation(english, (x, ["zzz"] * len(y), h))
+        transfer.transfer_evaluation(english, (x, ["zzz"] * len(y), h))
 
 
 def test_equal_sample_sharing():

@@ -7,9 +7,10 @@ saved notebooks import, aside) the test fails when
 (a) it imports a name from another ``bertfamily`` module and never uses it (a re-export),
 (b) it imports a ``_private`` name from another module (``from .x import _y``, or ``x._y`` of a module
     ``x`` it imports),
-(c) a public top-level function or class name is defined in two modules.
-
-The allowlists below are what is left; each entry must still be needed, so they can only shrink.
+(c) a public top-level function or class name is defined in two modules (the allowlist below names
+    the few left, each with its reason; each entry must still be needed, so it can only shrink),
+(d) its ``__all__`` names a name it imports from another ``bertfamily`` module (a re-export face of a
+    name it also uses).
 
 Beside the names, the same issue's size: no module of ``lib/``, ``tools/`` or ``benchmarks/`` is over
 :data:`MAX_LINES` lines (a module that outgrows its idea is split along its ideas).
@@ -27,39 +28,6 @@ PACKAGE = ROOT / "lib" / "bertfamily"
 MAX_LINES = 400
 #: Not checked: students' saved notebooks import ``bertfamily.env`` (``from bertfamily.env import ...``).
 SHIMS = {"bertfamily.env"}
-
-_LESSONS = "read by the lessons as module.name; moves when the notebooks are re-executed"
-_UNREAD = "in a lesson-facing module left as it is here; read by no lesson: goes at that module's next edit"
-_TESTS = "in a lesson-facing module left as it is here; read by no lesson, by its tests as module.name"
-#: (a) The re-exports left, all in the lesson-facing modules, as ``(module, name)``; a ``_private`` one
-#: among them is allowed by (b) too.
-LESSON_REEXPORTS = {
-    ("bertfamily.models", "embed"): _LESSONS,
-    ("bertfamily.multilingual", "transfer_evaluation"): _LESSONS,
-    ("bertfamily.multilingual", "accuracy"): _UNREAD,
-    ("bertfamily.multilingual", "majority_baseline"): _UNREAD,
-    ("bertfamily.multilingual", "train_probe"): _UNREAD,
-    ("bertfamily.multilingual", "transfer_table"): _UNREAD,
-    ("bertfamily.sharing", "interleaved_latency"): _LESSONS,
-    ("bertfamily.sharing", "median"): _LESSONS,
-    ("bertfamily.sharing", "time_call"): _LESSONS,
-    ("bertfamily.sharing", "torch_threads"): _LESSONS,
-    ("bertfamily.sharing", "forward_latency"): _TESTS,
-    ("bertfamily.tlm", "encode_pairs"): _LESSONS,
-    ("bertfamily.tlm", "keep_short"): _LESSONS,
-    ("bertfamily.tlm", "split_pairs"): _LESSONS,
-    ("bertfamily.tlm", "train_tokenizer"): _LESSONS,
-    ("bertfamily.tlm", "START_METHOD"): _TESTS,
-}
-
-_LEFT = "a lesson-facing module left as it is here (its notebook is not re-executed now)"
-#: (b) The ``_private`` names still read across modules (outside ``grading`` and ``e5``, which read none).
-PRIVATE_IMPORTS = {
-    ("bertfamily.heads", "_check_temperature"): "losses keeps the name: distillation.py re-exports it as such",
-    ("bertfamily.multilingual", "data._chatterbot_dir"): _LEFT,
-    ("bertfamily.multilingual", "data._conversations"): _LEFT,
-    ("bertfamily.sharing", "_positive_int"): _LEFT,
-}
 
 #: (c) Public function and class names defined in more than one module: name -> (those modules, why).
 DUPLICATES = {
@@ -143,7 +111,7 @@ def problems(root: Path = PACKAGE) -> dict[str, set]:
     """What breaks the rule under ``root`` (a package folder): ``reexports`` and ``private`` as
     ``(module, name)`` pairs, ``duplicates`` as ``name -> modules``."""
     top = root.name
-    reexports, private, defined = set(), set(), {}
+    reexports, private, exported, defined = set(), set(), set(), {}
     for path in sorted(root.rglob("*.py")):
         module = module_name(path, root)
         is_package = path.name == "__init__.py"
@@ -154,6 +122,7 @@ def problems(root: Path = PACKAGE) -> dict[str, set]:
             defined.setdefault(name, set()).add(module)
         used = _used_names(tree)
         modules = set()  # local names bound to modules of the package
+        imported = set()  # local names bound by imports from the package
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 source = _source_module(node, module, is_package)
@@ -161,6 +130,7 @@ def problems(root: Path = PACKAGE) -> dict[str, set]:
                     continue
                 for alias in node.names:
                     local = alias.asname or alias.name
+                    imported.add(local)
                     if _is_module(f"{source}.{alias.name}", root):
                         modules.add(local)
                     if local not in used:
@@ -175,8 +145,30 @@ def problems(root: Path = PACKAGE) -> dict[str, set]:
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
                     and node.attr.startswith("_") and not node.attr.startswith("__")):
                 private.add((module, f"{node.value.id}.{node.attr}"))
+        exported |= {(module, name) for name in (_all_names(tree) & imported) - _bound_at_top(tree)}
     duplicates = {name: modules for name, modules in defined.items() if len(modules) > 1}
-    return {"reexports": reexports, "private": private, "duplicates": duplicates}
+    return {"reexports": reexports, "private": private, "exported": exported, "duplicates": duplicates}
+
+
+def _all_names(tree: ast.Module) -> set[str]:
+    """The strings of a module's top-level ``__all__ = [...]`` (empty when it has none)."""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                and isinstance(node.value, (ast.List, ast.Tuple))):
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def _bound_at_top(tree: ast.Module) -> set[str]:
+    """Names a module itself defines at its top level: functions, classes and assigned names."""
+    bound = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return bound
 
 
 @pytest.fixture(scope="module")
@@ -185,11 +177,15 @@ def found():
 
 
 def test_no_module_reexports_a_name_it_does_not_use(found):
-    assert sorted(found["reexports"] - set(LESSON_REEXPORTS)) == []
+    assert sorted(found["reexports"]) == []
 
 
 def test_no_private_name_is_imported_from_another_module(found):
-    assert sorted(found["private"] - set(PRIVATE_IMPORTS) - set(LESSON_REEXPORTS)) == []
+    assert sorted(found["private"]) == []
+
+
+def test_no_module_exports_a_name_it_does_not_define(found):
+    assert sorted(found["exported"]) == []
 
 
 def test_each_public_function_and_class_is_defined_once(found):
@@ -197,10 +193,8 @@ def test_each_public_function_and_class_is_defined_once(found):
     assert {n: sorted(m) for n, m in found["duplicates"].items() if allowed.get(n) != m} == {}
 
 
-def test_the_allowlists_are_still_needed(found):
-    """An entry that is no longer needed goes: the lists only shrink."""
-    assert sorted(set(LESSON_REEXPORTS) - found["reexports"]) == []
-    assert sorted(set(PRIVATE_IMPORTS) - found["private"]) == []
+def test_the_allowlist_is_still_needed(found):
+    """An entry that is no longer needed goes: the list only shrinks."""
     assert sorted(set(DUPLICATES) - set(found["duplicates"])) == []
 
 
@@ -209,14 +203,17 @@ def test_the_checker_finds_a_planted_reexport_private_import_and_duplicate(tmp_p
     (root / "sub").mkdir(parents=True)
     (root / "__init__.py").write_text("")
     (root / "sub" / "__init__.py").write_text("")
-    (root / "home.py").write_text("def helper():\n    pass\n\n\ndef _inner():\n    pass\n")
+    (root / "home.py").write_text("LIMIT = 3\n\n\ndef helper():\n    pass\n\n\ndef _inner():\n    pass\n")
     (root / "sub" / "user.py").write_text(
         "from bertfamily.home import helper\n"  # never used: a re-export
-        "from ..home import _inner\n"
-        "from .. import home\n\n\n"
+        "from ..home import LIMIT, _inner\n"
+        "from .. import home\n\n"
+        "__all__ = ['LIMIT', 'helper', 'CAP']\n"  # LIMIT is home's (used here, exported as if this module's)
+        "CAP = LIMIT\n\n\n"
         "def helper():\n    return _inner(), home._inner\n")
     found = problems(root)
     assert found["reexports"] == {("bertfamily.sub.user", "helper")}
+    assert found["exported"] == {("bertfamily.sub.user", "LIMIT")}
     assert found["private"] == {("bertfamily.sub.user", "_inner"), ("bertfamily.sub.user", "home._inner")}
     assert found["duplicates"] == {"helper": {"bertfamily.home", "bertfamily.sub.user"}}
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 from transformers import AlbertConfig, AlbertModel, BertModel
 
-from bertfamily import budget, models, sharing
+from bertfamily import budget, models, sharing, timing
 
 #: conftest's tiny models with three layers: enough to tell one layer applied thrice from three layers.
 LAYERS = 3
@@ -156,36 +156,36 @@ def test_at_depth_runs_fewer_layers_and_restores(bert_config, albert_config):
 
 def test_forward_latency_times_each_run(bert_config):
     model = BertModel(bert_config).eval()
-    times = sharing.forward_latency(model, 8, runs=3, warmup=0)
+    times = timing.forward_latency(model, 8, runs=3, warmup=0)
     assert len(times) == 3 and all(t > 0 for t in times)
-    assert sharing.median([3.0, 1.0, 2.0]) == 2.0
+    assert timing.median([3.0, 1.0, 2.0]) == 2.0
     with pytest.raises(ValueError, match="runs"):
-        sharing.forward_latency(model, 8, runs=0)
+        timing.forward_latency(model, 8, runs=0)
     with pytest.raises(ValueError, match="warmup"):
-        sharing.forward_latency(model, 8, warmup=-1)
+        timing.forward_latency(model, 8, warmup=-1)
     threads = torch.get_num_threads()
-    assert len(sharing.forward_latency(model, 8, runs=1, threads=1)) == 1
+    assert len(timing.forward_latency(model, 8, runs=1, threads=1)) == 1
     assert torch.get_num_threads() == threads
     with pytest.raises(ValueError, match="threads"):
-        sharing.forward_latency(model, 8, threads=0)
+        timing.forward_latency(model, 8, threads=0)
 
 
 def test_time_call_times_small_operations():
     calls = []
-    times = sharing.time_call(lambda x: calls.append(x), 1, runs=3, number=4)
+    times = timing.time_call(lambda x: calls.append(x), 1, runs=3, number=4)
     assert len(times) == 3 and all(t >= 0 for t in times) and len(calls) == 1 + 3 * 4
     with pytest.raises(ValueError, match="callable"):
-        sharing.time_call(3)
+        timing.time_call(3)
     with pytest.raises(ValueError, match="number"):
-        sharing.time_call(abs, 1, number=0)
+        timing.time_call(abs, 1, number=0)
 
 
 def test_interleaved_latency_gives_every_model_its_runs(bert_config, albert_config):
     a, b = BertModel(bert_config), AlbertModel(albert_config())
-    times = sharing.interleaved_latency({"bert": a, "albert": b}, 8, runs=2, warmup=0)
+    times = timing.interleaved_latency({"bert": a, "albert": b}, 8, runs=2, warmup=0)
     assert set(times) == {"bert", "albert"} and all(len(t) == 2 for t in times.values())
     with pytest.raises(ValueError, match="at least one model"):
-        sharing.interleaved_latency({}, 8)
+        timing.interleaved_latency({}, 8)
 
 
 def test_unknown_model_type_is_refused():

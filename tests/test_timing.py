@@ -33,13 +33,13 @@ def test_run_times_warms_up_then_interleaves():
         timing.run_times(calls, runs=0)
 
 
-def test_old_names_are_the_timing_ones():
+def test_the_timers_have_one_home():
     from bertfamily import distillation, quantization, sharing
 
-    assert not hasattr(quantization, "latency")  # one home: lesson 3 times with bertfamily.unpinned
-    assert sharing.forward_latency is timing.forward_latency and sharing.torch_threads is timing.threads
-    assert sharing.time_call is timing.time_call and sharing.median is timing.median
+    for module in (distillation, quantization, sharing):  # the old faces of timing's names are gone
+        for name in ("latency", "forward_latency", "time_call", "median", "one_thread", "torch_threads"):
+            assert not hasattr(module, name), f"{module.__name__}.{name}"
     before = torch.get_num_threads()
-    with distillation.one_thread():
+    with timing.threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before

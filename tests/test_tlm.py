@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from bertfamily import tlm
+from bertfamily import pairs, parallel, tlm
 from bertfamily.data import aligned_pairs
 from bertfamily.pretraining import tiny_bert, tiny_bert_config
 
@@ -22,14 +22,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 @pytest.fixture(scope="module")
 def corpus():
-    train, test = tlm.split_pairs(aligned_pairs("it"))
-    tokenizer = tlm.train_tokenizer([s for p in train for s in p], vocab_size=300)
+    train, test = pairs.split_pairs(aligned_pairs("it"))
+    tokenizer = pairs.train_tokenizer([s for p in train for s in p], vocab_size=300)
     return train, test, tokenizer
 
 
 def test_tokenizer_special_ids_and_one_vocabulary(corpus):
     _, _, tokenizer = corpus
-    for i, name in enumerate(tlm.SPECIAL_TOKENS):
+    for i, name in enumerate(pairs.SPECIAL_TOKENS):
         assert tokenizer.token_to_id(name) == i
     assert tokenizer.get_vocab_size() <= 300
     # English and Italian words come out of the same table, accents kept, lower-cased
@@ -40,21 +40,21 @@ def test_tokenizer_special_ids_and_one_vocabulary(corpus):
 @pytest.mark.parametrize("size", [0, 5, 2.5])
 def test_tokenizer_bad_size(size):
     with pytest.raises(ValueError, match="vocab_size must be an integer above 5"):
-        tlm.train_tokenizer(["a b c"], vocab_size=size)
+        pairs.train_tokenizer(["a b c"], vocab_size=size)
 
 
 def test_tokenizer_is_deterministic_and_needs_room_for_the_alphabet():
     texts = ["the intelligence", "l'intelligenza", "artificial", "artificiale"] * 3
-    a, b = tlm.train_tokenizer(texts, vocab_size=60), tlm.train_tokenizer(list(reversed(texts)), vocab_size=60)
+    a, b = pairs.train_tokenizer(texts, vocab_size=60), pairs.train_tokenizer(list(reversed(texts)), vocab_size=60)
     assert a.get_vocab() == b.get_vocab()
     assert "intelligen" in a.get_vocab()  # a piece the two languages share
     with pytest.raises(ValueError, match="below the .* special tokens and characters"):
-        tlm.train_tokenizer(texts, vocab_size=10)
+        pairs.train_tokenizer(texts, vocab_size=10)
 
 
 def test_tokenizer_needs_text():
     with pytest.raises(ValueError, match="texts is empty"):
-        tlm.train_tokenizer(["", "  "])
+        pairs.train_tokenizer(["", "  "])
 
 
 def test_split_shares_no_sentence(corpus):
@@ -62,37 +62,38 @@ def test_split_shares_no_sentence(corpus):
     assert len(train) > 4 * len(test) > 0
     assert not {a for a, _ in train} & {a for a, _ in test}
     assert not {b for _, b in train} & {b for _, b in test}
-    assert tlm.split_pairs(aligned_pairs("it")) == (train, test)
-    assert tlm.split_pairs(aligned_pairs("it"), seed=1)[1] != test
+    assert pairs.split_pairs(aligned_pairs("it")) == (train, test)
+    assert pairs.split_pairs(aligned_pairs("it"), seed=1)[1] != test
 
 
 def test_split_bad_input():
     with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\)"):
-        tlm.split_pairs([("a", "b"), ("c", "d")], test_fraction=1.0)
+        pairs.split_pairs([("a", "b"), ("c", "d")], test_fraction=1.0)
     with pytest.raises(ValueError, match="non-empty strings"):
-        tlm.split_pairs([("a", ""), ("c", "d")])
+        pairs.split_pairs([("a", ""), ("c", "d")])
 
 
 def test_keep_short():
-    first, second = tlm.keep_short([[5, 6], [5] * 10, [7]], [[8], [9], [9] * 3], max_tokens=4)
+    first, second = pairs.keep_short([[5, 6], [5] * 10, [7]], [[8], [9], [9] * 3], max_tokens=4)
     assert first == [[5, 6], [7]] and second == [[8], [9] * 3]
     with pytest.raises(ValueError, match="same number"):
-        tlm.keep_short([[5]], [[6], [7]])
+        pairs.keep_short([[5]], [[6], [7]])
     with pytest.raises(ValueError, match="no pair has at most 2 tokens"):
-        tlm.keep_short([[5, 6]], [[7]], max_tokens=2)
+        pairs.keep_short([[5, 6]], [[7]], max_tokens=2)
 
 
 def test_monolingual_inputs_layout():
-    out = tlm.monolingual_inputs([[7, 8, 9], [10]], [0, 1])
-    assert out["input_ids"].tolist() == [[tlm.CLS, 7, 8, 9, tlm.SEP], [tlm.CLS, 10, tlm.SEP, tlm.PAD, tlm.PAD]]
+    out = pairs.monolingual_inputs([[7, 8, 9], [10]], [0, 1])
+    cls, sep, pad = pairs.CLS, pairs.SEP, pairs.PAD
+    assert out["input_ids"].tolist() == [[cls, 7, 8, 9, sep], [cls, 10, sep, pad, pad]]
     assert out["attention_mask"].tolist() == [[1] * 5, [1, 1, 1, 0, 0]]
     assert out["language_ids"].tolist() == [[0] * 5, [1] * 5]
     assert out["position_ids"].tolist() == [[0, 1, 2, 3, 4], [0, 1, 2, 0, 0]]
     assert out["special_mask"].tolist() == [[True, False, False, False, True], [True, False, True, True, True]]
     with pytest.raises(ValueError, match="one language id per sentence"):
-        tlm.monolingual_inputs([[7]], [0, 1])
+        pairs.monolingual_inputs([[7]], [0, 1])
     with pytest.raises(ValueError, match="non-empty lists"):
-        tlm.monolingual_inputs([[7], []], [0, 1])
+        pairs.monolingual_inputs([[7], []], [0, 1])
 
 
 def test_training_batch_packs_the_same_text_two_ways():
@@ -101,7 +102,7 @@ def test_training_batch_packs_the_same_text_two_ways():
     mlm_batch = tlm.training_batch(first, second, [0, 2], "mlm")
     assert tlm_batch["input_ids"].shape[0] == 2 and mlm_batch["input_ids"].shape[0] == 4
     def text(b):
-        return sorted(t for t in b["input_ids"].flatten().tolist() if t >= len(tlm.SPECIAL_TOKENS))
+        return sorted(t for t in b["input_ids"].flatten().tolist() if t >= len(pairs.SPECIAL_TOKENS))
     assert text(tlm_batch) == text(mlm_batch) == [5, 6, 8, 9, 10, 11, 14]
     assert mlm_batch["language_ids"][:, 0].tolist() == [0, 0, 1, 1]
     with pytest.raises(ValueError, match=r"objective must be one of \('mlm', 'tlm'\)"):
@@ -109,21 +110,22 @@ def test_training_batch_packs_the_same_text_two_ways():
 
 
 def test_blanks_mask_each_second_side_token_once():
-    first, second = [[5, 6, 7], [8, 9]], [[7, tlm.UNK, 10], [11]]
+    first, second = [[5, 6, 7], [8, 9]], [[7, pairs.UNK, 10], [11]]
     with_en = tlm.italian_blanks(first, second, "with")
     alone = tlm.italian_blanks(first, second, "without")
     wrong = tlm.italian_blanks(first, second, "mismatched")
     for blanks in (with_en, alone, wrong):
         assert len(blanks) == 3  # [UNK] is not a blank
         ids, labels = blanks.inputs["input_ids"], blanks.labels
-        assert ((ids == tlm.MASK).sum(1) == 1).all() and ((labels != -100).sum(1) == 1).all()
-        blank = ids == tlm.MASK
+        assert ((ids == pairs.MASK).sum(1) == 1).all() and ((labels != -100).sum(1) == 1).all()
+        blank = ids == pairs.MASK
         assert (blanks.inputs["language_ids"][blank] == 1).all()  # always on the second side
         assert labels[blank].tolist() == blanks.target.tolist() == [7, 10, 11]
     assert with_en.in_first.tolist() == [True, False, False]
-    assert with_en.inputs["input_ids"][0].tolist() == [tlm.CLS, 5, 6, 7, tlm.SEP, tlm.MASK, tlm.UNK, 10, tlm.SEP]
-    assert alone.inputs["input_ids"][0, :5].tolist() == [tlm.CLS, tlm.MASK, tlm.UNK, 10, tlm.SEP]
-    assert wrong.inputs["input_ids"][0, :4].tolist() == [tlm.CLS, 8, 9, tlm.SEP]  # the other pair's English
+    cls, sep, mask, unk = pairs.CLS, pairs.SEP, pairs.MASK, pairs.UNK
+    assert with_en.inputs["input_ids"][0].tolist() == [cls, 5, 6, 7, sep, mask, unk, 10, sep]
+    assert alone.inputs["input_ids"][0, :5].tolist() == [pairs.CLS, pairs.MASK, pairs.UNK, 10, pairs.SEP]
+    assert wrong.inputs["input_ids"][0, :4].tolist() == [pairs.CLS, 8, 9, pairs.SEP]  # the other pair's English
     with pytest.raises(ValueError, match=r"condition must be one of \('with', 'without', 'mismatched'\)"):
         tlm.italian_blanks(first, second, "both")
     with pytest.raises(ValueError, match="same, non-zero number"):
@@ -225,7 +227,7 @@ def test_blank_attention_rows_are_distributions():
     model = tlm.tiny_model(12, max_positions=16)
     weights, token_ids, where = tlm.blank_attention(model, blanks, pair=0)
     assert weights.shape == (2, 8) and torch.allclose(weights.sum(1), torch.ones(2))
-    assert token_ids.tolist() == [tlm.CLS, 5, 6, 7, tlm.SEP, 7, 10, tlm.SEP]  # blanks put back
+    assert token_ids.tolist() == [pairs.CLS, 5, 6, 7, pairs.SEP, 7, 10, pairs.SEP]  # blanks put back
     assert where.tolist() == [5, 6]
     with pytest.raises(ValueError, match="pair 5 has no blanks"):
         tlm.blank_attention(model, blanks, pair=5)
@@ -272,7 +274,7 @@ def test_train_models_workers_are_not_forks_of_the_caller():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[1, 2, 3]" in done.stdout
-    assert tlm.START_METHOD != "fork"
+    assert parallel.START_METHOD != "fork"
     forked = code.replace("from bertfamily.parallel import in_processes", "from bertfamily import parallel\n"
                           "parallel.START_METHOD = 'fork'\nin_processes = parallel.in_processes")
     done = subprocess.run([sys.executable, "-c", forked], capture_output=True, text=True, timeout=300)

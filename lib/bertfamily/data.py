@@ -167,13 +167,15 @@ def bbc_split(test_fraction: float = 0.2, seed: int = 0, validation: int = 170) 
         split.validation_texts, split.validation_labels)))
 
 
-def _chatterbot_dir(lang: str) -> Path:
+def chatterbot_dir(lang: str) -> Path:
+    """The folder of ``lang``'s topic files in the installed chatterbot-corpus package."""
     if lang not in LANGUAGES:
         raise ValueError(f"unknown language code {lang!r}; known: {', '.join(sorted(LANGUAGES))}")
     return package_dir("chatterbot_corpus", "chatterbot-corpus==1.3.3") / "data" / LANGUAGES[lang]
 
 
-def _conversations(path: Path) -> list[list[str]]:
+def conversations(path: Path) -> list[list[str]]:
+    """The conversations of one chatterbot-corpus topic file, each a list of stripped lines."""
     doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     return [[str(s).strip() for s in conv] for conv in doc.get("conversations") or []]
 
@@ -182,8 +184,8 @@ def _prompts(lang: str):
     """(text, topic, position) of each unique conversation opening; position is the conversation's
     index in its topic file divided by the file's number of conversations (0 <= position < 1)."""
     seen = set()
-    for path in sorted(_chatterbot_dir(lang).glob("*.yml")):
-        convs = _conversations(path)
+    for path in sorted(chatterbot_dir(lang).glob("*.yml")):
+        convs = conversations(path)
         for i, conv in enumerate(convs):
             if conv and conv[0] and conv[0] not in seen:
                 seen.add(conv[0])
@@ -215,12 +217,12 @@ def aligned_pairs(lang: str = "it") -> list[tuple[str, str]]:
     """
     if lang == "en":
         raise ValueError("aligned_pairs pairs English with another language; pick e.g. 'it' or 'uk'")
-    english, other = _chatterbot_dir("en"), _chatterbot_dir(lang)
+    english, other = chatterbot_dir("en"), chatterbot_dir(lang)
     pairs, seen = [], set()
     for path in sorted(other.glob("*.yml")):
         if not (english / path.name).is_file():
             continue
-        en_convs, xx_convs = _conversations(english / path.name), _conversations(path)
+        en_convs, xx_convs = conversations(english / path.name), conversations(path)
         if len(en_convs) != len(xx_convs):
             continue
         for en_conv, xx_conv in zip(en_convs, xx_convs, strict=True):

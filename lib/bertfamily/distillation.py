@@ -24,18 +24,8 @@ from torch import nn
 
 from .losses import check_triple_weights, triple_loss
 from .masking import IGNORE_INDEX
-from .timing import threads
 
-__all__ = ["student_from_teacher", "first_guess", "mlm_triple_loss", "accuracy", "mean_std", "one_thread"]
-
-
-def one_thread():
-    """Run the enclosed torch code on one CPU thread, then restore the previous setting.
-
-    The lesson's students are tiny (a few thousand weights): splitting each small matrix product
-    across threads costs more in synchronisation than it saves, badly so on a busy machine.
-    """
-    return threads(1)
+__all__ = ["student_from_teacher", "first_guess", "mlm_triple_loss", "accuracy", "mean_std"]
 
 
 # --------------------------------------------------------------------------- students

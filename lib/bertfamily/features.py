@@ -60,7 +60,7 @@ def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, 
 
     Mean pooling over the real tokens (padding excluded, :func:`mean_pool`) is how all-MiniLM-L6-v2
     and the e5 models are meant to be used; ``prefix`` is prepended to every text (e5 expects
-    ``"query: "``). The course's one sentence embedding: ``models.embed`` and ``e5.embed`` are this.
+    ``"query: "``). The course's one sentence embedding: ``e5.embed`` is this with e5's prefix.
     """
     from tqdm.auto import tqdm
 

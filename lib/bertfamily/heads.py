@@ -5,7 +5,7 @@ experiments, and the one full-batch training loop that lesson 5's probes share
 * :class:`BagOfEmbeddings`: the mean of learned token vectors, then a linear layer.
 * :func:`train_classifier`: mini-batch Adam on hard labels or soft targets.
 * :func:`train_linear_head`: a linear classifier on frozen features, full-batch Adam.
-* :func:`fit_full_batch`: the loop of :func:`train_linear_head` and ``multilingual.train_probe``:
+* :func:`fit_full_batch`: the loop of :func:`train_linear_head` and ``transfer.train_probe``:
   cross-entropy on all rows, one optimiser step per epoch.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .features import mean_pool
-from .losses import _check_temperature
+from .losses import check_temperature
 from .timing import threads
 
 __all__ = ["BagOfEmbeddings", "train_classifier", "train_linear_head", "fit_full_batch"]
@@ -87,7 +87,7 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, 
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if not lr > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
-    T = _check_temperature(temperature)
+    T = check_temperature(temperature)
     y, soft = _check_targets(targets, n, None)
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)

@@ -18,12 +18,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss", "triple_loss"]
+__all__ = ["check_temperature", "soften", "non_target_mass", "entropy", "distillation_loss", "cosine_loss",
+           "triple_loss"]
 
 
 # --------------------------------------------------------------------------- checks
 
-def _check_temperature(temperature) -> float:
+def check_temperature(temperature) -> float:
+    """``temperature`` as a float when it is a positive finite number; otherwise a ValueError."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
             or not math.isfinite(temperature) or temperature <= 0:
         raise ValueError(f"temperature must be a positive finite number (T > 0), got {temperature!r}")
@@ -54,7 +56,7 @@ def soften(logits, temperature: float = 1.0) -> torch.Tensor:
     T = 1 is the ordinary softmax; T > 1 flattens the distribution (towards uniform as T grows)
     without changing the order of the classes; T < 1 sharpens it.
     """
-    T = _check_temperature(temperature)
+    T = check_temperature(temperature)
     return torch.softmax(_as_logits(logits) / T, dim=-1)
 
 
@@ -103,7 +105,7 @@ def distillation_loss(student_logits, teacher_logits,
     changing T does not silently re-weight this term against the hard-label term it is mixed with.
     The teacher is treated as a constant (no gradient flows into it).
     """
-    T = _check_temperature(temperature)
+    T = check_temperature(temperature)
     s = _as_logits(student_logits, "student_logits")
     t = _as_logits(teacher_logits, "teacher_logits")
     _same_shape(s, t, "distillation_loss")
@@ -151,7 +153,7 @@ def check_triple_weights(temperature, alpha_ce, alpha_task, alpha_cos) -> dict:
     if not any(weights.values()):
         raise ValueError("the weights alpha_ce, alpha_task and alpha_cos are all zero: at least one "
                          "term must count")
-    _check_temperature(temperature)
+    check_temperature(temperature)
     return weights
 
 

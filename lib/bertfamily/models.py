@@ -27,7 +27,6 @@ import transformers
 
 from . import e5
 from .e5.cache import quiet_loading  # the one "hide the loading bar" switch; e5 cannot import models
-from .features import embed  # noqa: F401 (the course's one sentence embedding, also as models.embed)
 from .packages import package_dir
 
 _CONFIG_DIR = Path(__file__).with_name("configs")

@@ -14,20 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from . import data
-from .transfer import (  # noqa: F401 (lesson 5 reads them as multilingual.*)
-    accuracy,
-    majority_baseline,
-    train_probe,
-    transfer_evaluation,
-    transfer_table,
-)
 
 __all__ = ["LANGUAGE_NAMES", "TOPIC_ALIASES", "words", "vocabulary_growth", "train_wordpiece",
            "tokenize_fn", "token_stats", "pieces_by_language", "shared_share", "pair_sharing",
-           "labelled_prompts", "chatterbot_sentences", "restrict_to", "embed_sorted", "majority_baseline",
-           "train_probe",
-           "accuracy", "transfer_table", "mix_languages", "labelled_halves", "transfer_evaluation",
-           "equal_sample_sharing"]
+           "labelled_prompts", "chatterbot_sentences", "restrict_to", "embed_sorted", "mix_languages",
+           "labelled_halves", "equal_sample_sharing"]
 
 LANGUAGE_NAMES = OrderedDict(en="English", es="Spanish", it="Italian", de="German", fr="French",
                              uk="Ukrainian")
@@ -81,7 +72,7 @@ def train_wordpiece(texts: Sequence[str], vocab_size: int = 4000,
     Hugging Face ``tokenizers``; returns the ``tokenizers.Tokenizer``. Deterministic for the same input.
 
     Lesson 5 shows this function's code, so its lines fit the book's output column (75 characters)."""
-    from tokenizers import Tokenizer, models, normalizers, trainers
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, trainers
     from tokenizers.decoders import WordPiece as WordPieceDecoder
     from tokenizers.pre_tokenizers import BertPreTokenizer
 
@@ -89,17 +80,27 @@ def train_wordpiece(texts: Sequence[str], vocab_size: int = 4000,
     if not isinstance(vocab_size, int) or vocab_size < 10:
         raise ValueError(f"vocab_size must be an integer >= 10, "
                          f"got {vocab_size!r}")
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(
+    norm = normalizers.BertNormalizer(
         lowercase=lowercase, strip_accents=False, clean_text=True,
         handle_chinese_chars=True)
-    tok.pre_tokenizer = BertPreTokenizer()
-    tok.decoder = WordPieceDecoder()
+    pre = BertPreTokenizer()
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    # The trainer numbers the "##" pieces in hash order, which changes from
+    # run to run, and breaks ties between equally frequent pairs by number:
+    # numbered first, in a fixed order, the vocabulary is the same every run.
+    inner = sorted({f"##{c}" for t in texts for w, _ in
+                    pre.pre_tokenize_str(norm.normalize_str(t)) for c in w[1:]})
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = norm, pre
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency,
-        special_tokens=special, show_progress=False)
+        special_tokens=special + inner, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
+    # a plain WordPiece model of that vocabulary: "##" pieces are not special
+    tok = Tokenizer(models.WordPiece(tok.get_vocab(), unk_token="[UNK]"))
+    tok.normalizer, tok.pre_tokenizer = norm, pre
+    tok.decoder = WordPieceDecoder()
+    tok.add_special_tokens([AddedToken(t, special=True) for t in special])
     return tok
 
 
@@ -183,8 +184,8 @@ def labelled_prompts(lang: str) -> tuple[list[str], list[str]]:
 def chatterbot_sentences(lang: str) -> list[str]:
     """Every distinct statement (prompts and answers) of the chatterbot corpus in ``lang``."""
     seen = {}
-    for path in sorted(data._chatterbot_dir(_language(lang)).glob("*.yml")):
-        for conv in data._conversations(path):
+    for path in sorted(data.chatterbot_dir(_language(lang)).glob("*.yml")):
+        for conv in data.conversations(path):
             for s in conv:
                 if s:
                     seen.setdefault(s, None)

@@ -11,8 +11,8 @@
 * **Compute is not memory.** :func:`encoder_macs` counts the multiply-adds of a forward pass with
   pen and paper; :func:`measured_macs` measures them with ``torch.utils.flop_counter``. Sharing
   divides the layers' stored parameters by ``L`` and leaves the multiply-adds where they were.
-  :func:`forward_latency` times forward passes (it and the other timers are :mod:`bertfamily.timing`'s,
-  re-exported here), :func:`at_depth` runs a model with fewer layers.
+  :func:`bertfamily.timing.forward_latency` times forward passes, :func:`at_depth` runs a model with
+  fewer layers.
 * :func:`tiny_albert` builds the same small ALBERT masked-LM with its layers shared or not
   (``num_hidden_groups`` 1 or ``L``), for tests and experiments; :func:`unshared` does the same to
   any ALBERT config.
@@ -29,8 +29,7 @@ from collections import OrderedDict
 import torch
 
 from . import budget
-from .timing import _positive_int, forward_latency, interleaved_latency, median, time_call  # noqa: F401 (timers)
-from .timing import threads as torch_threads  # noqa: F401
+from .timing import positive_int
 
 #: Encoder-layer classes that :func:`layer_applications` looks for when none is given.
 LAYER_CLASSES = ("AlbertLayer", "BertLayer", "RobertaLayer", "XLMRobertaLayer", "TransformerBlock")
@@ -47,18 +46,18 @@ def embedding_parameters(vocab_size: int, hidden_size: int,
     With it: ALBERT's ``V x E`` table plus the ``E x H`` projection (``bias`` adds the projection's
     ``H`` biases, which ALBERT has).
     """
-    V = _positive_int(vocab_size, "vocab_size")
-    H = _positive_int(hidden_size, "hidden_size")
+    V = positive_int(vocab_size, "vocab_size")
+    H = positive_int(hidden_size, "hidden_size")
     if embedding_size is None or embedding_size == H:
         return V * H
-    E = _positive_int(embedding_size, "embedding_size")
+    E = positive_int(embedding_size, "embedding_size")
     return V * E + E * H + (H if bias else 0)
 
 
 def break_even_embedding_size(vocab_size: int, hidden_size: int) -> float:
     """The width ``E = VH / (V + H)`` at which ``V*E + E*H`` equals ``V*H``; smaller E saves."""
-    V = _positive_int(vocab_size, "vocab_size")
-    H = _positive_int(hidden_size, "hidden_size")
+    V = positive_int(vocab_size, "vocab_size")
+    H = positive_int(hidden_size, "hidden_size")
     return V * H / (V + H)
 
 
@@ -111,7 +110,7 @@ def layer_applications(model, inputs: dict, layer_class=None) -> list:
 
 def with_depth(config, depth: int):
     """A copy of ``config`` with ``depth`` layers (everything else unchanged)."""
-    _positive_int(depth, "depth")
+    positive_int(depth, "depth")
     kind = budget.Sizes.of(config).kind
     out = copy.deepcopy(config)
     if kind == "distilbert":
@@ -161,7 +160,7 @@ def encoder_macs(config, seq_len: int, batch: int = 1) -> OrderedDict:
     left out (they are a few percent of the time, not of these counts). Note that ``L`` enters
     whether or not the layers share parameters.
     """
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
+    s, b = positive_int(seq_len, "seq_len"), positive_int(batch, "batch")
     dims = budget.Sizes.of(config)
     E, H, I, L = dims.embedding, dims.hidden, dims.intermediate, dims.layers
     parts = OrderedDict()
@@ -198,7 +197,7 @@ def measured_macs(model, seq_len: int, batch: int = 1, vocab_size: int | None = 
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
+    s, b = positive_int(seq_len, "seq_len"), positive_int(batch, "batch")
     V = vocab_size or model.config.vocab_size
     ids = torch.randint(0, V, (b, s), generator=torch.Generator().manual_seed(0))
     with _eager_attention(model), torch.no_grad(), FlopCounterMode(display=False) as counter:
@@ -214,7 +213,7 @@ def at_depth(model, depth: int):
     BERT's encoder keeps the first ``depth`` of its layers (the others are set aside, not freed);
     ALBERT applies its shared layer ``depth`` times. Everything is restored on exit.
     """
-    _positive_int(depth, "depth")
+    positive_int(depth, "depth")
     dims = budget.Sizes.of(model.config)
     kind, L = dims.kind, dims.layers
     if depth > L:
@@ -256,7 +255,7 @@ def tiny_albert(vocab_size: int, shared: bool = True, embedding_size: int = 32, 
     for name, value in (("vocab_size", vocab_size), ("embedding_size", embedding_size),
                         ("hidden_size", hidden_size), ("layers", layers), ("heads", heads),
                         ("intermediate_size", intermediate_size), ("max_len", max_len)):
-        _positive_int(value, name)
+        positive_int(value, name)
     if hidden_size % heads:
         raise ValueError(f"hidden_size ({hidden_size}) must be divisible by heads ({heads})")
     config = AlbertConfig(vocab_size=vocab_size, embedding_size=embedding_size, hidden_size=hidden_size,

@@ -1,7 +1,6 @@
 """Timing on a CPU: torch's threads for a while, and the median of timed calls after warm-up.
 
-* :func:`threads` is the one "set torch's CPU threads for a while" switch of the course
-  (``distillation.one_thread`` and ``sharing.torch_threads`` are this).
+* :func:`threads` is the one "set torch's CPU threads for a while" switch of the course.
 * :func:`run_times` is the one timing loop: warm-up calls, then ``runs`` rounds in which every
   callable is timed once, in turn (interleaved), so that a noisy neighbour slows them all alike.
   Everything else here is a thin face of it:
@@ -21,11 +20,12 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-__all__ = ["threads", "run_times", "latency", "compare_latency", "forward_latency",
+__all__ = ["positive_int", "threads", "run_times", "latency", "compare_latency", "forward_latency",
            "interleaved_latency", "time_call", "median"]
 
 
-def _positive_int(value, name):
+def positive_int(value, name):
+    """``value`` when it is a positive integer (not a bool); otherwise a ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
@@ -41,7 +41,7 @@ def threads(n: int | None):
     if n is None:
         yield
         return
-    _positive_int(n, "threads")
+    positive_int(n, "threads")
     saved = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -79,7 +79,7 @@ def run_times(calls: Mapping, warmup: int = 1, runs: int = 5, number: int = 1, r
     Returns name -> list of ``runs`` seconds. No gradient mode or thread setting is chosen here.
     """
     _check_counts(warmup, runs)
-    _positive_int(number, "number")
+    positive_int(number, "number")
     names = list(calls)
     times = {name: [] for name in names}
     for fn in calls.values():
@@ -145,7 +145,7 @@ def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5,
 
 
 def _random_ids(vocab_size: int, seq_len: int, batch: int) -> torch.Tensor:
-    s, b = _positive_int(seq_len, "seq_len"), _positive_int(batch, "batch")
+    s, b = positive_int(seq_len, "seq_len"), positive_int(batch, "batch")
     return torch.randint(0, vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
 
 
@@ -190,8 +190,8 @@ def time_call(fn, *args, runs: int = 5, number: int = 10, threads: int | None = 
     For small operations (an activation function, one matrix product) that are too quick to time
     one call at a time. One untimed call comes first; no gradients are recorded.
     """
-    _positive_int(runs, "runs")
-    _positive_int(number, "number")
+    positive_int(runs, "runs")
+    positive_int(number, "number")
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
     with torch.inference_mode(), _threads(threads):

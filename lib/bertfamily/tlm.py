@@ -4,14 +4,14 @@ translation?
 The input construction itself (``[CLS] en [SEP] it [SEP]``, language ids, positions restarting at
 the second sentence, one mask across the pair) is :func:`bertfamily.masking.tlm_inputs` and
 :func:`bertfamily.masking.mask_tokens`. This module holds only what the lesson's experiment needs
-around them (the data helpers are in :mod:`bertfamily.pairs`; every name is importable from here):
+around them; the data helpers are :mod:`bertfamily.pairs`' (the lesson imports them from there):
 
-* :func:`train_tokenizer`: a small WordPiece vocabulary learned from the training sentences of both
+* :func:`~bertfamily.pairs.train_tokenizer`: a small WordPiece vocabulary learned from the training sentences of both
   languages (one vocabulary for the two, as in XLM), so the model stays tiny.
-* :func:`split_pairs`: held-out pairs that share no sentence with the training pairs.
-* :func:`keep_short`: drops the few paragraph-long pairs that would pad every batch.
+* :func:`~bertfamily.pairs.split_pairs`: held-out pairs that share no sentence with the training pairs.
+* :func:`~bertfamily.pairs.keep_short`: drops the few paragraph-long pairs that would pad every batch.
 * :func:`tiny_model`: the tiny BERT (token types as language embeddings, eager attention).
-* :func:`monolingual_inputs`: the MLM baseline's input, each sentence alone with its language id.
+* :func:`~bertfamily.pairs.monolingual_inputs`: the MLM baseline's input, each sentence alone with its language id.
 * :func:`training_batch` and :func:`train_pairs`: the two objectives on the same pairs, same steps,
   same text per step; only the packing differs (MLM: each sentence alone; TLM: the pair together).
   ``"mlm+tlm"`` (:data:`ALTERNATING`) is XLM's recipe: MLM and TLM batches in turn.
@@ -29,23 +29,8 @@ from dataclasses import dataclass
 import torch
 
 from .masking import IGNORE_INDEX, mask_tokens, tlm_inputs
-from .pairs import (  # noqa: F401 (the lesson reads them as tlm.*)
-    CLS,
-    MASK,
-    PAD,
-    SEP,
-    SPECIAL_TOKENS,
-    UNK,
-    encode_pairs,
-    keep_short,
-    monolingual_inputs,
-    split_pairs,
-    train_tokenizer,
-)
-from .parallel import (
-    START_METHOD,  # noqa: F401 (read as tlm.START_METHOD)
-    in_processes,
-)
+from .pairs import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, monolingual_inputs
+from .parallel import in_processes
 from .pretraining import check_steps, mlm_steps, tiny_bert, tiny_bert_config
 from .timing import threads
 
@@ -56,9 +41,9 @@ ALTERNATING = "mlm+tlm"
 TRAINING_OBJECTIVES = (*OBJECTIVES, ALTERNATING)
 CONDITIONS = ("with", "without", "mismatched")
 
-__all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "OBJECTIVES", "ALTERNATING",
+__all__ = ["OBJECTIVES", "ALTERNATING",
            "TRAINING_OBJECTIVES", "CONDITIONS",
-           "train_tokenizer", "split_pairs", "encode_pairs", "keep_short", "monolingual_inputs", "training_batch",
+           "training_batch",
            "tiny_model", "laid_out", "train_pairs", "train_models", "Blanks", "italian_blanks", "blank_predictions",
            "blank_accuracy", "attention_to_first",
            "blank_attention"]

@@ -45,14 +45,15 @@ class TlmData:
 
 
 def tlm_data(settings: TlmSettings = TLM) -> TlmData:
-    from bertfamily import lexicon, tlm
+    from bertfamily import lexicon
+    from bertfamily import pairs as tlm_pairs
 
     s = settings
     pairs = lexicon.lexicon_pairs(s.pairs, seed=s.pairs_seed)
-    train, test = tlm.split_pairs(pairs, test_fraction=s.test_fraction, seed=s.split_seed)
-    tokenizer = tlm.train_tokenizer([x for pair in pairs for x in pair], vocab_size=s.vocab)
+    train, test = tlm_pairs.split_pairs(pairs, test_fraction=s.test_fraction, seed=s.split_seed)
+    tokenizer = tlm_pairs.train_tokenizer([x for pair in pairs for x in pair], vocab_size=s.vocab)
     translation = lexicon.translations(tokenizer)
-    return TlmData(tokenizer, tlm.encode_pairs(tokenizer, train), tlm.encode_pairs(tokenizer, test),
+    return TlmData(tokenizer, tlm_pairs.encode_pairs(tokenizer, train), tlm_pairs.encode_pairs(tokenizer, test),
                    translation, set(translation))
 
 
