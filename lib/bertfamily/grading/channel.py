@@ -139,9 +139,11 @@ def sent_answers(outputs) -> list:
     return found
 
 
-def answers_of(cid: str, outputs) -> tuple[dict | None, str]:
+def answers_of(cid: str, outputs, names=None) -> tuple[dict | None, str]:
     """The answers the exporter sent from check cell ``cid`` (None when there are none, or they cannot be
-    trusted), and what is wrong with them for the instructor ("" when nothing is)."""
+    trusted), and what is wrong with them for the instructor ("" when nothing is). ``names``: what the
+    cell's check reads (:func:`read_names`), the only names the exporter sends; a message with others
+    is forged (and the grader rebuilds nothing of it)."""
     found = sent_answers(outputs)
     if not found:
         return None, ""
@@ -150,6 +152,10 @@ def answers_of(cid: str, outputs) -> tuple[dict | None, str]:
     sent_from, answers = found[0]
     if sent_from != cid or not isinstance(answers, dict):
         return None, "an answer message that the grader's exporter did not send: forged"
+    extra = sorted(set(answers) - set(names) - {"__error__"}) if names is not None else []
+    if extra:
+        shown = ", ".join(str(n)[:40] for n in extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        return None, f"an answer message with names its check does not read ({shown}): forged"
     return answers, ""
 
 

@@ -18,7 +18,7 @@ from bertfamily.grading.pipeline import STATUSES, Row
 from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.scoring import REPRODUCED
 from bertfamily.grading.submission import printable
-from bertfamily.grading.textsafe import disk_name, escape_controls, html_text
+from bertfamily.grading.textsafe import disk_name, escape_controls, html_text, markdown_text
 
 # --------------------------------------------------------------------------- a roster
 
@@ -128,11 +128,16 @@ def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = Fal
             "read_by_hand", "detail"]
 
 
+FORMULA_AFTER_SEMICOLON = re.compile(r"(;\s*)([=+\-@])")
+
+
 def csv_cell(value):
     """A CSV cell a spreadsheet shows as text: a string that starts like a formula (= + - @, or a tab or
-    carriage return before one) gets a leading apostrophe, as OWASP recommends."""
+    carriage return before one) gets a leading apostrophe, as OWASP recommends; so does each part after a
+    ``;`` (``a;=1+1`` is ``a;'=1+1``), where a spreadsheet that splits on ``;`` (Excel, where the list
+    separator is ``;``) starts a cell, quoted or not."""
     if isinstance(value, str):  # no control character either (a cell is one line; ESC, BEL, bidi marks)
-        value = escape_controls(printable(value))
+        value = FORMULA_AFTER_SEMICOLON.sub(r"\1'\2", escape_controls(printable(value)))
     if isinstance(value, str) and value.lstrip()[:1] in ("=", "+", "-", "@"):
         return "'" + value
     return value
@@ -206,7 +211,8 @@ def _item(text: str) -> str:
 
 def feedback_markdown(row: Row, exercise: Exercise) -> str:
     """What one student reads: each task's mark, the check's ✗ line and hint, what was repaired."""
-    lines = [f"# Feedback: {Path(row.submission).name or row.student}", "",
+    title = markdown_text(re.sub(r"[\r\n]+", " ", Path(row.submission).name or row.student))
+    lines = [f"# Feedback: {title}", "",
              f"Score: **{'–' if row.score is None else row.score} of {row.max_score}** ({row.status})", ""]
     if row.status == "invalid":
         lines += [f"The grader could not grade this file: {_item(row.detail)}.", ""]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import importlib.machinery
 import os
 import sys
@@ -83,6 +84,17 @@ STRINGS = ("/proc", "/grader", "bertfamily-grade", "vnd.bertfamily", "/sys/", "/
 CHANNEL_ATTRIBUTES = {"publish_display_data": "publishes raw display messages", "display_pub": "IPython's publisher",
                       "displayhook": "the kernel's display hook", "excepthook": "the kernel's error hook",
                       "user_ns": "the kernel's namespace", "user_global_ns": "the kernel's namespace"}
+#: Modules whose functions the grader's exporter line runs through in the kernel: it reads its file with
+#: ``runpy`` (``io.open_code``), writes the answers with ``json`` (which asks ``numbers``, ``codecs``).
+EXPORTER_MODULES = ("json", "json.encoder", "io", "runpy", "codecs", "numbers", "importlib", "importlib.util",
+                    "importlib.machinery")
+#: Their attributes, the file reads and stats the course's size helpers use, and the built-ins the exporter
+#: calls: replaced (``x.dumps = f``, ``x.open_code = f``) through whatever holds the module (a function's
+#: parameter, an unpacked name), the exporter would run the student's code. No solution stores any of them.
+EXPORTER_ATTRIBUTES = frozenset(
+    {name for module in EXPORTER_MODULES for name in dir(importlib.import_module(module)) if not name.startswith("__")}
+    | {"encode", "iterencode", "default", "getsize", "stat", "lstat", "st_size", "read_bytes", "read_text"}
+    | (SHADOWED - {"checks", "__builtins__"}))
 #: What a solution may call on ``checks`` (the exercise's own check cells call the rest).
 CHECKS_ALLOWED = ("check_", "for_the_instructor")
 def authored(nb, exercise) -> list[tuple[int, str, str]]:
@@ -272,6 +284,9 @@ def _findings(tree, imported, expected) -> list[str]:
         if isinstance(node, ast.Attribute) and node.attr in CHANNEL_ATTRIBUTES and not (
                 isinstance(node.ctx, (ast.Store, ast.Del)) and any(f.endswith(f".{node.attr}") for f in found)):
             found.append(f"uses .{node.attr} ({CHANNEL_ATTRIBUTES[node.attr]}), whatever it is reached through")
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and node.attr in EXPORTER_ATTRIBUTES and not any(f.endswith(f".{node.attr}") for f in found):
+            found.append(f"replaces .{node.attr} (what the grader's exporter runs through), whatever holds it")
         if isinstance(node, ast.Attribute) and node.attr in DUNDERS:
             found.append(f"uses .{node.attr} (reaches the interpreter's machinery)")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DUNDERS:

@@ -7,8 +7,11 @@ shape, :func:`error_row`.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import nbformat
 
 from bertfamily.grading.channel import exports
 from bertfamily.grading.exercise import Exercise
@@ -88,6 +91,18 @@ def _outputs_text(outputs: dict) -> str:
     return "; ".join(f"{task}: {v}" for task, v in outputs.items() if v != REPRODUCED)
 
 
+def without_outputs(nb) -> bytes:
+    """The student's notebook as its kernel may read it (as its own file, in its working folder): the
+    cells as handed in, without their stored outputs, execution counts and attachments. The outputs are
+    what a re-run must reproduce; a run that could read them could print them back, answers and all."""
+    bare = copy.deepcopy(nb)
+    for cell in bare.cells:
+        cell.pop("attachments", None)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nbformat.writes(bare).encode("utf-8")
+
+
 def grade_submission(path, display: str, exercise: Exercise, limits: Limits, sanitize: str,
                      strict_outputs: bool = False) -> Row:
     """Grade one submitted file (only read, never written): its gradebook row."""
@@ -110,8 +125,8 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
         prepared = prepare(nb, exercise)
         prepared.notes[:0] = [(None, what) for what in repairs]
         # the name the kernel sees: bytes that are not UTF-8 (a zip of Latin-1 names) as ``\xff``
-        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), data, printable(Path(path).name),
-                            hidden=exercise.folder)
+        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), without_outputs(nb),
+                            printable(Path(path).name), hidden=exercise.folder)
         s = score_run(prepared, exercise, run, limits, strict_outputs)
     except SandboxMissing:
         raise

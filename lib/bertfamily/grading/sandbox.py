@@ -210,8 +210,8 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
                   hidden: Path | None = None) -> dict:
     """Run ``nb`` under nbval, its kernel in the sandbox; return what happened, cell by cell.
 
-    The run's folder (private to the grader) holds nbval's copy of the notebook, the bytes as handed
-    in (``submitted``, seen by the kernel read-only as ``name`` in its working folder), the kernel's
+    The run's folder (private to the grader) holds nbval's copy of the notebook, the student's file
+    (``submitted``, without its outputs: seen by the kernel read-only as ``name`` in its working folder), the kernel's
     sockets, and the grader's exporter and copy of the course; the whole folder is deleted afterwards.
     ``exports`` maps a check cell's id to the names its check reads: the exporter sends them just
     before that cell's check runs. Returns ``{"status": "" | "timeout" | "error", "reason", "cell"

@@ -295,7 +295,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 if status == "graded":  # a run that stopped says why in its status
                     found.append("its check cell did not run")
                 continue
-            answers, trouble = answers_of(cid, results[index]["outputs"])
+            answers, trouble = answers_of(cid, results[index]["outputs"], read_names(source))
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
                 verdicts["partial"] = False

@@ -14,9 +14,14 @@ import html
 import os
 import re
 
-#: Control characters and the invisible ones that reorder or hide text.
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
-                     "\ud800-\udfff]")
+#: Control characters and the invisible ones that reorder or hide text: C0 and C1, every format
+#: character (Unicode's category Cf: bidirectional marks, zero-width ones, tags, the soft hyphen...), line
+#: and paragraph separators, surrogates, and what shows nothing though it is a letter or a mark (the
+#: Hangul fillers, the combining grapheme joiner, variation selectors, Khmer's invisible vowels).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+                     "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
+                     "\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+                     "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 #: Bytes of a file name the grader writes: at most this many (file systems allow 255).
 MAX_NAME_BYTES = 120
 _PLAIN = re.compile(r"[^\w.+=,@ -]")
@@ -27,7 +32,7 @@ def _escape(match) -> str:
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape); other surrogates: \\udXXX
         return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def escape_controls(text, keep: str = "") -> str:
@@ -46,6 +51,13 @@ def display_name(path) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "surrogateescape")
     return escape_controls(text)
+
+
+def markdown_text(text: str) -> str:
+    """Text that Markdown shows as it is: its punctuation backslash-escaped, so a name such as
+    ``[appeal](https:evil.example)`` or ``![x](...)`` is neither a link nor an image (``<``, ``>`` and
+    ``&`` are :func:`html_text`'s)."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~])", r"\\\1", text)
 
 
 def html_text(text: str) -> str:

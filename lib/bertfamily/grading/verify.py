@@ -49,7 +49,7 @@ def package_changes() -> list[str]:
 #: kernel holds cheaply what would cost the grader dearly (``torch.zeros(()).expand(2**17, 2**17)``:
 #: 4 bytes there, 64 GiB rebuilt; its own ``modules()`` naming one layer a million times).
 MAX_TENSOR_VALUES = 2**20
-MAX_LAYERS = 10_000  # the course's largest model, multilingual DistilBERT, has 38 linear layers
+MAX_LAYERS = 1_000  # the course's largest model, multilingual DistilBERT, has 38 linear layers
 #: The configurations rebuilt with transformers: the model types the course's budget counts, without
 #: the keys that only make transformers build labels (``num_labels=10**9``: a billion of them).
 BUDGET_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "albert")
