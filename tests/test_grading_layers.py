@@ -9,7 +9,7 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 #: The flow: a submission -> its prepared copy -> a sealed run -> verification -> scoring -> a row ->
 #: a class -> the gradebook and feedback (a cluster and the command line on top).
 LAYERS = [
-    {"student", "textsafe", "safeio", "budget", "cgroupv1"},
+    {"student", "textsafe", "safeio", "budget", "cgroupv1", "lateness"},
     {"exercise", "marks", "channel", "trees", "cgroups", "hub"},
     {"literals", "magics"},
     {"submission", "integrity", "nbval_worker"},

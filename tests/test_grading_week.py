@@ -181,7 +181,7 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     sheet = _touch(tmp_path / "worksheet.csv", "\ufeff" + ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
                    + '"Participant 501","Jane Smith",jane@x,"Submitted for grading",,10.00,Yes,'
                      '"Sunday, 1 March 2026, 11:00 PM",-,\n'
-                   + '"Participant 502","John Doe",john@x,"Submitted for grading",,10.00,Yes,'
+                   + '"Participant 502","John Doe",john@x,"Submitted for grading - 9 hours 31 mins late",,10.00,Yes,'
                      '"Monday, 2 March 2026, 9:30 AM",-,\n'
                    + '"Participant 503","Jim Roe",jim@x,"Submitted for grading",,10.00,Yes,-,-,\n'
                    + '"Participant 505","Ann Lee",ann@x,"No submission",,10.00,Yes,-,-,\n')
@@ -319,7 +319,7 @@ def test_regrading_one_student_changes_their_rows_only(tmp_path, cheap_cli, caps
         assert same == (p.name != "s2.md"), p.name  # only s2's feedback was written again
     rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
     assert rows["s2"]["score"] == "10" and rows["s6"]["status"] == "missing" and rows["s0"]["counts"] == "yes"
-    assert "regraded 1 submissions in place" in capsys.readouterr().out
+    assert "regraded 1 submission in place" in capsys.readouterr().out
     assert _run(tmp_path, klass, roster, "--regrade", "nobody") == 2
     assert "no such student or submission" in capsys.readouterr().err
 
@@ -460,3 +460,85 @@ def test_a_moodle_file_inside_the_submissions_is_refused(tmp_path, cheap_cli, ca
     assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
                      "--moodle-worksheet", str(sheet), "--moodle", str(out)]) == 2
     assert "--moodle's folder" in capsys.readouterr().err and not log.exists() and not out.exists()
+
+
+# --------------------------------------------------------------------------- the lecturer, round 3
+
+def test_a_regrade_with_a_later_deadline_says_whose_line_changed_and_writes_their_feedback(tmp_path, cheap_cli,
+                                                                                          capsys):
+    klass, roster, _ = _class(tmp_path, n=3)
+    _touch(klass / "s1.ipynb", (klass / "s1.ipynb").read_text(encoding="utf-8"), when="2026-03-02T12:00+01:00")
+    assert _run(tmp_path, klass, roster, "--late", "penalty:10") == 0
+    assert "late by" in (tmp_path / "feedback" / "s1.md").read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
+                     "--roster", str(roster), "--feedback", str(tmp_path / "feedback"), "--late", "penalty:10",
+                     "--deadline", "2026-03-03T00:00+01:00", "--regrade", "s0"]) == 0
+    err = capsys.readouterr().err
+    assert "the lines of 1 other submission changed too" in err and "s1.ipynb" in err, err
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert rows["s1"]["late"] == ""
+    assert "late by" not in (tmp_path / "feedback" / "s1.md").read_text(encoding="utf-8")  # agrees with the line
+
+
+def test_one_students_extension_changes_only_her_line(tmp_path, cheap_cli, capsys):
+    klass, roster, _ = _class(tmp_path, n=3)
+    for name in ("s1", "s2"):
+        _touch(klass / f"{name}.ipynb", (klass / f"{name}.ipynb").read_text(encoding="utf-8"),
+               when="2026-03-02T12:00+01:00")
+    assert _run(tmp_path, klass, roster, "--late", "penalty:10", "--extension", "s1=2026-03-02T23:59+01:00") == 0
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert rows["s1"]["late"] == "" and rows["s2"]["late"].startswith("late by")
+    assert "extensions: s1 until 2026-03-02T23:59:00+01:00" in capsys.readouterr().out
+    assert _run(tmp_path, klass, roster, "--force", "--extension", "nobody=2026-03-02T23:59+01:00") == 2
+    assert "an extension for nobody: no such student" in capsys.readouterr().err
+    assert _run(tmp_path, klass, roster, "--force", "--extension", "s1") == 2
+    assert "write STUDENT=WHEN" in capsys.readouterr().err
+
+
+def test_a_class_the_grader_failed_on_entirely_exits_1_and_writes_no_lms_file(tmp_path, cheap_cli, monkeypatch,
+                                                                             capsys):
+    from bertfamily.grading import classroom
+
+    def broken(path, display, exercise, *args, **kwargs):
+        names = [t.name for t in exercise.graded]
+        return Row(display, "error", None, len(names), dict.fromkeys(names), "error: the grading worker died")
+
+    monkeypatch.setattr(classroom, "grade_submission", broken)
+    klass, roster, _ = _class(tmp_path, n=2)
+    assert _run(tmp_path, klass, roster) == 1
+    assert "the grader failed on every submission" in capsys.readouterr().err
+    assert (tmp_path / "g.csv").is_file() and not (tmp_path / "canvas.csv").exists()
+    assert not (tmp_path / "feedback").exists() or not any((tmp_path / "feedback").iterdir())
+
+
+def test_a_course_changed_while_grading_writes_nothing(tmp_path, cheap_cli, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "package_changes", lambda: ["grading/pipeline.py"])
+    klass, roster, _ = _class(tmp_path, n=2)
+    assert _run(tmp_path, klass, roster) == 2
+    assert "changed while grading (grading/pipeline.py): nothing was written" in capsys.readouterr().err
+    assert not (tmp_path / "g.csv").exists() and not (tmp_path / "canvas.csv").exists()
+
+
+def test_moodle_decides_lateness_from_its_status(tmp_path, exercise):
+    sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
+                   + '"Participant 1","A","a@x","Submitted for grading","","10","Yes",'
+                     '"Monday, 2 March 2026, 8:58 AM","-",""\n'
+                   + '"Participant 2","B","b@x","Submitted for grading - 1 day 2 hours late - Graded","","10","Yes",'
+                     '"Tuesday, 3 March 2026, 11:00 AM","-",""\n'
+                   + '"Participant 3","C","c@x","Submitted for grading - Extension granted until: Thursday, 5 March '
+                     '2026, 11:59 PM","","10","Yes","Wednesday, 4 March 2026, 9:00 AM","-",""\n')
+    roster, times, _ = read_worksheet(sheet)
+    assert roster["2"]["status"].endswith("late - Graded")
+    names = [t.name for t in exercise.graded]
+    found = []
+    for pid, name in (("1", "A"), ("2", "B"), ("3", "C")):
+        path = _touch(tmp_path / "m" / f"{name}_{pid}_assignsubmission_file_" / "ex.ipynb")
+        found += [f for f in lms.find([str(tmp_path / "m")]) if f.path == path]
+    rows = [Row(f.display, "graded", len(names), len(names), dict.fromkeys(names, 1), "") for f in found]
+    rules = policy.load(exercise, due="2026-03-01T23:59:00-08:00", late="penalty:10")  # Pacific; sheet from Rome
+    done = {r.student: r for r in policy.apply(lms.attribute(rows, found, exercise, roster, times, rules.due.tzinfo),
+                                               rules, exercise)}
+    assert done["1"].late == "" and "Moodle's Status does not say late" in done["1"].time_from
+    assert done["2"].late.startswith("late by 1 d 2 h 0 min: -20%"), done["2"].late
+    assert done["3"].late == ""  # Moodle counted her extension

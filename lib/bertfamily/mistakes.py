@@ -22,6 +22,10 @@ def model_mistake(model, name: str, want: str, expected) -> str | None:
     if cls.endswith(("ForMaskedLM", "ForSequenceClassification", "ForPreTraining")):
         return (f"`{name}` is a {cls}, a model with a task head: the exercise counts the "
                 "bare encoder (AutoModel)")
+    if getattr(model, "pooler", "absent") is None:  # BertModel(add_pooling_layer=False) holds None there
+        return (f"`{name}` is the encoder without its pooler (add_pooling_layer=False, or the "
+                "encoder of a masked-LM model): the exercise counts the bare encoder that "
+                "AutoModel loads, pooler included")
     layers_key = "n_layers" if kind == "distilbert" else "num_hidden_layers"
     for key in (layers_key, "vocab_size"):
         if getattr(model.config, key, None) != getattr(expected, key):
@@ -35,8 +39,8 @@ def count_mistake(value: int, target: int, name: str, model: str, config) -> str
     H = getattr(config, "hidden_size", None) or config.dim
     mlm = budget.count(config, mlm_head=True)
     if config.model_type == "bert" and value == target - (H * H + H):
-        return (f"`{name}` is short by exactly one H x H layer and its bias: which block at the top "
-                "of BERT-base does DistilBERT not have, and did your count include it?")
+        return (f"`{name}` is short by exactly one H x H layer and its bias: BERT-base's pooler, "
+                "which DistilBERT does not have; count the model AutoModel loads, pooler included")
     if value == mlm:
         return f"`{name}` counts a model with the masked-LM head: count the bare encoder"
     if value == mlm + budget.tied_decoder(config) or value == target + budget.tied_decoder(config):

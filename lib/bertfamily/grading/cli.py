@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
 import os
@@ -43,7 +44,8 @@ USAGE = """\
                      [--force] [--jobs N] [--strict-outputs]
                      [--feedback DIR] [--roster CSV [--pattern REGEX] [--canvas FILE --canvas-assignment NAME]]
                      [--moodle-worksheet CSV --moodle FILE] [--grading TOML] [--deadline TIME]
-                     [--late none|penalty:N|refuse] [--counts POLICY] [--resume] [--regrade STUDENT ...]
+                     [--late none|penalty:N|refuse] [--extension STUDENT=TIME ...] [--counts POLICY]
+                     [--resume] [--regrade STUDENT ...]
                      [--unsafe-no-sandbox]
 """
 
@@ -126,6 +128,9 @@ def _main_gradebook(argv) -> int:
                       "(2026-03-01T23:59+01:00); overrides the grading file's")
     week.add_argument("--late", metavar="POLICY", help="late work: none (accepted, flagged; the default), "
                       "penalty:N (N%% off per started day) or refuse (it earns nothing)")
+    week.add_argument("--extension", action="append", metavar="STUDENT=TIME", help="one student's own deadline "
+                      "(roster id or file name = ISO 8601 with its offset); repeat for more; over the grading "
+                      "file's [deadline.extensions]. Canvas and Moodle say lateness themselves, extensions included")
     week.add_argument("--counts", choices=policy.COUNTS, help="which of a student's submissions counts "
                       "(default latest-before-deadline)")
     week.add_argument("--regrade", action="append", metavar="STUDENT", help="grade again only these students "
@@ -185,7 +190,8 @@ def _main_gradebook(argv) -> int:
         if args.strict_outputs and not args.sanitize:
             print("warning: --strict-outputs without --sanitize: outputs must reproduce as printed (timings, "
                   "addresses and digits included); the course's rules are tests/sanitize.cfg", file=sys.stderr)
-        rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts)
+        rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts,
+                            extensions=args.extension or ())
         owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
@@ -216,14 +222,38 @@ def _main_gradebook(argv) -> int:
             rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None, tz)
         marks = rows
         rows = policy.apply(rows, rules, exercise)
+        changed = package_changes()
+        if changed:  # rows graded before and after a change of the course: none of them is written
+            raise ValueError(f"the installed course package changed while grading ({', '.join(changed[:5])}): "
+                             "nothing was written. No kernel could change it (each had a read-only copy): "
+                             "something on this machine did (a git pull, a pip install). Grade the class again "
+                             "(--force starts over from the journal of the earlier code)")
+        failed = [r for r in rows if r.status == "error"]
+        if failed and len(failed) == sum(r.status not in ("missing", "invalid") for r in rows):
+            write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows),
+                            timed=roster is not None or rules.due is not None)
+            print(f"error: the grader failed on every submission ({failed[0].detail[:200]}); their reasons are "
+                  f"in {out}. No LMS file and no feedback was written: fix the cause, then grade again "
+                  "(--force)", file=sys.stderr)
+            return 1
         timed = roster is not None or rules.due is not None
+        before, refreshed = (_lines_by_submission(out) if chosen else {}), chosen
         write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows), timed=timed)
+        if chosen:  # a deadline, an extension or points given now change others' lines: said, and their feedback
+            after = _lines_by_submission(out)  # is written again with the gradebook's line
+            also = sorted(s for s in after if s not in chosen and s in before and before[s] != after[s])
+            if also:
+                print(f"warning: the grading options differ from the earlier run's (deadline, extensions, points): "
+                      f"the lines of {len(also)} other submission{'s' * (len(also) > 1)} changed too "
+                      f"({', '.join(also[:10])}{' ...' if len(also) > 10 else ''}); their feedback is written again",
+                      file=sys.stderr)
+                refreshed = set(chosen) | set(also)
         if canvas and roster is not None:  # --canvas needs --roster (refused above)
             write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
         if moodle and worksheet is not None:  # --moodle needs --moodle-worksheet (refused above)
             for warning in write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)
-        feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=chosen)
+        feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=refreshed)
                     if args.feedback else [])
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -233,15 +263,20 @@ def _main_gradebook(argv) -> int:
     late = [r.submission for r in rows if r.late]
     if late:
         print(f"late: {', '.join(late)}")
-    changed = package_changes()
-    if changed:
-        print(f"warning: the installed course package changed while grading ({', '.join(changed[:5])}); no "
-              "kernel could (each had a read-only copy): something else on this machine did", file=sys.stderr)
     print(f"gradebook: {out}" + (f"; Canvas import: {canvas}" if canvas else "")
           + (f"; Moodle worksheet: {moodle}" if moodle else "")
-          + (f"; regraded {len(chosen)} submissions in place" if chosen else "")
+          + (f"; regraded {len(chosen)} submission{'s' * (len(chosen) != 1)} in place" if chosen else "")
           + (f"; {len(feedback)} feedback files in {args.feedback}" if args.feedback else ""))
     return 0
+
+
+def _lines_by_submission(path) -> dict:
+    """A gradebook's lines by their submission (the first column), as written; {} where there is none."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            return {line[0]: line for line in list(csv.reader(handle))[1:] if line and line[0]}
+    except OSError:
+        return {}
 
 
 def _handout_points(source, grading) -> dict | None:

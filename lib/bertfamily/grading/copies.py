@@ -13,7 +13,9 @@ already says it was not read.
 """
 from __future__ import annotations
 
+import builtins
 import io
+import keyword
 import tokenize
 from collections import defaultdict
 
@@ -41,6 +43,25 @@ def normalized(source: str) -> tuple:
                      for t in tokens if t.type not in _SKIP)
     except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError, Unreadable):
         return tuple(line.strip() for line in source.splitlines() if line.strip())
+
+
+def renamed(cells: tuple) -> tuple:
+    """Normalized cells (:func:`normalized`) with the names in each cell replaced, in order of first use in
+    that cell, by ``v0``, ``v1``...: a copy whose variables were renamed reads the same. Keywords,
+    built-ins and attributes (``model.parameters``) keep their names."""
+    out = []
+    for cell in cells:
+        names: dict[str, str] = {}
+        tokens, before = [], None
+        for token in cell:
+            kind, text = token if isinstance(token, tuple) else (None, token)
+            if kind == tokenize.NAME and not keyword.iskeyword(text) and not hasattr(builtins, text) \
+                    and before != ".":
+                token = (kind, names.setdefault(text, f"v{len(names)}"))
+            tokens.append(token)
+            before = text
+        out.append(tuple(tokens))
+    return tuple(out)
 
 
 def code_lines(source: str) -> int:
@@ -100,7 +121,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
     """The copy flags of a class, {submission's name in the gradebook: [flag, ...]}, for the files
     ``found`` ((path, name) pairs, as :func:`~bertfamily.grading.classroom.collect` gives them). A file
     that cannot be read as a notebook is left out (its row says why)."""
-    flags, groups = defaultdict(list), defaultdict(list)
+    flags, groups, renamings = defaultdict(list), defaultdict(list), defaultdict(list)
     for path, name in found:
         try:
             if link_problem(path):
@@ -117,9 +138,18 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
         if said:
             flags[name].append(said)
         if sum(lines for _, lines in own) >= MIN_LINES:
-            groups[tuple(tokens for tokens, _ in own)].append(name)
+            cells = tuple(tokens for tokens, _ in own)
+            groups[cells].append(name)
+            renamings[renamed(cells)].append(name)
+    same = set()
     for names in groups.values():
         for name in names if len(names) > 1 else ():
             others = ", ".join(n for n in names if n != name)
             flags[name].append(f"copy: its own code is identical to that of {others}: read by hand")
+            same |= {(name, n) for n in names}
+    for names in renamings.values():
+        for name in names if len(names) > 1 else ():
+            others = ", ".join(n for n in names if n != name and (name, n) not in same)
+            if others:
+                flags[name].append(f"copy: its own code is that of {others} with its variables renamed: read by hand")
     return dict(flags)

@@ -314,5 +314,6 @@ def summary(rows, exercise: Exercise) -> str:
     handed = [r for r in rows if r.status != "missing"]
     lines.append(f"{len(handed)} submissions: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if len(handed) < len(rows):
-        lines.append(f"{len(rows) - len(handed)} students of the roster handed in nothing")
+        nobody = len(rows) - len(handed)
+        lines.append(f"{nobody} student{'s' * (nobody != 1)} of the roster handed in nothing")
     return "\n".join(escape_controls(printable(line)) for line in lines)

@@ -35,8 +35,9 @@ from bertfamily.grading.gradebook import (
     feedback_names,
     write_markdown_files,
 )
+from bertfamily.grading.lateness import CANVAS_LATE, CANVAS_ON_TIME, MOODLE_ON_TIME
 from bertfamily.grading.pipeline import Row
-from bertfamily.grading.policy import CANVAS_LATE, CANVAS_ON_TIME, number, utc
+from bertfamily.grading.policy import number, utc
 from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
@@ -173,9 +174,10 @@ def plain_key(f: Found) -> str:
     return ""  # a plain file without a roster: as before, no student column
 
 
-def submitted(f: Found, times: dict, tz) -> tuple[str, str]:
+def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str, str]:
     """(when ``f`` was handed in, ISO 8601, and where that came from): the LMS's worksheet where it has
-    the student's time, else the file's modification time; Canvas's LATE mark is said as well."""
+    the student's time, else the file's modification time; Canvas's LATE mark is said as well, and what
+    the Moodle worksheet's ``status`` says of lateness (None: the worksheet has no Status)."""
     when, source = "", ""
     if f.layout == "moodle" and times.get(f.key):
         moment = times[f.key]
@@ -188,9 +190,16 @@ def submitted(f: Found, times: dict, tz) -> tuple[str, str]:
             when, source = utc(os.lstat(f.path).st_mtime), "the file's modification time"
         except OSError:
             pass
-    if f.layout == "canvas":  # Canvas decides lateness (policy._late_by)
+    if f.layout == "canvas":  # Canvas decides lateness (lateness.late_by)
         source += f"; {CANVAS_LATE if f.late else CANVAS_ON_TIME}"
+    if f.layout == "moodle" and status is not None:  # and Moodle, by its Status ("1 day 2 hours late")
+        late = MOODLE_STATUS_LATE.search(status)
+        source += f"; Moodle's Status: {late.group(1)} late" if late else f"; {MOODLE_ON_TIME}"
     return when, source
+
+
+#: Moodle's words for a late submission in the worksheet's Status (its format_time, then "late").
+MOODLE_STATUS_LATE = re.compile(r"(\d+ (?:year|day|hour|min|sec)s?(?: \d+ (?:year|day|hour|min|sec)s?)*) late\b")
 
 
 def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None, times: dict | None = None,
@@ -218,7 +227,8 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
         r.student = sid
         if f.doubt:  # in the flags: the summary lists the row for the instructor to read
             r.flags = "; ".join(p for p in (f.doubt, r.flags) if p)
-        r.submitted, r.time_from = submitted(f, times or {}, tz)
+        status = (roster or {}).get(f.key, {}).get("status") if f.layout == "moodle" else None
+        r.submitted, r.time_from = submitted(f, times or {}, tz, status)
         if problem:
             r.detail = "; ".join(p for p in (problem, r.detail) if p)
         out.append(r)

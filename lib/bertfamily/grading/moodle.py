@@ -63,7 +63,8 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
                              "'Participant N'")
         pid = m.group(1)
         roster[pid] = {"id": pid, "participant": pid, "name": entry.get("Full name", ""),
-                       "email": entry.get("Email address", "")}
+                       "email": entry.get("Email address", ""),
+                       "status": entry.get("Status", "") if "Status" in head else None}
         times[pid] = _moodle_time(entry.get("Last modified (submission)", ""))
     return roster, times, lines
 
@@ -76,7 +77,9 @@ def _grade_and_comment(r: Row | None, max_score, scale: float | None = None) -> 
     if r.status == "invalid":  # Moodle imports the comment as HTML: a file's name in it is text, not a tag
         why = "; ".join(p for p in r.detail.split("; ") if not p.startswith("duplicate: ")) or r.detail
         return "0", html.escape(f"not graded: {why}", quote=False)
-    score = "" if r.score is None else str(r.score)
+    if r.score is None:  # the grader failed on it (an error row): no grade, and no number in the comment
+        return "", html.escape(f"not graded yet ({r.status}): your instructor grades it by hand", quote=False)
+    score = str(r.score)
     said = f"{score} of {max_score} points ({r.status})" + (f"; {r.late}" if r.late else "")
     if score and scale and max_score:
         score = str(number(round(float(r.score) * scale / float(max_score), 2)))  # type: ignore[arg-type]

@@ -82,11 +82,14 @@ def place_independent(outputs) -> list:
     """A cell's outputs without those that depend on where it ran, which the grader does not compare.
 
     Dropped: stderr (warnings, hub download lines, transformers' load reports, version banners),
-    widget displays (progress bars such as "Loading weights") and the grader's own answers message.
+    widget displays (progress bars such as "Loading weights"), figures (an image, shown by the
+    student's notebook backend; the sealed run draws with Agg and shows none) and the grader's own
+    answers message.
     What a task computes is printed to stdout or displayed as data, and that is still compared.
     """
     return [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-            and _WIDGET not in (o.get("data") or {}) and ANSWERS_MIME not in (o.get("data") or {})]
+            and _WIDGET not in (o.get("data") or {}) and ANSWERS_MIME not in (o.get("data") or {})
+            and not any(kind.startswith("image/") for kind in (o.get("data") or {}))]
 
 
 def _place_independent_compare(original):

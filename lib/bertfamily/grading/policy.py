@@ -16,6 +16,9 @@ or nothing, and there is no deadline (today's behaviour). A grading file::
     penalty_percent_per_day = 10             # with "penalty": per started day late, of the points earned
     counts = "latest-before-deadline"        # or "latest", "first", "best"
 
+    [deadline.extensions]                    # one student's own deadline (the roster's id, or the file's name)
+    307 = 2026-03-05T23:59:00+01:00
+
 The policy is applied after grading (:func:`apply`): the journal keeps the raw marks, so a changed
 policy rewrites the gradebook without running a single notebook again.
 """
@@ -25,16 +28,17 @@ import dataclasses
 import math
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.lateness import late_by, late_words
 from bertfamily.grading.pipeline import Row
 
 LATE_POLICIES = ("none", "penalty", "refuse")
 COUNTS = ("latest-before-deadline", "latest", "first", "best")
 _TASK_KEYS = {"points", "bonus", "partial"}
-_DEADLINE_KEYS = {"due", "late", "penalty_percent_per_day", "counts"}
+_DEADLINE_KEYS = {"due", "late", "penalty_percent_per_day", "counts", "extensions"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Policy:
     penalty_percent_per_day: float = 0.0
     counts: str = "latest-before-deadline"
     source: str = "default: 1 point a task, no deadline"
+    extensions: dict = field(default_factory=dict)  # a student (id, or file name) -> their own deadline
 
     @property
     def max_score(self) -> float:
@@ -67,6 +72,8 @@ class Policy:
                     "penalty": f"late work loses {number(self.penalty_percent_per_day)}% per started day",
                     "refuse": "late work earns nothing"}[self.late]
             parts.append(f"due {self.due.isoformat()}; {late}")
+        if self.extensions:
+            parts.append("extensions: " + ", ".join(f"{s} until {d.isoformat()}" for s, d in self.extensions.items()))
         parts.append(f"the submission that counts: {COUNT_WORDS[self.counts]}")
         return "; ".join(parts)
 
@@ -120,9 +127,10 @@ def _task_points(name: str, value, where: str) -> TaskPoints:
     return TaskPoints(points, extra.get("bonus", False), extra.get("partial", False))
 
 
-def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None) -> Policy:
+def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, extensions=()) -> Policy:
     """The policy of a run: the grading file at ``path`` (if any), then the options, checked against the
-    exercise's graded tasks; a mistake is a ValueError that says what is allowed."""
+    exercise's graded tasks; a mistake is a ValueError that says what is allowed. ``extensions``: the
+    ``--extension STUDENT=WHEN`` options, over the grading file's ``[deadline.extensions]``."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10 has no tomllib: the same parser as tomli (the grader and test extras install it there)
@@ -178,8 +186,19 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None) -> 
     due = parse_time(due, f"{where}: the deadline") if due is not None else None
     if late != "none" and due is None:
         raise ValueError(f"a late policy ({late}) needs a deadline: --deadline or due in [deadline]")
+    given = deadline.get("extensions", {})
+    if not isinstance(given, dict):
+        raise ValueError(f"{where}: [deadline.extensions] is a table: a student = their deadline")
+    for option in extensions:
+        student, sep, when = str(option).partition("=")
+        if not sep or not student.strip():
+            raise ValueError(f"--extension {option!r}: write STUDENT=WHEN, e.g. --extension 307=2026-03-05T23:59+01:00")
+        given = {**given, student.strip(): when.strip()}
+    moved = {str(s): parse_time(d, f"{where}: the extension of {s}") for s, d in given.items()}
+    if moved and due is None:
+        raise ValueError("an extension needs a deadline to extend: --deadline or due in [deadline]")
     source = str(path) if path is not None else "the default: 1 point a task"
-    return Policy(tasks, due, late, float(penalty), counts, source)
+    return Policy(tasks, due, late, float(penalty), counts, source, moved)
 
 
 def handout_points(exercise: Exercise, policy: Policy) -> dict:
@@ -228,30 +247,22 @@ def task_points(row: Row, policy: Policy, totals: dict) -> dict:
     return earned
 
 
-def _late_by(row: Row, due: datetime | None) -> timedelta | None:
-    """How late ``row`` was (None: on time, or nothing says). A Canvas file is late when Canvas marked it
-    LATE (by its own due date and the student's extensions), whatever the file's time says, and on time
-    when it did not: a zip's file times carry no time zone (and may be the download's)."""
-    when = datetime.fromisoformat(row.submitted) if row.submitted else None
-    if CANVAS_ON_TIME in row.time_from:
-        return None
-    if due and when and when > due:
-        return when - due
-    if CANVAS_LATE in row.time_from:
-        return timedelta(0)
-    return None
+def _due_of(row: Row, policy: Policy) -> datetime | None:
+    """The deadline that ``row``'s student has: an extension's (by the student's id, else the file's name)."""
+    name = Path(row.submission).name if row.submission else ""
+    for key in (row.student, name, Path(name).stem):
+        if key and key in policy.extensions:
+            return policy.extensions[key]
+    return policy.due
 
 
-#: What ``time_from`` says of a Canvas file (lms.submitted): Canvas decides which are late.
-CANVAS_LATE, CANVAS_ON_TIME = "Canvas marked it LATE", "Canvas did not mark it late"
-
-
-def _late_words(late: timedelta) -> str:
-    if not late:
-        return "late (the LMS marked it late)"
-    minutes = int(late.total_seconds() // 60)
-    days, rest = divmod(minutes, 24 * 60)
-    return "late by " + (f"{days} d " if days else "") + f"{rest // 60} h {rest % 60} min"
+def _check_extensions(rows, policy: Policy) -> None:
+    known = {k for r in rows for k in (r.student, Path(r.submission).name, Path(r.submission).stem) if k}
+    unknown = sorted(set(policy.extensions) - known)
+    if unknown:
+        students = sorted({r.student or Path(r.submission).stem for r in rows if r.student or r.submission})
+        raise ValueError(f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
+                         f"{', '.join(students[:20])}" + (" ..." if len(students) > 20 else ""))
 
 
 def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
@@ -259,6 +270,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
     flagged (and penalised or refused as the policy says), and ``counts`` saying for each student's
     submission whether it is the one that counts (and why not)."""
     totals = reference_checks(exercise)
+    _check_extensions(rows, policy)
     out = []
     for r in rows:
         r = dataclasses.replace(r, tasks=dict(r.tasks), max_score=policy.max_score)
@@ -268,9 +280,9 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
         if r.score is not None:
             r.tasks = task_points(r, policy, totals)
             r.score = number(sum(v for v in r.tasks.values() if v is not None))
-        late = _late_by(r, policy.due)
+        late = late_by(r, _due_of(r, policy))
         if late is not None:
-            words = _late_words(late)
+            words = late_words(late)
             if policy.late == "refuse" and r.score is not None:
                 words += f": refused, scores 0 (it earned {r.score})"
                 r.score = 0

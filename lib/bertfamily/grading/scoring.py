@@ -94,11 +94,19 @@ def _where(source: str, error: dict | None, evalue: str = "") -> str:
     trace = _ANSI.sub("", "\n".join(error.get("traceback") or [])) if error else ""
     found = (re.search(r"Cell In\[\d+\], line (\d+)", trace) or re.search(r"^-+> (\d+) ", trace, re.M)
              or re.search(r"\(line (\d+)\)", evalue))
-    parts = [f"the cell that starts `{first[:60]}`"] if first else []
+    parts = [f"the cell that starts {_code(first[:60])}"] if first else []
     if found and 0 < int(found.group(1)) <= len(lines):
         number = int(found.group(1))
-        parts.append(f"line {number}: `{lines[number - 1].strip()[:100]}`")
+        parts.append(f"line {number}: {_code(lines[number - 1].strip()[:100])}")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _code(text: str) -> str:
+    """A line of the student's code quoted as Markdown code, whole: a backtick in it does not end the
+    quote (a longer fence), and its "; " is not where the gradebook's detail parts are split."""
+    text = text.replace("; ", ";\u00a0")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if fence != "`" else f"`{text}`"
 
 
 def _problem(index, entry, cell_timeout, source: str = "") -> str | None:

@@ -74,6 +74,11 @@ def _not_its_configuration(value: dict) -> str | None:
         want = budget.count(AutoConfig.for_model(value["config"]["model_type"], **settings))
     except Exception:  # a configuration the budget cannot read: the checks will say what is wrong
         return None
+    hidden = value["config"].get("hidden_size")
+    if value["values"] == want - (hidden * hidden + hidden if isinstance(hidden, int) else 0) \
+            and value["config"]["model_type"] != "distilbert":  # the course's checks say the same (mistakes.py)
+        return ("is the encoder without its pooler (add_pooling_layer=False, or the encoder of a masked-LM "
+                "model): the exercise counts the bare encoder that AutoModel loads, pooler included")
     if value["values"] != want:
         return (f"holds {value['values']:,} values, not the {want:,} of the configuration it carries: "
                 "not a real model of that configuration")

@@ -1,0 +1,53 @@
+"""How late a submission was: from its time and the deadline, unless the LMS it came from said.
+
+Canvas marks a late file in its name (``_LATE``) and Moodle says it in the worksheet's Status ("1 day 2
+hours late"), each by its own due date and the student's extension; their file times carry no time zone
+(a zip's) or the downloader's (Moodle's worksheet). Where the LMS said, it decides.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+
+def late_by(row, due: datetime | None) -> timedelta | None:
+    """How late ``row`` was (None: on time, or nothing says). The LMS decides where it said: a Canvas file
+    is late when Canvas marked it LATE (by its own due date and the student's extensions), whatever the
+    file's time says, and on time when it did not (a zip's file times carry no time zone); a Moodle
+    submission is late by what the worksheet's Status says ("1 day 2 hours late", after the student's
+    extension), on time when it says no such thing (its times are in the downloader's zone)."""
+    moodle = MOODLE_LATE.search(row.time_from)
+    if moodle:
+        return moodle_duration(moodle.group(1))
+    if CANVAS_ON_TIME in row.time_from or MOODLE_ON_TIME in row.time_from:
+        return None
+    when = datetime.fromisoformat(row.submitted) if row.submitted else None
+    if due and when and when > due:
+        return when - due
+    if CANVAS_LATE in row.time_from:
+        return timedelta(0)
+    return None
+
+
+#: What ``time_from`` says of a Canvas file (lms.submitted): Canvas decides which are late.
+CANVAS_LATE, CANVAS_ON_TIME = "Canvas marked it LATE", "Canvas did not mark it late"
+#: ... and of a Moodle submission whose worksheet has a Status (lms.submitted): Moodle decides.
+MOODLE_ON_TIME = "Moodle's Status does not say late"
+MOODLE_LATE = re.compile(r"Moodle's Status: (\d[\w ,]*?) late\b")
+_UNITS = {"year": 365 * 86400, "day": 86400, "hour": 3600, "min": 60, "sec": 1}
+
+
+def moodle_duration(text: str) -> timedelta:
+    """Moodle's words for a time span (its ``format_time``: "1 day 2 hours", "5 mins 3 secs") as a timedelta."""
+    seconds = 0
+    for amount, unit in re.findall(r"(\d+)\s*(year|day|hour|min|sec)", text):
+        seconds += int(amount) * _UNITS[unit]
+    return timedelta(seconds=seconds)
+
+
+def late_words(late: timedelta) -> str:
+    if not late:
+        return "late (the LMS marked it late)"
+    minutes = int(late.total_seconds() // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    return "late by " + (f"{days} d " if days else "") + f"{rest // 60} h {rest % 60} min"
