@@ -82,7 +82,7 @@ def _grade_and_comment(r: Row | None, max_score, scale: float | None = None) -> 
     score = str(r.score)
     said = f"{score} of {max_score} points ({r.status})" + (f"; {r.late}" if r.late else "")
     if score and scale and max_score:
-        score = str(number(round(float(r.score) * scale / float(max_score), 2)))  # type: ignore[arg-type]
+        score = str(number(round(float(r.score) * scale / float(max_score), 2)))
         said += f"; {score} of {number(scale)} on Moodle's scale"
     return score, html.escape(said, quote=False)
 
