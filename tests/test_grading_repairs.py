@@ -262,9 +262,12 @@ def test_feedback_files_say_what_each_task_got(tmp_path, exercise):
 
 def test_every_file_of_the_package_is_watched(monkeypatch):
     """Every file of the package is compared, not only checks.py."""
-    assert "quantization.py" in verify._PACKAGE and "configs/bert-base-uncased.json" in verify._PACKAGE
-    monkeypatch.setattr(verify, "_PACKAGE", {**verify._package_files(), "quantization.py": "0" * 64})
-    assert verify.package_changes() == ["quantization.py"]
+    from bertfamily.grading.fingerprints import package_changes, package_files
+
+    started = package_files()
+    assert "quantization.py" in started and "configs/bert-base-uncased.json" in started
+    assert package_changes(started) == []
+    assert package_changes({**started, "quantization.py": "0" * 64}) == ["quantization.py"]
 
 
 def test_a_stand_in_model_with_a_copied_configuration_is_refused():

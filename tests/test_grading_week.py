@@ -513,7 +513,7 @@ def test_a_class_the_grader_failed_on_entirely_exits_1_and_writes_no_lms_file(tm
 
 
 def test_a_course_changed_while_grading_writes_nothing(tmp_path, cheap_cli, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "package_changes", lambda: ["grading/pipeline.py"])
+    monkeypatch.setattr(cli, "package_changes", lambda started: ["grading/pipeline.py"])
     klass, roster, _ = _class(tmp_path, n=2)
     assert _run(tmp_path, klass, roster) == 2
     assert "changed while grading (grading/pipeline.py): nothing was written" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from bertfamily import kernels
 from bertfamily.grading import lms, policy
 from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.fingerprints import package_changes, package_files
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
     apply_roster,
@@ -33,7 +34,6 @@ from bertfamily.grading.sandbox import require_sandbox
 from bertfamily.grading.student import write_student
 from bertfamily.grading.submission import printable
 from bertfamily.grading.textsafe import escape_controls
-from bertfamily.grading.verify import package_changes
 
 USAGE = """\
     python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
@@ -141,6 +141,7 @@ def _main_gradebook(argv) -> int:
     week.add_argument("--moodle", metavar="FILE", help="write the worksheet back with grades and comments, to upload "
                       "to Moodle (needs --moodle-worksheet)")
     args = parser.parse_args(argv)
+    started = package_files()  # the course as installed when the grader starts (package_changes at the end)
     try:
         _require_reference(args)
         limits = Limits(args.cell_timeout, args.timeout, args.memory_mib, disk_mib=args.disk_mib,
@@ -222,7 +223,7 @@ def _main_gradebook(argv) -> int:
             rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None, tz)
         marks = rows
         rows = policy.apply(rows, rules, exercise)
-        changed = package_changes()
+        changed = package_changes(started)
         if changed:  # rows graded before and after a change of the course: none of them is written
             raise ValueError(f"the installed course package changed while grading ({', '.join(changed[:5])}): "
                              "nothing was written. No kernel could change it (each had a read-only copy): "

@@ -33,6 +33,21 @@ def package_digest(folder=None) -> str:
     return h.hexdigest()
 
 
+def package_files(folder=None) -> dict:
+    """Every file of the installed course package by its path, with a digest of its bytes: taken when the
+    grader starts, and again when it has graded (:func:`package_changes`)."""
+    root = Path(folder or course_package_dir())
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def package_changes(started: dict, folder=None) -> list[str]:
+    """The files of the installed course package that changed since ``started`` (:func:`package_files`).
+    No kernel can change them (each sees its own read-only copy); the grader says so if something else did."""
+    now = package_files(folder)
+    return sorted(k for k in set(now) | set(started) if now.get(k) != started.get(k))
+
+
 def _version(name: str) -> str:
     try:
         return metadata.version(name)

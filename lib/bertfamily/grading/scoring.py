@@ -29,7 +29,6 @@ from bertfamily.grading.hub import served_in, served_note
 from bertfamily.grading.marks import MARK_LINE, output_text, report
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.student import CHECK
-from bertfamily.grading.verify import recheck_each
 
 REPRODUCED, NOT_STORED = "reproduced", "not checked: handed in without outputs"
 
@@ -226,6 +225,10 @@ def _said_not_scored(task, problem, answer_task, errors) -> str:
 
 def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_outputs: bool = False) -> Score:
     """Score the run of ``prepared`` (:func:`~bertfamily.grading.submission.prepare`'s copy)."""
+    # the checks import torch: imported here, where a row is scored (a pool's workers), not by every
+    # process that imports the grader (the command that hands the class to them, ~2.5 s of CPU each)
+    from bertfamily.grading.verify import recheck_each
+
     nb = prepared.nb
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]  # nbval's cell number -> index
     results = {code[n]: entry for n, entry in run["results"].items() if 0 <= n < len(code)}

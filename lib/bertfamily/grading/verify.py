@@ -15,33 +15,16 @@ No pickle crosses from the kernel to the grader: the answers are JSON.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import warnings
-from pathlib import Path
 from types import SimpleNamespace
 
-# Imported when the grader starts, before any submission runs: the checks this process runs are the
-# course's as installed then (and :func:`package_intact` notices any change to the package).
+# Imported when this process first scores, before the rows it scores are read: the checks it runs are the
+# course's as installed then (and :func:`bertfamily.grading.fingerprints.package_changes` says whether
+# anything changed the package while the class was graded).
 from bertfamily import checks as _checks
 from bertfamily.answers import files_checked_elsewhere
 from bertfamily.grading.channel import read_names
-
-
-def _package_files() -> dict:
-    root = Path(_checks.__file__).resolve().parent
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-_PACKAGE = _package_files()
-
-
-def package_changes() -> list[str]:
-    """The files of the installed course package that changed since the grader started. No kernel can
-    change them (each sees its own read-only copy); the grader says so if something else did."""
-    now = _package_files()
-    return sorted(k for k in set(now) | set(_PACKAGE) if now.get(k) != _PACKAGE.get(k))
 
 #: What the grader rebuilds of one exported answer in its own process, outside every limit of the run:
 #: a tensor of more values is shown to the checks by its shape alone (a ``meta`` tensor, no storage),
