@@ -93,17 +93,47 @@ def _schedule(items, bench: dict | None = None) -> None:
 #: recorded in the benchmark, from which :func:`_schedule` orders the next run.
 UNIT_TIMES = os.environ.get("BERTFAMILY_UNIT_TIMES")
 _unit_seconds: dict = {}
+_unit_cpu: dict = {}
 _counting = [False]  # whether this process adds them up: the controller, which sees every worker's reports
+_cpu_mark = [0.0]  # the CPU seconds of this process and its finished children at the last report
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and of every child it has waited for (kernels,
+    sandboxes, builds: their own children included once they end)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pytest_configure(config):
     _counting[0] = bool(UNIT_TIMES) and not hasattr(config, "workerinput")  # a pytest-xdist worker has it
 
 
+def pytest_collection_finish(session):
+    _cpu_mark[0] = _cpu_s()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``make bench``: each phase's CPU seconds, since the last, in the report (the controller sums them
+    by unit of work: a test file's CPU is what its tests and fixtures spent, a session fixture's in the first
+    test that asked for it)."""
+    outcome = yield
+    if UNIT_TIMES:
+        now = _cpu_s()
+        outcome.get_result().user_properties.append(("cpu_s", now - _cpu_mark[0]))
+        _cpu_mark[0] = now
+
+
 def pytest_runtest_logreport(report):
     if _counting[0]:
         unit = _scope(report.nodeid)
         _unit_seconds[unit] = _unit_seconds.get(unit, 0.0) + float(report.duration or 0.0)
+        cpu = dict(report.user_properties).get("cpu_s")
+        if cpu is not None:
+            _unit_cpu[unit] = _unit_cpu.get(unit, 0.0) + float(cpu)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -112,6 +142,8 @@ def pytest_sessionfinish(session, exitstatus):
         from pathlib import Path
         units = {u: round(s, 1) for u, s in sorted(_unit_seconds.items(), key=lambda kv: -kv[1])}
         Path(UNIT_TIMES).write_text(json.dumps(units, indent=1) + "\n", encoding="utf-8")
+        cpu = {u: round(s, 1) for u, s in sorted(_unit_cpu.items(), key=lambda kv: -kv[1])}
+        Path(UNIT_TIMES).with_suffix(".cpu.json").write_text(json.dumps(cpu, indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -79,6 +79,11 @@ def markdown(result: dict) -> str:
                    if mt.get("cpu_s") is not None else "")
                 + (f" Load average {mt['loadavg_before']} before, {mt['loadavg_after']} after."
                    if mt.get("loadavg_before") else ""), ""]
+        if mt.get("units_cpu_s"):
+            top = list(mt["units_cpu_s"].items())[:8]
+            out += ["Where its CPU went, by unit of work (CPU seconds of the test workers and the processes they "
+                    "waited for): " + ", ".join(f"{unit} {cpu:.0f}" for unit, cpu in top)
+                    + f"; all units {sum(mt['units_cpu_s'].values()):.0f}.", ""]
     if result.get("grading"):
         g = result["grading"]
         out += [f"Regrading a class (`{g['command']}`{_measured(g)}): {g['wall_s']:.0f} s, {g['per_submission_s']} s "

@@ -40,7 +40,9 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     pytest's closing line and the load average before and after (the machine is part of the number).
     ``cmd`` is there for the tests, which time a stand-in instead. ``units``: the seconds each unit of
     work took (a test file, a notebook, a group of files sharing one result), as conftest.py writes
-    them; the next `make test` hands out the longest first."""
+    them; the next `make test` hands out the longest first. ``units_cpu_s``: the CPU seconds of each (its
+    tests' worker processes and the kernels, sandboxes and builds they waited for), which the machine's load
+    moves less."""
     start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before = [round(x, 2) for x in os.getloadavg()]
     units_file = Path(tempfile.mkdtemp(prefix="bertfamily-units-")) / "units.json"
@@ -57,14 +59,17 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         output += f"\ntimed out after {timeout} s"
     wall = round(time.perf_counter() - t0, 2)
     cpu = round(children_cpu_s() - cpu0, 1)
+    cpu_file = units_file.with_suffix(".cpu.json")
     try:
         units = json.loads(units_file.read_text(encoding="utf-8"))
+        units_cpu = json.loads(cpu_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        units = None  # a stand-in command, or a run that ended before pytest did
+        units = units_cpu = None  # a stand-in command, or a run that ended before pytest did
     finally:
         units_file.unlink(missing_ok=True)
+        cpu_file.unlink(missing_ok=True)
         units_file.parent.rmdir()
     return {"command": " ".join(cmd), "date": start, "wall_s": wall, "cpu_s": cpu, "returncode": rc,
             "status": "ok" if rc == 0 else "failed", "pytest": pytest_closing(output),
             "loadavg_before": before, "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "output_tail": None if rc == 0 else output[-1500:], "units": units}
+            "output_tail": None if rc == 0 else output[-1500:], "units": units, "units_cpu_s": units_cpu}

@@ -271,6 +271,11 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     controller sees every worker's reports), recorded with the make test they come from."""
     for name in ("test_one", "test_two"):  # each at least 0.2 s long: recorded as 0.2 s or more
         (tmp_path / f"{name}.py").write_text("import time\n\n\ndef test_it():\n    time.sleep(0.2)\n", encoding="utf-8")
+    # test_two also keeps a child process busy for 0.5 s of CPU: its unit's CPU time holds the child's
+    busy = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end:\n    pass\n"
+    (tmp_path / "test_two.py").write_text(
+        f"import subprocess, sys, time\n\n\ndef test_it():\n    time.sleep(0.2)\n"
+        f"    subprocess.run([sys.executable, '-c', {busy!r}], check=True)\n", encoding="utf-8")
     # two small files in a folder of their own, with the root conftest.py as a plugin (no torch to import)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     command = (sys.executable, "-m", "pytest", "test_one.py", "test_two.py", "-q", "-n", "1", "--dist", "loadfile",
@@ -279,6 +284,8 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     assert found["status"] == "ok", found["output_tail"]
     assert set(found["units"]) == {"test_one.py", "test_two.py"}
     assert all(isinstance(s, float) and s > 0 for s in found["units"].values()), found["units"]
+    cpu = found["units_cpu_s"]
+    assert set(cpu) == {"test_one.py", "test_two.py"} and cpu["test_two.py"] >= 0.5 > cpu["test_one.py"], cpu
     assert make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
 
 
