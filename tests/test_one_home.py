@@ -21,11 +21,10 @@ import ast
 from pathlib import Path
 
 import pytest
+from helpers import MAX_LINES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lib" / "bertfamily"
-#: The longest a module of lib/, tools/ or benchmarks/ may be.
-MAX_LINES = 400
 #: Not checked: students' saved notebooks import ``bertfamily.env`` (``from bertfamily.env import ...``).
 SHIMS = {"bertfamily.env"}
 

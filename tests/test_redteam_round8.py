@@ -128,3 +128,23 @@ def test_a_file_name_in_the_feedback_title_is_text(exercise, tmp_path):
     text = gradebook.feedback_markdown(row, exercise)
     title = text.splitlines()[0]
     assert title.startswith("# Feedback: ") and "](" not in title and "![" not in title, title
+
+
+# round 8b: the helper's re-check of these fixes
+
+@pytest.mark.parametrize("source, said", [
+    ("import json\nfrom unittest import mock\nmock.patch.object(json, 'dumps', lambda *a, **k: '{}').start()",
+     "imports unittest"),
+    ("import io, unittest.mock\nunittest.mock.patch.object(io, 'open_code', print).start()", "imports unittest"),
+    ("import sys\nsys.path_hooks.insert(0, lambda path: None)", "uses sys.path_hooks"),
+    ("import sys\nsys.meta_path.insert(0, object())", "uses sys.meta_path"),
+])
+def test_a_function_replaced_by_its_name_or_an_import_hook_is_said(exercise, source, said):
+    nb = with_cell(grading.student_version(exercise.reference), source)
+    assert said in " ".join(integrity.suspicious(nb, exercise))
+
+
+def test_other_semicolons_and_the_last_invisible_characters():
+    assert gradebook.csv_cell("x\u061b=1+1") == "x\u061b'=1+1" and gradebook.csv_cell('a;"=1"') == "a;\"'=1\""
+    for char in ("\u2800", "\U00016fe4", "\U0001d159", "\U0001da9b", "\u0378"):  # the last: unassigned
+        assert char not in escape_controls(f"bob{char}.ipynb"), repr(char)

@@ -128,7 +128,7 @@ def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = Fal
             "read_by_hand", "detail"]
 
 
-FORMULA_AFTER_SEMICOLON = re.compile(r"(;\s*)([=+\-@])")
+FORMULA_AFTER_SEMICOLON = re.compile(r"([;\u061b\uff1b]\s*\"*)([=+\-@])")  # ; and the Arabic and full-width ones
 
 
 def csv_cell(value):

@@ -46,7 +46,8 @@ MODULES = {"gc": "reach any object of the interpreter", "ctypes": "write the int
            "pkgutil": "import by name", "zipimport": "import from archives", "marshal": "load compiled code",
            "code": "run code from a string", "codeop": "compile code from a string",
            "pickle": "run code hidden in bytes", "dill": "run code hidden in bytes",
-           "cloudpickle": "run code hidden in bytes", "inspect": "reach the interpreter's frames"}
+           "cloudpickle": "run code hidden in bytes", "inspect": "reach the interpreter's frames",
+           "unittest": "replace any function by its name (mock.patch)", "mock": "replace any function by its name"}
 NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name", "exec": "runs code from a string",
          "eval": "runs code from a string", "compile": "compiles code from a string",
          "get_ipython": "reaches the kernel's machinery", "setattr": "sets attributes by name",
@@ -75,6 +76,7 @@ _PIP = ("pip install", "pip -q install", "pip3 install", "python -m pip install"
 CALCULATORS = ("bertfamily.budget", "bertfamily.quantization", "bertfamily.models.published_config",
                "bertfamily.checks")
 ATTRIBUTES = {("sys", "modules"), ("sys", "settrace"), ("sys", "setprofile"), ("sys", "displayhook"),
+              ("sys", "path_hooks"), ("sys", "meta_path"), ("sys", "path_importer_cache"),
               ("sys", "excepthook"), ("sys", "addaudithook"), ("os", "fork"), ("os", "forkpty"), ("os", "kill"),
               ("os", "killpg"), ("os", "system"), ("os", "popen"), ("os", "setsid"), ("os", "execv"),
               ("os", "execve"), ("os", "execvp"), ("os", "posix_spawn"), ("os", "spawnv")}

@@ -13,6 +13,7 @@ import hashlib
 import html
 import os
 import re
+import unicodedata
 
 #: Control characters and the invisible ones that reorder or hide text: C0 and C1, every format
 #: character (Unicode's category Cf: bidirectional marks, zero-width ones, tags, the soft hyphen...), line
@@ -21,14 +22,18 @@ import re
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
                      "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
                      "\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
-                     "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
+                     "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef\u2800\U00016fe4\U0001d159"
+                     "\U0001da9b-\U0001da9f\U0001daa1-\U0001daaf]")
 #: Bytes of a file name the grader writes: at most this many (file systems allow 255).
 MAX_NAME_BYTES = 120
 _PLAIN = re.compile(r"[^\w.+=,@ -]")
 
 
 def _escape(match) -> str:
-    char = match.group(0)
+    return _escape_char(match.group(0))
+
+
+def _escape_char(char: str) -> str:
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape); other surrogates: \\udXXX
         return f"\\x{code - 0xDC00:02x}"
@@ -41,7 +46,11 @@ def escape_controls(text, keep: str = "") -> str:
     text = os.fspath(text) if not isinstance(text, str) else text
     if isinstance(text, bytes):
         text = text.decode("utf-8", "surrogateescape")
-    return CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
+    text = CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
+    if text.isascii():
+        return text
+    # code points Unicode has not assigned (a font may show them as nothing): escaped too
+    return "".join(_escape_char(c) if unicodedata.category(c) == "Cn" else c for c in text)
 
 
 def display_name(path) -> str:
