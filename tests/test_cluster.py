@@ -65,6 +65,16 @@ def cheap_class(folder: Path, n: int, **special) -> tuple[Path, Path]:
     return folder, log
 
 
+def _idle(client, timeout: float = 60) -> None:
+    """Wait until no worker of ``client``'s cluster runs a task (one the scheduler cancelled runs on)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not any(client.run(lambda dask_worker: dask_worker.state.executing_count).values()) \
+                and not any(client.processing().values()):
+            return
+        time.sleep(0.1)
+
+
 def graded(log: Path) -> list[tuple[str, int]]:
     return [(name, int(pid)) for name, pid in (line.split() for line in log.read_text().splitlines())]
 
@@ -249,6 +259,7 @@ def test_an_interrupted_run_says_what_was_graded_and_resumes(exercise, client, d
     assert len(kept) == 2 and all(name in message for name in kept)
     with pytest.raises(ValueError, match="--resume"):
         grade(folder, exercise, dask_cluster[0], out)
+    _idle(client)  # a task of the interrupted run may still be starting, and logging: wait for the workers first
     log.write_text("")
     rows = grade(folder, exercise, dask_cluster[0], out, resume=True)
     assert rows == [cheap_row(p.read_bytes(), d, exercise) for p, d in collect([folder])]

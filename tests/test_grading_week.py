@@ -542,3 +542,23 @@ def test_moodle_decides_lateness_from_its_status(tmp_path, exercise):
     assert done["1"].late == "" and "Moodle's Status does not say late" in done["1"].time_from
     assert done["2"].late.startswith("late by 1 d 2 h 0 min: -20%"), done["2"].late
     assert done["3"].late == ""  # Moodle counted her extension
+
+
+def test_an_extension_for_no_student_is_refused_before_anyone_is_graded(tmp_path, cheap_cli, capsys):
+    klass, roster, log = _class(tmp_path, n=2)
+    assert _run(tmp_path, klass, roster, "--extension", "nobdy=2026-03-02T23:59+01:00") == 2
+    assert "an extension for nobdy: no such student" in capsys.readouterr().err
+    assert not log.exists() or log.read_text(encoding="utf-8") == ""  # no one was graded
+
+
+def test_a_class_that_timed_out_entirely_exits_1(tmp_path, cheap_cli, monkeypatch, capsys):
+    from bertfamily.grading import classroom
+
+    def slow(path, display, exercise, *args, **kwargs):
+        names = [t.name for t in exercise.graded]
+        return Row(display, "timeout", 0, len(names), dict.fromkeys(names, 0), "timeout: 900 s")
+
+    monkeypatch.setattr(classroom, "grade_submission", slow)
+    klass, roster, _ = _class(tmp_path, n=2)
+    assert _run(tmp_path, klass, roster) == 1
+    assert "or each ran out of time" in capsys.readouterr().err and not (tmp_path / "canvas.csv").exists()

@@ -58,3 +58,43 @@ def test_a_figure_is_not_compared(data):
     figure = nbformat.v4.new_output("display_data", data=data)
     printed = nbformat.v4.new_output("stream", name="stdout", text="66362880\n")
     assert place_independent([figure, printed]) == [printed]
+
+
+# round 3b: the helper's re-check of these fixes
+
+def test_the_graders_extension_moves_the_lms_verdict_too():
+    from datetime import datetime, timedelta
+
+    from bertfamily.grading.lateness import late_by, moodle_duration
+    from bertfamily.grading.pipeline import Row
+
+    due = datetime.fromisoformat("2026-03-01T23:59:00-08:00")
+    week = due + timedelta(days=7)
+    moodle = Row("m/greta.ipynb", "graded", 1, 1, {}, "",
+                 time_from="Moodle's worksheet; Moodle's Status: 2 days 9 hours late")
+    assert late_by(moodle, due) > timedelta(days=2, hours=9)
+    assert late_by(moodle, due, due + timedelta(days=1)) == timedelta(days=1, hours=9, seconds=1)
+    assert late_by(moodle, due, week) is None
+    canvas = Row("c/greta_LATE.ipynb", "graded", 1, 1, {}, "", submitted=(due + timedelta(days=2)).isoformat(),
+                 time_from="the file's modification time; Canvas marked it LATE")
+    assert late_by(canvas, due) == timedelta(days=2) and late_by(canvas, due, week) is None
+    assert moodle_duration("1 day") > timedelta(days=1)  # Moodle's "1 day" may be 1 day 0 h 40 min: 2 started days
+    assert moodle_duration("3 mins 5 secs") == timedelta(minutes=3, seconds=5)
+
+
+def test_a_later_tasks_line_names_the_cell_that_stopped_whole():
+    from bertfamily.grading.causes import needs
+
+    errors = {"task6": ["cell 28 raised NameError (the cell that starts `# Task 2: save; sizes`, line 3: `x`): "
+                        "name 'y' is not defined"]}
+    said = needs("task7", "int8_bytes", {"int8_bytes": "task6"}, errors)
+    assert said == "task7 needs `int8_bytes` from task6, where cell 28 raised NameError", said
+
+
+def test_a_reduction_from_a_bert_without_its_pooler_says_so():
+    from bertfamily import checks
+
+    distil, bert = checks.expected_counts()
+    hint = mistakes.reduction_mistake(1 - distil / (bert - 768 * 768 - 768), 1 - distil / bert, 5e-4,
+                                      1 - distil / (bert - 768 * 768 - 768))
+    assert "without its pooler" in hint

@@ -55,9 +55,13 @@ def count_mistake(value: int, target: int, name: str, model: str, config) -> str
     return f"`{name}` is not the count of the {model} encoder: sum p.numel() over model.parameters()"
 
 
-def reduction_mistake(value: float, target: float, tol: float) -> str:
-    """The usual mistake behind a wrong reduction (``target``: the fraction DistilBERT removes)."""
+def reduction_mistake(value: float, target: float, tol: float, without_pooler: float | None = None) -> str:
+    """The usual mistake behind a wrong reduction (``target``: the fraction DistilBERT removes;
+    ``without_pooler``: the fraction computed from a BERT-base count without its pooler)."""
     kept = 1 - target
+    if without_pooler is not None and abs(value - without_pooler) <= tol:
+        return ("the reduction from a BERT-base without its pooler: the counts of tasks 1 and 2 need the bare "
+                "encoder that AutoModel loads, pooler included; then this follows")
     if abs(value - 100 * target) <= 100 * tol:
         return "that is a percentage: give the fraction (between 0 and 1); format it as % when printing"
     if abs(value - kept) <= tol or abs(value - 100 * kept) <= 100 * tol:

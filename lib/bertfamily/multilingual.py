@@ -72,7 +72,7 @@ def train_wordpiece(texts: Sequence[str], vocab_size: int = 4000,
     Hugging Face ``tokenizers``; returns the ``tokenizers.Tokenizer``. Deterministic for the same input.
 
     Lesson 5 shows this function's code, so its lines fit the book's output column (75 characters)."""
-    from tokenizers import AddedToken, Tokenizer, models, normalizers, trainers
+    import tokenizers as tk
     from tokenizers.decoders import WordPiece as WordPieceDecoder
     from tokenizers.pre_tokenizers import BertPreTokenizer
 
@@ -80,27 +80,31 @@ def train_wordpiece(texts: Sequence[str], vocab_size: int = 4000,
     if not isinstance(vocab_size, int) or vocab_size < 10:
         raise ValueError(f"vocab_size must be an integer >= 10, "
                          f"got {vocab_size!r}")
-    norm = normalizers.BertNormalizer(
+    norm = tk.normalizers.BertNormalizer(
         lowercase=lowercase, strip_accents=False, clean_text=True,
         handle_chinese_chars=True)
     pre = BertPreTokenizer()
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    # The trainer numbers the "##" pieces in hash order, which changes from
-    # run to run, and breaks ties between equally frequent pairs by number:
-    # numbered first, in a fixed order, the vocabulary is the same every run.
-    inner = sorted({f"##{c}" for t in texts for w, _ in
-                    pre.pre_tokenize_str(norm.normalize_str(t)) for c in w[1:]})
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    # The trainer numbers the "##" pieces in hash order, which changes
+    # from run to run, and breaks ties between equally frequent pairs by
+    # number: numbered first, in a fixed order, the vocabulary is the same
+    # every run.
+    words = [w for t in texts
+             for w, _ in pre.pre_tokenize_str(norm.normalize_str(t))]
+    inner = sorted({f"##{c}" for w in words for c in w[1:]})
+    tok = tk.Tokenizer(tk.models.WordPiece(unk_token="[UNK]"))
     tok.normalizer, tok.pre_tokenizer = norm, pre
-    trainer = trainers.WordPieceTrainer(
+    trainer = tk.trainers.WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency,
         special_tokens=special + inner, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
-    # a plain WordPiece model of that vocabulary: "##" pieces are not special
-    tok = Tokenizer(models.WordPiece(tok.get_vocab(), unk_token="[UNK]"))
+    # a WordPiece model of that vocabulary: "##" pieces are not special
+    vocab = tok.get_vocab()
+    tok = tk.Tokenizer(tk.models.WordPiece(vocab, unk_token="[UNK]"))
     tok.normalizer, tok.pre_tokenizer = norm, pre
     tok.decoder = WordPieceDecoder()
-    tok.add_special_tokens([AddedToken(t, special=True) for t in special])
+    tok.add_special_tokens(
+        [tk.AddedToken(t, special=True) for t in special])
     return tok
 
 

@@ -45,7 +45,8 @@ def needs(task: str, name: str, owners: dict, errors: dict) -> str:
     source = owners.get(name)
     if source is None or source == task:
         return f"`{name}` was not defined (see the error above)" if errors.get(task) else f"`{name}` was not defined"
-    stopped = (errors.get(source) or [""])[0].split(":", 1)[0]  # "cell 12 raised NameError"
+    first = (errors.get(source) or [""])[0]  # "cell 12 raised NameError (the cell that starts `# Task 2: ...`): ..."
+    stopped = first.split(" (the cell that starts", 1)[0].split(": ", 1)[0]  # "cell 12 raised NameError"
     return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else ", which did not define it")
 
 def typed_origins(nb, exercise, names) -> dict:

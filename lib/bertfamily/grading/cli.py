@@ -196,6 +196,7 @@ def _main_gradebook(argv) -> int:
         owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
+        policy.check_extensions(rules, {f.display: owners[f.display] for f in found})
         executor: Executor
         if args.scheduler:  # distributed stays optional: imported only here
             if regrade:
@@ -229,11 +230,14 @@ def _main_gradebook(argv) -> int:
                              "nothing was written. No kernel could change it (each had a read-only copy): "
                              "something on this machine did (a git pull, a pip install). Grade the class again "
                              "(--force starts over from the journal of the earlier code)")
-        failed = [r for r in rows if r.status == "error"]
-        if failed and len(failed) == sum(r.status not in ("missing", "invalid") for r in rows):
+        ran = [r for r in rows if r.status not in ("missing", "invalid")]
+        failed = [r for r in ran if r.status == "error"] if len(ran) < 2 else \
+            [r for r in ran if r.status in ("error", "timeout")]  # one student's endless loop is a timeout, not this
+        if failed and len(failed) == len(ran):
             write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows),
                             timed=roster is not None or rules.due is not None)
-            print(f"error: the grader failed on every submission ({failed[0].detail[:200]}); their reasons are "
+            print(f"error: the grader failed on every submission, or each ran out of time ({failed[0].detail[:200]}): "
+                  f"a limit too low for this machine, a broken installation? Their reasons are "
                   f"in {out}. No LMS file and no feedback was written: fix the cause, then grade again "
                   "(--force)", file=sys.stderr)
             return 1
@@ -267,7 +271,8 @@ def _main_gradebook(argv) -> int:
     print(f"gradebook: {out}" + (f"; Canvas import: {canvas}" if canvas else "")
           + (f"; Moodle worksheet: {moodle}" if moodle else "")
           + (f"; regraded {len(chosen)} submission{'s' * (len(chosen) != 1)} in place" if chosen else "")
-          + (f"; {len(feedback)} feedback files in {args.feedback}" if args.feedback else ""))
+          + (f"; {len(feedback)} feedback file{'s' * (len(feedback) != 1)} in {args.feedback}"
+             if args.feedback else ""))
     return 0
 
 

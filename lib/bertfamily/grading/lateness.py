@@ -10,22 +10,28 @@ import re
 from datetime import datetime, timedelta
 
 
-def late_by(row, due: datetime | None) -> timedelta | None:
+def late_by(row, due: datetime | None, extended: datetime | None = None) -> timedelta | None:
     """How late ``row`` was (None: on time, or nothing says). The LMS decides where it said: a Canvas file
     is late when Canvas marked it LATE (by its own due date and the student's extensions), whatever the
     file's time says, and on time when it did not (a zip's file times carry no time zone); a Moodle
     submission is late by what the worksheet's Status says ("1 day 2 hours late", after the student's
-    extension), on time when it says no such thing (its times are in the downloader's zone)."""
+    extension), on time when it says no such thing (its times are in the downloader's zone).
+
+    ``extended``: the student's own deadline given to the grader (``--extension``), later than ``due``; it
+    moves the LMS's verdict by as much (late by Moodle's "2 days" with a one-day extension: 1 day)."""
+    shift = (extended - due) if extended and due and extended > due else timedelta(0)
+    when = datetime.fromisoformat(row.submitted) if row.submitted else None
     moodle = MOODLE_LATE.search(row.time_from)
     if moodle:
-        return moodle_duration(moodle.group(1))
+        late = moodle_duration(moodle.group(1)) - shift
+        return late if late > timedelta(0) else None
     if CANVAS_ON_TIME in row.time_from or MOODLE_ON_TIME in row.time_from:
         return None
-    when = datetime.fromisoformat(row.submitted) if row.submitted else None
-    if due and when and when > due:
-        return when - due
+    deadline = extended or due
+    if deadline and when and when > deadline:
+        return when - deadline
     if CANVAS_LATE in row.time_from:
-        return timedelta(0)
+        return None if shift and when and deadline and when <= deadline else timedelta(0)
     return None
 
 
@@ -38,11 +44,14 @@ _UNITS = {"year": 365 * 86400, "day": 86400, "hour": 3600, "min": 60, "sec": 1}
 
 
 def moodle_duration(text: str) -> timedelta:
-    """Moodle's words for a time span (its ``format_time``: "1 day 2 hours", "5 mins 3 secs") as a timedelta."""
-    seconds = 0
-    for amount, unit in re.findall(r"(\d+)\s*(year|day|hour|min|sec)", text):
-        seconds += int(amount) * _UNITS[unit]
-    return timedelta(seconds=seconds)
+    """Moodle's words for a time span (its ``format_time``: "1 day 2 hours", "5 mins 3 secs") as a timedelta.
+
+    Moodle says only the two largest units ("1 day" for 1 day and 40 minutes): where the seconds are not
+    said, the span is taken as one second longer than its words, so that a penalty per started day counts
+    the day Moodle's rounding hid (it would charge one day too few for "1 day" meant as 1 day 0 h 40 min)."""
+    found = re.findall(r"(\d+)\s*(year|day|hour|min|sec)", text)
+    seconds = sum(int(amount) * _UNITS[unit] for amount, unit in found)
+    return timedelta(seconds=seconds + (1 if found and found[-1][1] != "sec" else 0))
 
 
 def late_words(late: timedelta) -> str:

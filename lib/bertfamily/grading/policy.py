@@ -256,13 +256,15 @@ def _due_of(row: Row, policy: Policy) -> datetime | None:
     return policy.due
 
 
-def _check_extensions(rows, policy: Policy) -> None:
-    known = {k for r in rows for k in (r.student, Path(r.submission).name, Path(r.submission).stem) if k}
+def check_extensions(policy: Policy, students: dict) -> None:
+    """Every extension names a student of the class: ``students`` maps each submission's name to its
+    student's id (or ""); asked before grading, so that a typo costs no run."""
+    known = {k for name, sid in students.items() for k in (sid, Path(name).name, Path(name).stem) if k}
     unknown = sorted(set(policy.extensions) - known)
     if unknown:
-        students = sorted({r.student or Path(r.submission).stem for r in rows if r.student or r.submission})
+        said = sorted({sid or Path(name).stem for name, sid in students.items()})
         raise ValueError(f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
-                         f"{', '.join(students[:20])}" + (" ..." if len(students) > 20 else ""))
+                         f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else ""))
 
 
 def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
@@ -270,7 +272,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
     flagged (and penalised or refused as the policy says), and ``counts`` saying for each student's
     submission whether it is the one that counts (and why not)."""
     totals = reference_checks(exercise)
-    _check_extensions(rows, policy)
+    check_extensions(policy, {r.submission: r.student for r in rows if r.submission or r.student})
     out = []
     for r in rows:
         r = dataclasses.replace(r, tasks=dict(r.tasks), max_score=policy.max_score)
@@ -280,7 +282,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
         if r.score is not None:
             r.tasks = task_points(r, policy, totals)
             r.score = number(sum(v for v in r.tasks.values() if v is not None))
-        late = late_by(r, _due_of(r, policy))
+        late = late_by(r, policy.due, _due_of(r, policy))
         if late is not None:
             words = late_words(late)
             if policy.late == "refuse" and r.score is not None:
