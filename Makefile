@@ -103,6 +103,7 @@ lab: $(STAMP)
 # benchmark's tail of the output (make bench) says which one failed.
 lint: $(STAMP)
 	$(BIN)/ruff check lib tools benchmarks tests conftest.py
+	$(BIN)/ruff format --check lib tools benchmarks tests conftest.py
 	$(BIN)/mypy
 
 test: $(STAMP) lint

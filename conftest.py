@@ -1,4 +1,5 @@
 """Root pytest configuration: applies to the unit tests and to the notebooks nbval collects."""
+
 import os
 import sys
 
@@ -23,17 +24,24 @@ def pytest_report_header(config):
 
 def _tolerant(original, abs_tol, rel_tol, any_text=False):
     """nbval's comparison, after numbers within the cell's stated tolerance are taken as equal."""
+
     def compare_outputs(test, ref, skip_compare=None):
         return original(kernels.reconcile_outputs(test, ref, abs_tol, rel_tol, any_text), ref, skip_compare)
+
     return compare_outputs
 
 
 #: Test files that read one result made once per session (a fixture behind a file lock) run on one
 #: pytest-xdist worker, so that no other worker sits waiting for that lock (pytest_xdist_make_scheduler).
-SHARED_SCOPES = {"tests/test_grading_kinds.py": "the graded class", "tests/test_sandbox.py": "the graded class",
-                 "tests/test_gradebook.py": "the graded class",
-                 "tests/test_book.py": "the built book", "tests/test_browser.py": "the built book",
-                 "tests/test_browser_fill.py": "the built book", "tests/test_public_book.py": "the built book"}
+SHARED_SCOPES = {
+    "tests/test_grading_kinds.py": "the graded class",
+    "tests/test_sandbox.py": "the graded class",
+    "tests/test_gradebook.py": "the graded class",
+    "tests/test_book.py": "the built book",
+    "tests/test_browser.py": "the built book",
+    "tests/test_browser_fill.py": "the built book",
+    "tests/test_public_book.py": "the built book",
+}
 
 
 def _scope(nodeid: str) -> str:
@@ -140,6 +148,7 @@ def pytest_sessionfinish(session, exitstatus):
     if _counting[0] and _unit_seconds:
         import json
         from pathlib import Path
+
         units = {u: round(s, 1) for u, s in sorted(_unit_seconds.items(), key=lambda kv: -kv[1])}
         Path(UNIT_TIMES).write_text(json.dumps(units, indent=1) + "\n", encoding="utf-8")
         cpu = {u: round(s, 1) for u, s in sorted(_unit_cpu.items(), key=lambda kv: -kv[1])}
@@ -156,7 +165,8 @@ def pytest_collection_modifyitems(session, config, items):
         if cell is not None and "measured" in cell.get("metadata", {}):
             tolerance = kernels.tolerance(cell.metadata["measured"])  # a malformed mark fails, in both modes
             if KERNEL_MODE == "tolerant":
-                item.compare_outputs = _tolerant(item.compare_outputs, *tolerance,
-                                                 kernels.any_text(cell.metadata["measured"]))
+                item.compare_outputs = _tolerant(
+                    item.compare_outputs, *tolerance, kernels.any_text(cell.metadata["measured"])
+                )
         # `make test` runs under pytest-xdist with --dist loadfile (_scope): the cells of one
         # notebook, which share one kernel, stay together and in order on one worker.

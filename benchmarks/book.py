@@ -1,4 +1,5 @@
 """The book: the times of its builds (cold and rebuild) and the weight of each page it builds."""
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,11 @@ def book_build_times(root: Path = ROOT) -> dict:
         if cold["returncode"] == 0:
             cold["weights"] = page_weights(Path(out) / "_build" / "html")
         rebuild = timed(cmd)
-    return {"command": "jupyter-book build . --path-output <empty temporary folder> --keep-going",
-            "cold": cold, "rebuild": rebuild}
+    return {
+        "command": "jupyter-book build . --path-output <empty temporary folder> --keep-going",
+        "cold": cold,
+        "rebuild": rebuild,
+    }
 
 
 class _PageParser(HTMLParser):
@@ -97,10 +101,16 @@ def page_weights(html: Path, pages=None) -> dict:
         widget_bytes = sum(len(_element(text, start).encode("utf-8")) for start in widgets)
         html_bytes = len(text.encode("utf-8"))
         out[str(page.relative_to(html))] = {
-            "html_bytes": html_bytes, "loaded_bytes": sum(files.values()), "loaded_files": len(files),
-            "total_bytes": html_bytes + sum(files.values()), "inline_bytes": parser.inline,
-            "widgets": len(widgets), "widget_bytes": widget_bytes, "external": sorted(set(external)),
-            "missing": sorted(set(missing))}
+            "html_bytes": html_bytes,
+            "loaded_bytes": sum(files.values()),
+            "loaded_files": len(files),
+            "total_bytes": html_bytes + sum(files.values()),
+            "inline_bytes": parser.inline,
+            "widgets": len(widgets),
+            "widget_bytes": widget_bytes,
+            "external": sorted(set(external)),
+            "missing": sorted(set(missing)),
+        }
     return out
 
 
@@ -117,10 +127,14 @@ def _element(text: str, start: int) -> str:
 
 def page_weight_table(weights: dict) -> str:
     """The pages' weights as a markdown table (kB = 1,000 bytes)."""
-    rows = ["| page | HTML (kB) | files it loads | their kB | total (kB) | widgets (kB) | outside the site |",
-            "|---|--:|--:|--:|--:|--:|---|"]
+    rows = [
+        "| page | HTML (kB) | files it loads | their kB | total (kB) | widgets (kB) | outside the site |",
+        "|---|--:|--:|--:|--:|--:|---|",
+    ]
     for page, w in weights.items():
         widgets = f"{w['widgets']}: {w['widget_bytes'] / 1000:.1f}" if w["widgets"] else ""
-        rows.append(f"| {page} | {w['html_bytes'] / 1000:.1f} | {w['loaded_files']} | {w['loaded_bytes'] / 1000:.1f} "
-                    f"| {w['total_bytes'] / 1000:.1f} | {widgets} | {len(w['external']) or ''} |")
+        rows.append(
+            f"| {page} | {w['html_bytes'] / 1000:.1f} | {w['loaded_files']} | {w['loaded_bytes'] / 1000:.1f} "
+            f"| {w['total_bytes'] / 1000:.1f} | {widgets} | {len(w['external']) or ''} |"
+        )
     return "\n".join(rows)

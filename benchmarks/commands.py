@@ -1,4 +1,5 @@
 """Running a command and timing it: its wall time and status, and the CPU time of finished children."""
+
 from __future__ import annotations
 
 import subprocess
@@ -15,8 +16,12 @@ def timed(cmd, cwd=ROOT, timeout: int = 1800) -> dict:
     except subprocess.TimeoutExpired:
         rc, tail = None, f"timed out after {timeout} s"
     wall = round(time.perf_counter() - start, 2)
-    return {"wall_s": wall, "returncode": rc, "status": "ok" if rc == 0 else "failed",
-            "output_tail": None if rc == 0 else tail}
+    return {
+        "wall_s": wall,
+        "returncode": rc,
+        "status": "ok" if rc == 0 else "failed",
+        "output_tail": None if rc == 0 else tail,
+    }
 
 
 def children_cpu_s() -> float:

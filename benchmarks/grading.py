@@ -1,4 +1,5 @@
 """Regrading a class of honest submissions: ``bertfamily-grade`` timed, alone and through a Dask cluster."""
+
 from __future__ import annotations
 
 import datetime
@@ -20,6 +21,7 @@ def _honest_class(folder: Path, submissions: int) -> None:
     import nbformat
 
     from bertfamily import grading
+
     if submissions < 1:
         raise ValueError(f"--add-grading needs at least 1 submission, got {submissions}")
     folder.mkdir()
@@ -31,17 +33,36 @@ def _honest_class(folder: Path, submissions: int) -> None:
 def _grade_timed(folder: Path, out: Path, submissions: int, jobs: int, scheduler: str | None = None) -> dict:
     """``bertfamily-grade`` on ``folder`` into ``out``, timed; with ``scheduler``, through that Dask cluster."""
     import csv
+
     where = ["--scheduler", scheduler] if scheduler else []
-    result = timed([str(Path(sys.executable).with_name("bertfamily-grade")), str(folder), "--out", str(out),
-                    "--reference", str(REFERENCE), "--sanitize", str(SANITIZE), "--jobs", str(jobs), *where],
-                   timeout=7200)
+    result = timed(
+        [
+            str(Path(sys.executable).with_name("bertfamily-grade")),
+            str(folder),
+            "--out",
+            str(out),
+            "--reference",
+            str(REFERENCE),
+            "--sanitize",
+            str(SANITIZE),
+            "--jobs",
+            str(jobs),
+            *where,
+        ],
+        timeout=7200,
+    )
     rows = list(csv.DictReader(out.open(newline="", encoding="utf-8"))) if out.is_file() else []
     full = [r for r in rows if r["score"] == r["max_score"]]
     command = f"bertfamily-grade <{submissions} honest submissions> --jobs {jobs} {' '.join(where)}"
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    result.update(command=command.strip(), date=now,
-                  submissions=submissions, jobs=jobs, full_marks=len(full),
-                  per_submission_s=round(result["wall_s"] / submissions, 1))
+    result.update(
+        command=command.strip(),
+        date=now,
+        submissions=submissions,
+        jobs=jobs,
+        full_marks=len(full),
+        per_submission_s=round(result["wall_s"] / submissions, 1),
+    )
     return result
 
 
@@ -62,8 +83,14 @@ def cluster_grading_time(submissions: int = 60, jobs: int = 2, scheduler: str = 
         local = _grade_timed(folder, books[0], submissions, jobs)
         cluster = _grade_timed(folder, books[1], submissions, jobs, scheduler)
         same = all(b.is_file() for b in books) and books[0].read_bytes() == books[1].read_bytes()
-    return {"submissions": submissions, "jobs": jobs, "scheduler": scheduler, "local": local, "cluster": cluster,
-            "ratio": round(cluster["wall_s"] / local["wall_s"], 3),
-            "overhead_per_submission_s": round((cluster["wall_s"] - local["wall_s"]) / submissions, 2),
-            "same_gradebook": same, "status": "ok" if local["status"] == cluster["status"] == "ok" and same
-            else "failed"}
+    return {
+        "submissions": submissions,
+        "jobs": jobs,
+        "scheduler": scheduler,
+        "local": local,
+        "cluster": cluster,
+        "ratio": round(cluster["wall_s"] / local["wall_s"], 3),
+        "overhead_per_submission_s": round((cluster["wall_s"] - local["wall_s"]) / submissions, 2),
+        "same_gradebook": same,
+        "status": "ok" if local["status"] == cluster["status"] == "ok" and same else "failed",
+    }

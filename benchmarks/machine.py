@@ -1,4 +1,5 @@
 """The machine the timings were taken on, and the cores they may use."""
+
 from __future__ import annotations
 
 import datetime
@@ -23,14 +24,22 @@ def machine() -> dict:
 
     import psutil
     import torch
+
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cores_used": affinity,
-            "torch_threads": torch.get_num_threads(), "memory_gib": round(psutil.virtual_memory().total / 2 ** 30, 1),
-            "platform": platform.platform(terse=True), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": importlib.metadata.version("transformers"),
-            "offline": os.environ.get("HF_HUB_OFFLINE") == "1",
-            "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cores_used": affinity,
+        "torch_threads": torch.get_num_threads(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(terse=True),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": importlib.metadata.version("transformers"),
+        "offline": os.environ.get("HF_HUB_OFFLINE") == "1",
+        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def limit_cores(n: int | None) -> None:

@@ -1,4 +1,5 @@
 """Masking throughput: ``bertfamily.masking.mask_tokens`` against transformers' collator."""
+
 from __future__ import annotations
 
 import statistics
@@ -42,8 +43,12 @@ def masking_comparison(tokenizer, batch, probability: float = 0.15, repeats: int
     if batch.dim() != 2 or batch.numel() == 0:
         raise ValueError(f"batch must be a non-empty 2-D tensor of token ids, got shape {tuple(batch.shape)}")
     generator = torch.Generator().manual_seed(seed)
-    vocab = dict(vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id,
-                 special_ids=tokenizer.all_special_ids, pad_token_id=tokenizer.pad_token_id)
+    vocab = dict(
+        vocab_size=len(tokenizer),
+        mask_token_id=tokenizer.mask_token_id,
+        special_ids=tokenizer.all_special_ids,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     protected = torch.isin(batch, torch.tensor(tokenizer.all_special_ids))
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, seed=seed)
     examples = [{"input_ids": row} for row in batch.tolist()]
@@ -58,8 +63,15 @@ def masking_comparison(tokenizer, batch, probability: float = 0.15, repeats: int
     median = {name: statistics.median(ts) for name, ts in times.items()}
     throughput = {name: tokens / s for name, s in median.items()}
     ours = names[0]
-    return {"batch": list(batch.shape), "tokens": tokens, "probability": probability, "repeats": repeats,
-            "torch_threads": torch.get_num_threads(), "median_s": median,
-            "spread_s": {name: [min(ts), max(ts)] for name, ts in times.items()},
-            "tokens_per_s": throughput, "ours": ours,
-            "ratio": {name: throughput[ours] / throughput[name] for name in names[1:]}}
+    return {
+        "batch": list(batch.shape),
+        "tokens": tokens,
+        "probability": probability,
+        "repeats": repeats,
+        "torch_threads": torch.get_num_threads(),
+        "median_s": median,
+        "spread_s": {name: [min(ts), max(ts)] for name, ts in times.items()},
+        "tokens_per_s": throughput,
+        "ours": ours,
+        "ratio": {name: throughput[ours] / throughput[name] for name in names[1:]},
+    }

@@ -1,10 +1,11 @@
 """The peak memory of a process tree, sampled from outside (:class:`TreePeak`)."""
+
 from __future__ import annotations
 
 import os
 import threading
 
-MIB = 2 ** 20
+MIB = 2**20
 
 
 def _status_mib(path: str, key: str) -> float | None:
@@ -64,6 +65,7 @@ class TreePeak:
 
     def __init__(self, root: int | None = None, interval: float = 0.05, include_root: bool = False):
         import psutil
+
         if not isinstance(interval, (int, float)) or interval <= 0:
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
         if root is None:
@@ -84,6 +86,7 @@ class TreePeak:
     def tree(self) -> list:
         """The processes counted now."""
         import psutil
+
         if self.root is None:
             pid = self._find_root()
             if pid is None:
@@ -101,6 +104,7 @@ class TreePeak:
     def sample(self) -> float:
         """Measure the tree once; return its memory now in MiB (and update the peaks)."""
         import psutil
+
         total = 0.0
         procs = self.tree()
         # PSS walks a process's page tables (and takes its memory map's lock): read it every

@@ -1,4 +1,5 @@
 """Running a notebook in a fresh kernel, in memory, with its time and peak memory (:func:`run_notebook`)."""
+
 from __future__ import annotations
 
 import os
@@ -58,12 +59,23 @@ def _run_notebook_once(path, timeout: int, interval: float, progress) -> tuple[d
         if progress is not None:
             progress.update(1)
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}, on_cell_executed=advance)
-    row = {"notebook": relative_name(path), "status": "ok", "error": None, "cells": cells,
-           "loadavg_start": round(os.getloadavg()[0], 2)}
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_executed=advance,
+    )
+    row = {
+        "notebook": relative_name(path),
+        "status": "ok",
+        "error": None,
+        "cells": cells,
+        "loadavg_start": round(os.getloadavg()[0], 2),
+    }
     timed_out = False
     start = time.perf_counter()
+
     # rooted at the kernel, once it has started: the caller's other children (a test runner's
     # browser, a second notebook) are not the notebook's memory; the kernel's workers are
     def kernel_pid():
@@ -79,8 +91,12 @@ def _run_notebook_once(path, timeout: int, interval: float, progress) -> tuple[d
             line = (lines[0] if timed_out else lines[-1]) if lines else ""  # a timeout's first line says it
             row["error"] = f"{type(err).__name__}: {line}"[:300]
     row["wall_s"] = round(time.perf_counter() - start, 2)
-    row.update(peak_rss_mib=round(peak.peak_mib, 1), sampled_tree_mib=round(peak.sampled_mib, 1),
-               largest_process_mib=round(peak.largest_process_mib, 1), samples=peak.samples)
+    row.update(
+        peak_rss_mib=round(peak.peak_mib, 1),
+        sampled_tree_mib=round(peak.sampled_mib, 1),
+        largest_process_mib=round(peak.largest_process_mib, 1),
+        samples=peak.samples,
+    )
     if progress is not None and done[0] < cells:  # cells a failure skipped
         progress.update(cells - done[0])
     return row, timed_out

@@ -1,4 +1,5 @@
 """The test suite's times: the unit tests, and the whole ``make test`` with its CPU time and units."""
+
 from __future__ import annotations
 
 import datetime
@@ -54,8 +55,11 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         rc, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as expired:
         rc = None
-        output = (expired.stdout or b"").decode(errors="replace") if isinstance(expired.stdout, bytes) \
+        output = (
+            (expired.stdout or b"").decode(errors="replace")
+            if isinstance(expired.stdout, bytes)
             else (expired.stdout or "")
+        )
         output += f"\ntimed out after {timeout} s"
     wall = round(time.perf_counter() - t0, 2)
     cpu = round(children_cpu_s() - cpu0, 1)
@@ -69,7 +73,17 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         units_file.unlink(missing_ok=True)
         cpu_file.unlink(missing_ok=True)
         units_file.parent.rmdir()
-    return {"command": " ".join(cmd), "date": start, "wall_s": wall, "cpu_s": cpu, "returncode": rc,
-            "status": "ok" if rc == 0 else "failed", "pytest": pytest_closing(output),
-            "loadavg_before": before, "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "output_tail": None if rc == 0 else output[-1500:], "units": units, "units_cpu_s": units_cpu}
+    return {
+        "command": " ".join(cmd),
+        "date": start,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "returncode": rc,
+        "status": "ok" if rc == 0 else "failed",
+        "pytest": pytest_closing(output),
+        "loadavg_before": before,
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "output_tail": None if rc == 0 else output[-1500:],
+        "units": units,
+        "units_cpu_s": units_cpu,
+    }

@@ -1,4 +1,5 @@
 """Shared fixtures. Unit tests run offline: nothing here may reach a model hub."""
+
 import json
 import os
 import shutil
@@ -48,12 +49,23 @@ def _tiny_config(kind: str = "bert", **overrides):
 
     t = TINY
     if kind == "distilbert":
-        fields = dict(vocab_size=t["vocab_size"], dim=t["hidden"], hidden_dim=t["intermediate"],
-                      n_layers=t["layers"], n_heads=t["heads"], max_position_embeddings=t["positions"])
+        fields = dict(
+            vocab_size=t["vocab_size"],
+            dim=t["hidden"],
+            hidden_dim=t["intermediate"],
+            n_layers=t["layers"],
+            n_heads=t["heads"],
+            max_position_embeddings=t["positions"],
+        )
         return transformers.DistilBertConfig(**{**fields, **overrides})
-    fields = dict(vocab_size=t["vocab_size"], hidden_size=t["hidden"], intermediate_size=t["intermediate"],
-                  num_hidden_layers=t["layers"], num_attention_heads=t["heads"],
-                  max_position_embeddings=t["positions"])
+    fields = dict(
+        vocab_size=t["vocab_size"],
+        hidden_size=t["hidden"],
+        intermediate_size=t["intermediate"],
+        num_hidden_layers=t["layers"],
+        num_attention_heads=t["heads"],
+        max_position_embeddings=t["positions"],
+    )
     if kind == "albert":
         return transformers.AlbertConfig(**{**fields, "embedding_size": 8, **overrides})
     if kind != "bert":
@@ -114,6 +126,7 @@ def pytest_collection_modifyitems(config, items):
 @dataclass
 class BookBuild:
     """One strict build of the website: where its HTML is, how the build ended, and its log."""
+
     html: Path
     returncode: int
     log: str
@@ -136,8 +149,12 @@ def book_build(tmp_path_factory, book_report) -> BookBuild:
     out = tmp_path_factory.mktemp("book")
     jb = Path(sys.executable).with_name("jupyter-book")
     start = time.perf_counter()
-    result = subprocess.run([str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n",
-                             "--keep-going"], capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [str(jb), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     seconds = time.perf_counter() - start
     shutil.rmtree(out / "_build" / ".doctrees", ignore_errors=True)
     book_report["build"] = f"strict build of the website: {seconds:.1f} s (exit status {result.returncode})"

@@ -3,6 +3,7 @@
 issue 38 planted in it (:func:`build_class`), graded once per test session through the command line
 (:func:`shared_class`, behind the fixture ``graded_tiny`` of tests/conftest.py). test_grading_kinds.py,
 test_gradebook.py and test_sandbox.py read it."""
+
 import copy
 import csv
 import hashlib
@@ -73,9 +74,11 @@ def merged(base, *attacks):
 
 
 def digest(path):
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(path).rglob("*"))
-            if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(path).rglob("*"))
+        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
+    }
 
 
 def vandalised(folder) -> list[str]:
@@ -104,9 +107,15 @@ def honest_notebooks(ex):
     online = copy.deepcopy(correct)
     widget = {"model_id": "0a1b2c", "version_major": 2, "version_minor": 0}
     cell(online, "s1").outputs[:0] = [
-        new_output("display_data", data={"application/vnd.jupyter.widget-view+json": widget,
-                                         "text/plain": "Loading weights: 100%|##########| 199/199"}),
-        new_output("stream", name="stderr", text="BertModel LOAD REPORT from: bert-base-uncased\n")]
+        new_output(
+            "display_data",
+            data={
+                "application/vnd.jupyter.widget-view+json": widget,
+                "text/plain": "Loading weights: 100%|##########| 199/199",
+            },
+        ),
+        new_output("stream", name="stderr", text="BertModel LOAD REPORT from: bert-base-uncased\n"),
+    ]
     edited_output = copy.deepcopy(correct)
     cell(edited_output, "s1").outputs = [new_output("stream", name="stdout", text="41\n")]
     cleared = copy.deepcopy(correct)
@@ -117,25 +126,36 @@ def honest_notebooks(ex):
     cell(check_edited, "c3").source += "\n"
     check_deleted = copy.deepcopy(correct)
     check_deleted.cells = [c for c in check_deleted.cells if c.get("id") != "c3"]
-    helper = with_source(correct, "s4", """
+    helper = with_source(
+        correct,
+        "s4",
+        """
         import time
         def double(v):
             return 2 * v
         start = time.perf_counter()
-        seconds = time.perf_counter() - start""")
+        seconds = time.perf_counter() - start""",
+    )
     helper = with_source(helper, "s5", "y = double(x)\nprint(y)", output="84\n")
     imports = copy.deepcopy(correct)  # ``import os`` -> ``import os, math`` in the course's cell, math used
     cell(imports, "setup").source = cell(imports, "setup").source.replace("import os\n", "import os, math\n")
     cell(imports, "s1").source = cell(imports, "s1").source.replace("sum(numbers) - 3", "int(math.fsum(numbers)) - 3")
     # each kind's honest variant, together: magics around computed answers, files written anywhere the
     # run may write (home, /tmp, /dev/shm, a folder tree), a lot of output, the user and host names
-    kinds = with_source(correct, "s1", """
+    kinds = with_source(
+        correct,
+        "s1",
+        """
         %%time
         numbers = list(range(10))
         x = sum(numbers) - 3
         note = "the sum of 0 to 9 is 45, less 3"
-        print(x)""")
-    kinds = with_source(kinds, "s2", """
+        print(x)""",
+    )
+    kinds = with_source(
+        kinds,
+        "s2",
+        """
         import getpass, platform, tempfile
         path = os.path.join(os.path.expanduser("~"), "measured", "data.bin")
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -151,50 +171,90 @@ def honest_notebooks(ex):
         open(os.path.join(tempfile.gettempdir(), "scratch.bin"), "wb").write(b"x" * 2**20)
         for _ in range(2000):
             print("a line of honest, verbose output " * 16)
-        print(getpass.getuser(), platform.node(), f"{size_bytes:,} bytes")""")
-    return {"correct": correct, "online": online, "edited_output": edited_output, "cleared": cleared,
-            "check_edited": check_edited, "check_deleted": check_deleted, "olivia_helper": helper,
-            "olivia_import": imports, "kinds_honest": kinds, "=1+2 ñandú": student, "carol": student,
-            "alice": correct, "alice-2": correct}, {"kind7_v44_ids": as_44, "kind7_transient": transient,
-                                                    "no_ids": json.loads(nbformat.writes(without_ids, version=4))}
+        print(getpass.getuser(), platform.node(), f"{size_bytes:,} bytes")""",
+    )
+    return {
+        "correct": correct,
+        "online": online,
+        "edited_output": edited_output,
+        "cleared": cleared,
+        "check_edited": check_edited,
+        "check_deleted": check_deleted,
+        "olivia_helper": helper,
+        "olivia_import": imports,
+        "kinds_honest": kinds,
+        "=1+2 ñandú": student,
+        "carol": student,
+        "alice": correct,
+        "alice-2": correct,
+    }, {
+        "kind7_v44_ids": as_44,
+        "kind7_transient": transient,
+        "no_ids": json.loads(nbformat.writes(without_ids, version=4)),
+    }
 
 
 def mistakes(ex):
     """Wrong answers and broken runs an honest student makes."""
     correct = grading.model_answer(ex.reference)
-    wrong = with_source(correct, "s3", 'reduction = counts["distilbert"] / counts["bert"]\nprint(reduction)',
-                        output="0.6061604111951822\n")
+    wrong = with_source(
+        correct,
+        "s3",
+        'reduction = counts["distilbert"] / counts["bert"]\nprint(reduction)',
+        output="0.6061604111951822\n",
+    )
     cell(wrong, "c3").outputs = [new_output("stream", name="stdout", text="✗ Task 3 (the reduction): not yet\n")]
     return {
         "wrong_answer": wrong,
         "syntax_error": with_source(correct, "s2", 'path = ("data.bin"'),
         "memory_hog": with_source(correct, "s1", "hog = []\nwhile True:\n    hog.append(bytearray(2**27))"),
-        "vandal": with_source(correct, "s1", """
+        "vandal": with_source(
+            correct,
+            "s1",
+            """
             import os, shutil, signal
             for name in os.listdir("."):
                 try:
                     shutil.rmtree(name) if os.path.isdir(name) else os.remove(name)
                 except OSError:
                     pass
-            os.kill(os.getpid(), signal.SIGKILL)"""),
-        "cheat_check": with_source(correct, "s3", """
+            os.kill(os.getpid(), signal.SIGKILL)""",
+        ),
+        "cheat_check": with_source(
+            correct,
+            "s3",
+            """
             reduction = 0.5
             check_reduction = checks.check_reduction
-            checks.check_reduction = lambda r: print("✓ Task 3 (the reduction): DistilBERT has 39.4% fewer")"""),
-        "cheat_print": with_source(correct, "s3", """
+            checks.check_reduction = lambda r: print("✓ Task 3 (the reduction): DistilBERT has 39.4% fewer")""",
+        ),
+        "cheat_print": with_source(
+            correct,
+            "s3",
+            """
             import builtins; _print = builtins.print; reduction = 0.5
-            builtins.print = lambda *a, **k: _print(*(str(x).replace("✗", "✓") for x in a), **k)"""),
-        "other_assignment": grading.student_version(nbformat.v4.new_notebook(cells=[
-            nbformat.v4.new_markdown_cell("```{exercise} Add\n:label: ex-add\nCompute z.\n```"),
-            new_code_cell("z = 1 + 1", metadata={"tags": ["solution"]}),
-            new_code_cell("print('✓ Task 1 (add)' if z == 2 else '✗ Task 1 (add)')", metadata={"tags": ["check"]})])),
+            builtins.print = lambda *a, **k: _print(*(str(x).replace("✗", "✓") for x in a), **k)""",
+        ),
+        "other_assignment": grading.student_version(
+            nbformat.v4.new_notebook(
+                cells=[
+                    nbformat.v4.new_markdown_cell("```{exercise} Add\n:label: ex-add\nCompute z.\n```"),
+                    new_code_cell("z = 1 + 1", metadata={"tags": ["solution"]}),
+                    new_code_cell(
+                        "print('✓ Task 1 (add)' if z == 2 else '✗ Task 1 (add)')", metadata={"tags": ["check"]}
+                    ),
+                ]
+            )
+        ),
     }
 
 
 def attacks(ex, secret: Path, out: Path):
     """The attacks of the earlier hidden classes, each on the student version (placeholders)."""
     student = grading.student_version(ex.reference)
-    copying = added(student, f"""
+    copying = added(
+        student,
+        f"""
         import json, os
         found = [{str(TINY)!r}, {str(secret)!r}]
         for top, dirs, files in os.walk("/"):
@@ -217,16 +277,24 @@ def attacks(ex, secret: Path, out: Path):
                         exec("".join(c["source"]), globals())
                     except Exception:
                         pass
-        print("copied from", len(found), "files")""", where=2)
-    tricks = added(student, """
+        print("copied from", len(found), "files")""",
+        where=2,
+    )
+    tricks = added(
+        student,
+        """
         from bertfamily import checks
         try:
             x = checks.expected_counts()
         except AttributeError as error:
             print(error)
         def globals():
-            return {"x": 42, "size_bytes": 12288, "reduction": 0.3938, "y": 84}""", where=2)
-    forge = added(student, """
+            return {"x": 42, "size_bytes": 12288, "reduction": 0.3938, "y": 84}""",
+        where=2,
+    )
+    forge = added(
+        student,
+        """
         from IPython.display import display, publish_display_data
         def forge(info):
             if "check_reduction" in info.raw_cell:
@@ -235,16 +303,23 @@ def attacks(ex, secret: Path, out: Path):
                     "cell": cid, "answers": '{"reduction": {"plain": 0.3938}}'}})
         get_ipython().events.register("pre_run_cell", forge)
         display({"application/vnd.bertfamily.answers+json": {"cell": "x", "answers": "[" * 100000}}, raw=True)""",
-                  where=2)
-    exporter = added(student, """
+        where=2,
+    )
+    exporter = added(
+        student,
+        """
         import glob, runpy
         for path in glob.glob("/grader/*") + glob.glob("/var/tmp/**/export.py", recursive=True):
             try:
                 open(path, "w").write("def export(*a): pass")
             except OSError as error:
                 print(type(error).__name__)
-        runpy.run_path = lambda *a, **k: {"export": lambda *a, **k: None}""", where=2)
-    vandal = added(student, f"""
+        runpy.run_path = lambda *a, **k: {"export": lambda *a, **k: None}""",
+        where=2,
+    )
+    vandal = added(
+        student,
+        f"""
         import glob, os, time, bertfamily
         hits = 0
         for path in glob.glob(os.path.dirname(bertfamily.__file__) + "/**/*.py", recursive=True) + [
@@ -265,7 +340,9 @@ def attacks(ex, secret: Path, out: Path):
         os.system("nohup sleep {DAEMON} >/dev/null 2>&1 &")
         open("/dev/shm/left-behind", "wb").write(b"x" * 2**20)
         time.sleep(0.5)
-        print("wrote to", hits, "files")""", where=2)
+        print("wrote to", hits, "files")""",
+        where=2,
+    )
     markdown = copy.deepcopy(student)
     for index, c in enumerate(markdown.cells):
         if "check" in c.metadata.get("tags", []):
@@ -281,7 +358,9 @@ def attacks(ex, secret: Path, out: Path):
         "mallory_vandal": vandal,
         "mallory_markdown": markdown,
         "mallory_nbval": nbval,
-        "mallory_killer": added(student, """
+        "mallory_killer": added(
+            student,
+            """
             import os, signal
             for pid in sorted(map(int, filter(str.isdigit, os.listdir("/proc"))), reverse=True):
                 if pid != os.getpid():
@@ -289,8 +368,12 @@ def attacks(ex, secret: Path, out: Path):
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
-            os.kill(-1, signal.SIGKILL)""", where=2),
-        "mallory_hog": added(student, """
+            os.kill(-1, signal.SIGKILL)""",
+            where=2,
+        ),
+        "mallory_hog": added(
+            student,
+            """
             import os, time
             if os.fork() == 0:
                 os.setsid()
@@ -298,21 +381,31 @@ def attacks(ex, secret: Path, out: Path):
                     hog = [bytearray(2**27) for _ in range(16)]  # 2 GiB in a detached grandchild
                     time.sleep(60)
                 os._exit(0)
-            time.sleep(60)""", where=2),
-        "mallory_forkbomb": added(student, """
+            time.sleep(60)""",
+            where=2,
+        ),
+        "mallory_forkbomb": added(
+            student,
+            """
             import os, time
             for _ in range(2000):
                 if os.fork() == 0:
                     time.sleep(60)
                     os._exit(0)
-            time.sleep(60)""", where=2),
-        "mallory_memfd": added(student, """
+            time.sleep(60)""",
+            where=2,
+        ),
+        "mallory_memfd": added(
+            student,
+            """
             import os, time
             kept = []
             for _ in range(24):  # 1.4 GiB that no process maps, each file under the one-file limit
                 kept.append(os.memfd_create("hidden"))
                 os.write(kept[-1], b"x" * 60 * 2**20)
-            time.sleep(5)""", where=2),
+            time.sleep(5)""",
+            where=2,
+        ),
     }
 
 
@@ -324,7 +417,9 @@ def kinds(ex):
     runtime = 'runtime = os.path.dirname(sys.argv[sys.argv.index("-f") + 1])  # the sockets\' folder'
     return {
         # 1. a folder tree deeper than Python's recursion and PATH_MAX, and wide, where the grader reads
-        "kind1_tree": added(correct, f"""
+        "kind1_tree": added(
+            correct,
+            f"""
             import os, sys, time
             {runtime}
             for top in (runtime, "."):
@@ -339,9 +434,13 @@ def kinds(ex):
                 for n in range(20000):
                     open(os.path.join(top, "wide", str(n)), "w").close()
                 os.chmod(os.path.join(top, "wide"), 0)
-            time.sleep(5)""", where=1),
+            time.sleep(5)""",
+            where=1,
+        ),
         # 2. bytes no limit counted: /dev, a nested user namespace's own tmpfs, a file open but deleted
-        "kind2_bytes": added(student, f"""
+        "kind2_bytes": added(
+            student,
+            f"""
             import os, subprocess, sys, time
             {runtime}
             said = []
@@ -364,8 +463,12 @@ def kinds(ex):
                     handle.write(b"x" * 2**20)
                 handle.flush()
                 kept.append(handle)
-            time.sleep(10)""", where=2),
-        "kind2_fill": added(student, """
+            time.sleep(10)""",
+            where=2,
+        ),
+        "kind2_fill": added(
+            student,
+            """
             import time
             try:
                 with open("/tmp/fill", "wb") as handle:
@@ -374,27 +477,48 @@ def kinds(ex):
                         handle.flush()
             except OSError as error:
                 print(error.strerror)
-            time.sleep(5)""", where=2),
+            time.sleep(5)""",
+            where=2,
+        ),
         # 3. typed answers and a forbidden import hidden in magics; code no reader reads
-        "kind3_magic": with_source(with_source(with_source(correct, "s1", """
+        "kind3_magic": with_source(
+            with_source(
+                with_source(
+                    correct,
+                    "s1",
+                    """
             %%time
             x = 42
             note = "typed"
-            print(x)"""), "s2", """
+            print(x)""",
+                ),
+                "s2",
+                """
             %time size_bytes = 12288
-            print(size_bytes)"""), "s3", """
+            print(size_bytes)""",
+            ),
+            "s3",
+            """
             %%capture captured
             %%time
             import ctypes
             reduction = 0.3938
-            """),
-        "kind3_unread": added(correct, """
+            """,
+        ),
+        "kind3_unread": added(
+            correct,
+            """
             %%bash
             echo "a shell the grader does not read"
-            """, where=2),
+            """,
+            where=2,
+        ),
         # 4. the course answering for the student: calculators reached without an import, a size
         #    that no file had
-        "kind4_course": with_source(added(correct, """
+        "kind4_course": with_source(
+            added(
+                correct,
+                """
             import importlib, pkgutil
             found = []
             for name in ("bertfamily.budget:count", "bertfamily.quantization:predicted_bytes",
@@ -403,11 +527,19 @@ def kinds(ex):
                     found.append(str(pkgutil.resolve_name(name)))
                 except (ImportError, AttributeError) as error:
                     found.append(type(error).__name__)
-            print(found)""", where=2), "s2", """
+            print(found)""",
+                where=2,
+            ),
+            "s2",
+            """
             size_bytes = len(bytes(range(256)) * 48)  # the size, computed: no file
-            print(size_bytes)"""),
+            print(size_bytes)""",
+        ),
         # 5. root's files and the grader's environment, sent back through the feedback
-        "kind5_root": with_source(correct, "s1", """
+        "kind5_root": with_source(
+            correct,
+            "s1",
+            """
             import os
             said = []
             said.append(f"usr owner {os.stat('/usr').st_uid}")  # 65534 (nobody) when root outside is not ours
@@ -419,7 +551,8 @@ def kinds(ex):
                     said.append(f"{path}: {error.strerror}")
             note = " | ".join(said)
             x = sum(range(10)) - 3
-            print(x)"""),
+            print(x)""",
+        ),
         # 6. a submission that displays far more than the grader may hold
         "kind6_output": flood(student),
         # 8. two students named alike: each must read their own feedback
@@ -431,8 +564,13 @@ def flood(student):
     """150 cells that each display three outputs of 300,000 characters: more than the grader records."""
     nb = copy.deepcopy(student)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"][2]
-    cells = [new_code_cell(f"from IPython.display import display\nfor _ in range(3):\n"
-                           f"    display({{'text/plain': '{n % 10}' * 300_000}}, raw=True)") for n in range(150)]
+    cells = [
+        new_code_cell(
+            f"from IPython.display import display\nfor _ in range(3):\n"
+            f"    display({{'text/plain': '{n % 10}' * 300_000}}, raw=True)"
+        )
+        for n in range(150)
+    ]
     for n, c in enumerate(cells):
         c["id"] = f"flood{n}"
     nb.cells[code:code] = cells
@@ -495,25 +633,70 @@ def _grade_the_class(root: Path) -> dict:
     _plant_leftover(base)
     out, feedback = root / "gradebook.csv", root / "feedback"
     package = mounts.course_package_dir()
-    before = {"class": digest(klass), "package": vandalised(package), "tiny": digest(TINY.parent),
-              "shm": sorted(os.listdir("/dev/shm")), "dev": sorted(os.listdir("/dev"))}
+    before = {
+        "class": digest(klass),
+        "package": vandalised(package),
+        "tiny": digest(TINY.parent),
+        "shm": sorted(os.listdir("/dev/shm")),
+        "dev": sorted(os.listdir("/dev")),
+    }
     env = {**os.environ, "BERTFAMILY_GRADE_TMP": str(base), "BERTFAMILY_CANARY": CANARY}
-    command = [sys.executable, "-m", "bertfamily.grading", str(klass), "--out", str(out), "--feedback", str(feedback),
-               "--roster", str(roster), "--jobs", "2", "--memory-mib", str(MEMORY_MIB), "--disk-mib", str(DISK_MIB),
-               "--cell-timeout", "120", "--timeout", "300", "--reference", str(TINY), "--sanitize", str(SANITIZE)]
+    command = [
+        sys.executable,
+        "-m",
+        "bertfamily.grading",
+        str(klass),
+        "--out",
+        str(out),
+        "--feedback",
+        str(feedback),
+        "--roster",
+        str(roster),
+        "--jobs",
+        "2",
+        "--memory-mib",
+        str(MEMORY_MIB),
+        "--disk-mib",
+        str(DISK_MIB),
+        "--cell-timeout",
+        "120",
+        "--timeout",
+        "300",
+        "--reference",
+        str(TINY),
+        "--sanitize",
+        str(SANITIZE),
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
-    after = {"class": digest(klass), "package": vandalised(package), "tiny": digest(TINY.parent),
-             "shm": sorted(os.listdir("/dev/shm")), "dev": sorted(os.listdir("/dev"))}
+    after = {
+        "class": digest(klass),
+        "package": vandalised(package),
+        "tiny": digest(TINY.parent),
+        "shm": sorted(os.listdir("/dev/shm")),
+        "dev": sorted(os.listdir("/dev")),
+    }
     rows = list(csv.DictReader(open(out, newline="", encoding="utf-8"))) if out.is_file() else []
-    daemons = [" ".join(p.info["cmdline"]) for p in psutil.process_iter(["cmdline"])
-               if DAEMON in (p.info["cmdline"] or [])]
+    daemons = [
+        " ".join(p.info["cmdline"]) for p in psutil.process_iter(["cmdline"]) if DAEMON in (p.info["cmdline"] or [])
+    ]
     for p in psutil.process_iter(["cmdline"]):  # not left running when a test fails
         if DAEMON in (p.info["cmdline"] or []):
             p.kill()
-    return {"code": done.returncode, "stdout": done.stdout, "stderr": done.stderr[-5000:], "rows": rows,
-            "feedback": {p.name: p.read_text(encoding="utf-8") for p in sorted(feedback.glob("*"))},
-            "before": before, "after": after, "left": sorted(p.name for p in base.iterdir()), "daemons": daemons,
-            "class": str(klass), "out": str(out), "roster": str(roster), "loop": str(loop)}
+    return {
+        "code": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr[-5000:],
+        "rows": rows,
+        "feedback": {p.name: p.read_text(encoding="utf-8") for p in sorted(feedback.glob("*"))},
+        "before": before,
+        "after": after,
+        "left": sorted(p.name for p in base.iterdir()),
+        "daemons": daemons,
+        "class": str(klass),
+        "out": str(out),
+        "roster": str(roster),
+        "loop": str(loop),
+    }
 
 
 def shared_class(tmp_path_factory) -> dict:
@@ -529,8 +712,12 @@ def shared_class(tmp_path_factory) -> dict:
             result.write_text(json.dumps(_grade_the_class(root)), encoding="utf-8")
     graded = json.loads(result.read_text(encoding="utf-8"))
     klass = Path(graded["class"])
-    graded["by"] = {Path(r["submission"]).relative_to(klass).as_posix().removesuffix(".ipynb") if r["submission"]
-                    else r["student"]: r for r in graded["rows"]}
+    graded["by"] = {
+        Path(r["submission"]).relative_to(klass).as_posix().removesuffix(".ipynb")
+        if r["submission"]
+        else r["student"]: r
+        for r in graded["rows"]
+    }
     return graded
 
 

@@ -1,6 +1,7 @@
 """What several grading test files build by hand: a run as the sandbox records it, with the messages the
 exporter sends (test_grading_repairs.py, test_grading_hostile.py), and a gradebook row
 (test_grading_week.py, test_grading_hostile.py)."""
+
 import json
 
 from bertfamily.grading.channel import ANSWERS_MIME
@@ -9,8 +10,10 @@ from bertfamily.grading.pipeline import Row
 
 def message(cid, answers):
     """The display message the exporter sends from check cell ``cid`` (as nbval records it)."""
-    return {"output_type": "display_data",
-            "data": {"text/plain": "", ANSWERS_MIME: {"cell": cid, "answers": json.dumps(answers)}}}
+    return {
+        "output_type": "display_data",
+        "data": {"text/plain": "", ANSWERS_MIME: {"cell": cid, "answers": json.dumps(answers)}},
+    }
 
 
 def passed_run(prepared, exercise, answers, sizes=None):
@@ -18,19 +21,34 @@ def passed_run(prepared, exercise, answers, sizes=None):
     ``answers`` sent those answers (the kernel's checks print only that the grader checks). The run
     held files of ``sizes`` (default: of every whole number answered, as an honest run measures them)."""
     if sizes is None:
-        sizes = sorted({v["plain"] for a in answers.values() for v in a.values()
-                        if isinstance(v, dict) and isinstance(v.get("plain"), int)})
+        sizes = sorted(
+            {
+                v["plain"]
+                for a in answers.values()
+                for v in a.values()
+                if isinstance(v, dict) and isinstance(v.get("plain"), int)
+            }
+        )
     code = [c for c in prepared.nb.cells if c.cell_type == "code"]
     reference = {c.get("id"): c for c in exercise.reference.cells}
     checks = {cid for t in exercise.tasks for cid, _ in t.checks}
     results = {}
     for n, cell in enumerate(code):
-        outputs = [{"output_type": "stream", "name": "stdout", "text": o.get("text", "")}
-                   for o in reference.get(cell.get("id"), cell).get("outputs", []) if o.get("output_type") == "stream"]
+        outputs = [
+            {"output_type": "stream", "name": "stdout", "text": o.get("text", "")}
+            for o in reference.get(cell.get("id"), cell).get("outputs", [])
+            if o.get("output_type") == "stream"
+        ]
         if cell.get("id") in checks:
             outputs = [message(cell.id, answers[cell.id])] if cell.id in answers else []
-        results[n] = {"cell": n, "phase": "call", "outcome": "passed", "message": "", "outputs": outputs,
-                      "sizes": sizes if n == 0 else []}
+        results[n] = {
+            "cell": n,
+            "phase": "call",
+            "outcome": "passed",
+            "message": "",
+            "outputs": outputs,
+            "sizes": sizes if n == 0 else [],
+        }
     return {"status": "", "reason": "", "cell": None, "results": results, "exit_code": 0, "log": "", "peak_mib": 0}
 
 

@@ -2,6 +2,7 @@
 book's documents and glued values (test_book.py, test_browser.py), the headless Chromium the browser tests drive and the
 quiet server of the built site (test_browser.py, test_browser_widgets.py, test_browser_fill.py), and the
 sentences for the course model (test_webmodel.py, test_browser_fill.py)."""
+
 import functools
 import http.server
 import os
@@ -15,17 +16,27 @@ ROOT = Path(__file__).resolve().parents[1]
 #: formatting would take past it stays unformatted until it is split).
 MAX_LINES = 400
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 #: Sentences for the course model: news of each kind, several blanks, punctuation, unknown words.
-SENTENCES = ["the chancellor said the [MASK] would grow by 3% next year.",
-             "manchester united [MASK] the match 2-1.",
-             "the film won the [MASK] for best actor at the oscars.",
-             "shares in the [MASK] fell sharply after the profit warning.",
-             "the prime minister will [MASK] the election in [MASK].",
-             "apple unveiled a new [MASK] that plays music and video.",
-             "Chelsea's manager said the [MASK] was \"unacceptable\" - and fined him £20,000.",
-             "a zyxwvut [MASK] qwertyuiopasdf happened."]
+SENTENCES = [
+    "the chancellor said the [MASK] would grow by 3% next year.",
+    "manchester united [MASK] the match 2-1.",
+    "the film won the [MASK] for best actor at the oscars.",
+    "shares in the [MASK] fell sharply after the profit warning.",
+    "the prime minister will [MASK] the election in [MASK].",
+    "apple unveiled a new [MASK] that plays music and video.",
+    "Chelsea's manager said the [MASK] was \"unacceptable\" - and fined him £20,000.",
+    "a zyxwvut [MASK] qwertyuiopasdf happened.",
+]
 
 
 def toc_docs() -> list[str]:

@@ -1,4 +1,5 @@
 """The guessers a masked-language model must beat: kinds of blank, the two-sided bigram, the ladder."""
+
 import pytest
 import torch
 
@@ -12,9 +13,15 @@ def test_the_bigram_guesses_the_piece_between_its_neighbours():
     # vocabulary 0..5; 5 is [MASK]. "1 2 3" always; "1 4 1" once.
     train = torch.tensor([[0, 1, 2, 3, 0], [0, 1, 2, 3, 0], [0, 1, 4, 1, 0]])
     bigram = baselines.Bigram(train, 6, special_ids=[0, 5], smoothing=0.1)
-    held = HeldOut(torch.tensor([[0, 1, 5, 3, 0], [0, 1, 5, 1, 0]]),
-                   torch.tensor([[IGNORE_INDEX, IGNORE_INDEX, 2, IGNORE_INDEX, IGNORE_INDEX],
-                                 [IGNORE_INDEX, IGNORE_INDEX, 4, IGNORE_INDEX, IGNORE_INDEX]]))
+    held = HeldOut(
+        torch.tensor([[0, 1, 5, 3, 0], [0, 1, 5, 1, 0]]),
+        torch.tensor(
+            [
+                [IGNORE_INDEX, IGNORE_INDEX, 2, IGNORE_INDEX, IGNORE_INDEX],
+                [IGNORE_INDEX, IGNORE_INDEX, 4, IGNORE_INDEX, IGNORE_INDEX],
+            ]
+        ),
+    )
     top = bigram.top5(held)
     assert top[:, 0].tolist() == [2, 4]  # the right side decides between 2 and 4
     # a neighbour that is itself a blank gives nothing: word frequency decides that side
@@ -43,8 +50,10 @@ def test_the_ladder_scores_each_kind_of_hidden_blank():
     target = torch.tensor([1, 2, 3, 4])
     hidden = torch.tensor([True, True, True, False])
     kinds = ["punctuation", "content word", "content word", "function word"]
-    guesses = {"always 1": torch.tensor([1, 1, 1, 1]),
-               "top five": torch.tensor([[2, 1, 0, 0, 0], [2, 0, 0, 0, 0], [0, 0, 0, 0, 3], [4, 0, 0, 0, 0]])}
+    guesses = {
+        "always 1": torch.tensor([1, 1, 1, 1]),
+        "top five": torch.tensor([[2, 1, 0, 0, 0], [2, 0, 0, 0, 0], [0, 0, 0, 0, 3], [4, 0, 0, 0, 0]]),
+    }
     table = baselines.ladder(guesses, target, hidden, kinds)
     assert table["always 1"]["all"] == (pytest.approx(1 / 3), pytest.approx(1 / 3), 3)
     assert table["top five"]["content word"] == (0.5, 1.0, 2)
@@ -55,17 +64,30 @@ def test_blank_kinds_sort_punctuation_function_content_and_pieces():
     tokenizer = minilm_tokenizer()
     text = "the playwright said , embarrassingly , no . which war with 2005 ."
     ids = tokenizer(text, return_tensors="pt")["input_ids"]
-    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
-            tokenizer.mask_token_id]
+    keep = [
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.mask_token_id,
+    ]
     words = CompactVocabulary(ids, keep=keep, unk_id=tokenizer.unk_token_id)
     compact = words.encode(ids)
     labels = torch.where(torch.arange(compact.shape[1]) > 0, compact, IGNORE_INDEX)
     labels[0, -1] = IGNORE_INDEX  # [SEP]
     kinds = baselines.blank_kinds(HeldOut(compact, labels), words, tokenizer)
     pieces = tokenizer.convert_ids_to_tokens(ids[0, 1:-1].tolist())
-    expected = {"the": "function word", "said": "content word", ",": "punctuation", "no": "function word",
-                ".": "punctuation", "which": "function word", "with": "function word", "war": "content word",
-                "2005": "number or piece"}  # a word's length no longer decides: the stop-word list does
+    expected = {
+        "the": "function word",
+        "said": "content word",
+        ",": "punctuation",
+        "no": "function word",
+        ".": "punctuation",
+        "which": "function word",
+        "with": "function word",
+        "war": "content word",
+        "2005": "number or piece",
+    }  # a word's length no longer decides: the stop-word list does
     for piece, kind in zip(pieces, kinds, strict=True):
         if piece in expected:
             assert kind == expected[piece], piece

@@ -2,6 +2,7 @@
 
 Nothing here asserts a timing: the machine is shared, and only sizes and structure are checked.
 """
+
 import asyncio
 import concurrent.futures
 import hashlib
@@ -127,28 +128,63 @@ def test_tree_peak_rejects_a_bad_interval():
 
 
 def _row(name, wall, peak, status="ok"):
-    return {"notebook": f"book/{name}.ipynb", "status": status, "error": None if status == "ok" else "boom",
-            "wall_s": wall, "peak_rss_mib": peak, "cells": 3, "loadavg_start": 1.0}
+    return {
+        "notebook": f"book/{name}.ipynb",
+        "status": status,
+        "error": None if status == "ok" else "boom",
+        "wall_s": wall,
+        "peak_rss_mib": peak,
+        "cells": 3,
+        "loadavg_start": 1.0,
+    }
 
 
 def fake_result():
-    masking = {"batch": [4, 16], "tokens": 64, "probability": 0.15, "repeats": 3, "torch_threads": 1,
-               "median_s": {"bertfamily.mask_tokens": 1e-4, "collator.torch_mask_tokens": 3e-4,
-                            "collator(examples)": 1e-3},
-               "tokens_per_s": {"bertfamily.mask_tokens": 640000.0, "collator.torch_mask_tokens": 213333.3,
-                                "collator(examples)": 64000.0},
-               "ours": "bertfamily.mask_tokens",
-               "ratio": {"collator.torch_mask_tokens": 3.0, "collator(examples)": 10.0}}
-    return {"schema": SCHEMA, "budgets": dict(BUDGETS), "sample_interval_s": 0.05,
-            "machine": {"date": "2026-01-01T00:00:00+00:00", "cpu_model": "Test CPU", "cpu_count": 2,
-                        "cores_used": 2, "torch_threads": 2, "memory_gib": 8.0, "platform": "Linux",
-                        "python": "3.11", "torch": "2.13.0", "transformers": "5", "offline": True,
-                        "loadavg_before": [0.5, 0.5, 0.5], "loadavg_after": [1.0, 0.8, 0.6]},
-            "notebooks": [_row("00_fast", 10.0, 500.0), _row("01_slow", 95.0, 800.0),
-                          _row("02_big", 50.0, 1600.0), _row("03_broken", 4.0, 100.0, status="failed")],
-            "masking": masking, "book": {"cold": {"wall_s": 60.0, "status": "ok"},
-                                         "rebuild": {"wall_s": 5.0, "status": "ok"}},
-            "unit_tests": {"wall_s": 30.0, "status": "ok", "command": "pytest"}, "make_test": None}
+    masking = {
+        "batch": [4, 16],
+        "tokens": 64,
+        "probability": 0.15,
+        "repeats": 3,
+        "torch_threads": 1,
+        "median_s": {"bertfamily.mask_tokens": 1e-4, "collator.torch_mask_tokens": 3e-4, "collator(examples)": 1e-3},
+        "tokens_per_s": {
+            "bertfamily.mask_tokens": 640000.0,
+            "collator.torch_mask_tokens": 213333.3,
+            "collator(examples)": 64000.0,
+        },
+        "ours": "bertfamily.mask_tokens",
+        "ratio": {"collator.torch_mask_tokens": 3.0, "collator(examples)": 10.0},
+    }
+    return {
+        "schema": SCHEMA,
+        "budgets": dict(BUDGETS),
+        "sample_interval_s": 0.05,
+        "machine": {
+            "date": "2026-01-01T00:00:00+00:00",
+            "cpu_model": "Test CPU",
+            "cpu_count": 2,
+            "cores_used": 2,
+            "torch_threads": 2,
+            "memory_gib": 8.0,
+            "platform": "Linux",
+            "python": "3.11",
+            "torch": "2.13.0",
+            "transformers": "5",
+            "offline": True,
+            "loadavg_before": [0.5, 0.5, 0.5],
+            "loadavg_after": [1.0, 0.8, 0.6],
+        },
+        "notebooks": [
+            _row("00_fast", 10.0, 500.0),
+            _row("01_slow", 95.0, 800.0),
+            _row("02_big", 50.0, 1600.0),
+            _row("03_broken", 4.0, 100.0, status="failed"),
+        ],
+        "masking": masking,
+        "book": {"cold": {"wall_s": 60.0, "status": "ok"}, "rebuild": {"wall_s": 5.0, "status": "ok"}},
+        "unit_tests": {"wall_s": 30.0, "status": "ok", "command": "pytest"},
+        "make_test": None,
+    }
 
 
 def test_verdicts_follow_the_budgets():
@@ -218,8 +254,21 @@ def test_run_leaves_notebooks_untouched_records_failures_and_exits_nonzero(tmp_p
     out = tmp_path / "out" / "results.json"
     real = bench.make_test_time
     monkeypatch.setattr(bench, "make_test_time", lambda: real(cmd=FAKE_MAKE_TEST, cwd=tmp_path))
-    code = bench.main([str(good), str(bad), "--skip-book", "--skip-masking", "--skip-unit", "--skip-browser",
-                       "--cores", "0", "--make-test", "--out", str(out)])
+    code = bench.main(
+        [
+            str(good),
+            str(bad),
+            "--skip-book",
+            "--skip-masking",
+            "--skip-unit",
+            "--skip-browser",
+            "--cores",
+            "0",
+            "--make-test",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 1  # one notebook failed
     for path, digest in digests.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
@@ -237,8 +286,11 @@ def test_run_leaves_notebooks_untouched_records_failures_and_exits_nonzero(tmp_p
 
 
 #: A stand-in for `make test`: prints what pytest closes with, as the real command does.
-FAKE_MAKE_TEST = (sys.executable, "-c", "print('ruff: all checks passed'); "
-                  "print('========= 3 passed, 1 skipped in 0.52s =========')")
+FAKE_MAKE_TEST = (
+    sys.executable,
+    "-c",
+    "print('ruff: all checks passed'); print('========= 3 passed, 1 skipped in 0.52s =========')",
+)
 
 
 def test_make_test_is_measured_whole_and_recorded():
@@ -251,8 +303,12 @@ def test_make_test_is_measured_whole_and_recorded():
     assert found["cpu_s"] >= 0
 
     # the CPU time of the command's whole process tree: a child that computes for 1 s of CPU is counted
-    busy = (sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
-            "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass'])")
+    busy = (
+        sys.executable,
+        "-c",
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass'])",
+    )
     found = make_test_time(cmd=busy, cwd=ROOT)
     assert found["status"] == "ok" and found["cpu_s"] >= 1.0, found
 
@@ -275,11 +331,29 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     busy = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end:\n    pass\n"
     (tmp_path / "test_two.py").write_text(
         f"import subprocess, sys, time\n\n\ndef test_it():\n    time.sleep(0.2)\n"
-        f"    subprocess.run([sys.executable, '-c', {busy!r}], check=True)\n", encoding="utf-8")
+        f"    subprocess.run([sys.executable, '-c', {busy!r}], check=True)\n",
+        encoding="utf-8",
+    )
     # two small files in a folder of their own, with the root conftest.py as a plugin (no torch to import)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    command = (sys.executable, "-m", "pytest", "test_one.py", "test_two.py", "-q", "-n", "1", "--dist", "loadfile",
-               "-p", "no:cacheprovider", "-p", "conftest", "--rootdir", str(tmp_path))
+    command = (
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_one.py",
+        "test_two.py",
+        "-q",
+        "-n",
+        "1",
+        "--dist",
+        "loadfile",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "conftest",
+        "--rootdir",
+        str(tmp_path),
+    )
     found = make_test_time(cmd=command, cwd=tmp_path)
     assert found["status"] == "ok", found["output_tail"]
     assert set(found["units"]) == {"test_one.py", "test_two.py"}
@@ -291,15 +365,26 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
 
 def test_a_measured_make_test_replaces_the_estimate():
     result = fake_result()
-    result["make_test"] = {"command": "make test", "date": "2026-01-01T00:00:00+00:00", "wall_s": 470.0,
-                           "returncode": 0, "status": "ok", "pytest": "700 passed, 3 skipped",
-                           "loadavg_before": [0.1, 0.1, 0.1], "loadavg_after": [2.0, 1.5, 1.0], "output_tail": None}
+    result["make_test"] = {
+        "command": "make test",
+        "date": "2026-01-01T00:00:00+00:00",
+        "wall_s": 470.0,
+        "returncode": 0,
+        "status": "ok",
+        "pytest": "700 passed, 3 skipped",
+        "loadavg_before": [0.1, 0.1, 0.1],
+        "loadavg_after": [2.0, 1.5, 1.0],
+        "output_tail": None,
+    }
     s = summarize(result)
     assert s["make_test_s"] == 470.0 and s["make_test_within"] and "make_test_estimate_s" not in s
     assert result["make_test"]["verdict"] == "within"
     text = markdown(result)
-    assert "`make test`, measured (the whole command, 2 cores): 470 s (budget 480 s), ok (700 passed, 3 skipped): " \
-           "within." in text and "estimated" not in text
+    assert (
+        "`make test`, measured (the whole command, 2 cores): 470 s (budget 480 s), ok (700 passed, 3 skipped): within."
+        in text
+        and "estimated" not in text
+    )
     result["make_test"]["wall_s"] = 481.0
     assert not summarize(result)["make_test_within"] and result["make_test"]["verdict"] == "over"
     result["make_test"].update(status="failed", returncode=1)
@@ -365,6 +450,7 @@ def test_masking_comparison_on_a_tiny_batch():
     import torch
 
     from bertfamily.models import minilm_tokenizer
+
     tokenizer = minilm_tokenizer()
     batch = torch.randint(1000, 2000, (4, 16), generator=torch.Generator().manual_seed(0))
     batch[:, 0], batch[:, -1] = tokenizer.cls_token_id, tokenizer.sep_token_id
@@ -382,6 +468,7 @@ def test_page_weights_count_the_html_what_it_loads_and_its_widgets(tmp_path):
     """A two-page site written here: each file a page loads is counted once, with its size; an address
     outside the site and a missing file are named; a widget of bertfamily.widgets is measured whole."""
     from bertfamily import widgets
+
     site = tmp_path / "html"
     (site / "_static").mkdir(parents=True)
     (site / "book").mkdir()
@@ -390,10 +477,12 @@ def test_page_weights_count_the_html_what_it_loads_and_its_widgets(tmp_path):
     (site / "_static" / "f.png").write_bytes(b"z" * 50)
     (site / "index.html").write_text('<html><script src="_static/a.js"></script></html>', encoding="utf-8")
     widget = widgets.size_calculator()._repr_html_()
-    page = ('<html><head><link rel="preload" as="script" href="../_static/a.js">'
-            '<script src="../_static/a.js"></script><link rel="stylesheet" href="../_static/a.css?v=1">'
-            '<script src="https://cdn.example.org/require.js"></script><style>p{}</style></head>'
-            f'<body><img src="../_static/f.png"><img src="../_static/gone.png"><div>{widget}</div></body></html>')
+    page = (
+        '<html><head><link rel="preload" as="script" href="../_static/a.js">'
+        '<script src="../_static/a.js"></script><link rel="stylesheet" href="../_static/a.css?v=1">'
+        '<script src="https://cdn.example.org/require.js"></script><style>p{}</style></head>'
+        f'<body><img src="../_static/f.png"><img src="../_static/gone.png"><div>{widget}</div></body></html>'
+    )
     (site / "book" / "p.html").write_text(page, encoding="utf-8")
     weights = page_weights(site)
     assert set(weights) == {"index.html", "book/p.html"}
@@ -421,6 +510,7 @@ def _loop_runs() -> bool:
 def test_the_browser_measurement_leaves_a_running_event_loop():
     """Playwright's sync API refuses to start where an asyncio loop runs (as one does in a pytest worker whose
     browser tests hold a Playwright open: CI failed so): the measurement then runs in a thread of its own."""
+
     async def inside():
         return _loop_runs(), outside_event_loop(_loop_runs)
 

@@ -3,6 +3,7 @@
 The build itself is the session fixture `book_build` (tests/conftest.py), shared with the browser
 tests so that one `make test` builds the book once.
 """
+
 import re
 from pathlib import Path
 
@@ -66,8 +67,11 @@ CLAIMS = [
 
 @pytest.mark.parametrize("words, doc, key, published, unit", CLAIMS)
 def test_claims_page_verdict_matches_the_computed_value(words, doc, key, published, unit):
-    rows = [line for line in (ROOT / "book" / "claims.md").read_text(encoding="utf-8").splitlines()
-            if line.startswith("|") and words in line]
+    rows = [
+        line
+        for line in (ROOT / "book" / "claims.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("|") and words in line
+    ]
     assert len(rows) == 1, f"{len(rows)} rows of book/claims.md contain {words!r}"
     row = rows[0]
     assert re.search(rf"{doc}\.ipynb::{key}:", row), f"the row {words!r} does not glue {doc}::{key}"
@@ -98,7 +102,7 @@ def test_claims_page_says_how_strong_each_row_is():
         assert evidence in EVIDENCE, f"{claim!r}: evidence {evidence!r} is not one of {sorted(EVIDENCE)}"
         if evidence == "none":
             assert verdict.startswith("**not reproduced**"), f"{claim!r}: no evidence, so not reproduced"
-        if evidence == "toy scale":   # a toy model shows a direction, never agreement with a published figure
+        if evidence == "toy scale":  # a toy model shows a direction, never agreement with a published figure
             assert "**agrees" not in verdict, f"{claim!r}: toy-scale evidence cannot say agrees"
             assert verdict.startswith(("**consistent**", "**not reproduced**", "**differs**")), claim
         if verdict.startswith("**consistent**"):
@@ -107,7 +111,7 @@ def test_claims_page_says_how_strong_each_row_is():
 
 @pytest.mark.parametrize("words", sorted({words for words, *_ in CLAIMS}))
 def test_rows_checked_against_figures_rest_on_exact_or_measured_evidence(words):
-    cells, = [c for c in _claim_rows() if words in "| " + " | ".join(c) + " |"]
+    (cells,) = [c for c in _claim_rows() if words in "| " + " | ".join(c) + " |"]
     assert cells[-2] in {"exact", "measured"}, f"{words!r} compares a figure digit for digit: {cells[-2]!r}"
 
 
@@ -125,7 +129,10 @@ def test_every_glued_value_is_shown_somewhere(doc):
     # a value glued and never shown is a number the page computes for no reader
     name = doc.rsplit("/", 1)[-1]
     own = set(re.findall(r"\{glue(?::\w+)?\}`(\w+)", _prose(doc)))
-    elsewhere = {key for other in toc_docs()
-                 for key in re.findall(r"\{glue(?::\w+)?\}`" + re.escape(name) + r"\.ipynb::(\w+)", _prose(other))}
+    elsewhere = {
+        key
+        for other in toc_docs()
+        for key in re.findall(r"\{glue(?::\w+)?\}`" + re.escape(name) + r"\.ipynb::(\w+)", _prose(other))
+    }
     unshown = sorted(set(glue_values(doc)) - own - elsewhere)
     assert not unshown, f"{doc} glues values no page shows: {unshown}"

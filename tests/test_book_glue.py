@@ -1,4 +1,5 @@
 """bertfamily.book.glue: myst-nb's glue where it is installed, a harmless stand-in where not (Colab)."""
+
 import subprocess
 import sys
 
@@ -6,17 +7,20 @@ import pytest
 
 from bertfamily.book import glue
 
-HIDE_MYST = ("import sys, importlib.abc\n"
-             "class Hide(importlib.abc.MetaPathFinder):\n"
-             "    def find_spec(self, name, path, target=None):\n"
-             "        if name == 'myst_nb' or name.startswith('myst_nb.'):\n"
-             "            raise ModuleNotFoundError(name)\n"
-             "sys.meta_path.insert(0, Hide())\n")
+HIDE_MYST = (
+    "import sys, importlib.abc\n"
+    "class Hide(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path, target=None):\n"
+    "        if name == 'myst_nb' or name.startswith('myst_nb.'):\n"
+    "            raise ModuleNotFoundError(name)\n"
+    "sys.meta_path.insert(0, Hide())\n"
+)
 
 
 def test_without_myst_nb_glue_shows_only_what_is_displayed():
-    code = HIDE_MYST + ("from bertfamily.book import glue\n"
-                        "glue('hidden', 1.25, display=False)\nglue('shown', 'seen', display=True)\n")
+    code = HIDE_MYST + (
+        "from bertfamily.book import glue\nglue('hidden', 1.25, display=False)\nglue('shown', 'seen', display=True)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["seen"]
 
@@ -26,7 +30,7 @@ def test_with_myst_nb_glue_records_as_myst_nb_does(monkeypatch):
     shown = []
     monkeypatch.setattr(glue_module, "ipy_display", lambda data, **kw: shown.append((data, kw["metadata"])))
     glue("x", 0.5, display=False)
-    (data, metadata), = shown
+    ((data, metadata),) = shown
     assert data == {"application/papermill.record/text/plain": "0.5"}
     assert metadata["scrapbook"]["name"] == "x"
 
@@ -38,6 +42,7 @@ def test_a_bad_name_says_what_is_allowed():
 
 def test_glue_values_records_each_name_hidden(monkeypatch):
     from bertfamily import book
+
     seen = []
     monkeypatch.setattr(book, "glue", lambda name, value, display=True: seen.append((name, value, display)))
     book.glue_values(a=1, b="two")
@@ -58,6 +63,7 @@ def _bare(x):
 
 def test_source_drops_the_docstring_only():
     from bertfamily.book import source
+
     text = source(_documented)
     assert text.splitlines() == ["def _documented(x):", "    return x + 1  # the body"]
     assert '"""A docstring' in source(_documented, docstring=True)

@@ -16,6 +16,7 @@ would fail anyway on an offline machine; so widgets show as their saved-state pl
 is served with the site (`_static/mathjax/`, from the pinned `sphinx-mathjax-offline`), so every
 formula must be typeset: none left as TeX source, none a TeX error.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,6 +43,7 @@ pytestmark = pytest.mark.book
 
 # ---------------------------------------------------------------- what each page should show
 
+
 def _notebook(doc: str) -> Path:
     return ROOT / f"{doc}.ipynb"
 
@@ -56,6 +58,7 @@ def _markdown(doc: str) -> str:
 def expected_glue_texts(doc: str) -> list[str]:
     """Every `{glue:text}` of a page, formatted as myst-nb formats it (keys from other notebooks too)."""
     from myst_nb.core.variables import format_plain_text
+
     texts = []
     for role in GLUE_TEXT.findall(_markdown(doc)):
         key_fmt = role.rsplit(":", 1)  # the parsing of myst-nb's PasteTextRole
@@ -96,11 +99,14 @@ def launch_targets(doc: str) -> dict[str, str]:
     launch = config["launch_buttons"]
     folder = config["repository"].get("path_to_book", "").strip("/")
     path = f"{folder}/{doc}.ipynb" if folder else f"{doc}.ipynb"
-    return {"Binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{repo}/{branch}?urlpath=tree/{path}",
-            "Colab": f"{launch['colab_url'].rstrip('/')}/github/{repo}/blob/{branch}/{path}"}
+    return {
+        "Binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{repo}/{branch}?urlpath=tree/{path}",
+        "Colab": f"{launch['colab_url'].rstrip('/')}/github/{repo}/blob/{branch}/{path}",
+    }
 
 
 # ---------------------------------------------------------------- the checks (lists of problems)
+
 
 def open_page(context, url: str):
     """Open `url`; return the page and the failed requests for local files seen while it loaded."""
@@ -108,10 +114,19 @@ def open_page(context, url: str):
     failures = []
     local = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}/"
     page.on("requestfailed", lambda r: r.url.startswith(local) and failures.append(f"{r.url}: {r.failure}"))
-    page.on("response", lambda r: r.url.startswith(local) and r.status >= 400
-            and failures.append(f"{r.url}: HTTP {r.status}"))
-    page.on("console", lambda m: m.type == "error" and m.location.get("url", "").startswith(local)
-            and "Failed to load resource" in m.text and failures.append(f"console: {m.text}"))
+    page.on(
+        "response",
+        lambda r: r.url.startswith(local) and r.status >= 400 and failures.append(f"{r.url}: HTTP {r.status}"),
+    )
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error"
+            and m.location.get("url", "").startswith(local)
+            and "Failed to load resource" in m.text
+            and failures.append(f"console: {m.text}")
+        ),
+    )
     page.goto(url, wait_until="load")
     return page, failures
 
@@ -119,8 +134,8 @@ def open_page(context, url: str):
 def figure_problems(page, expected: int) -> list[str]:
     """Every figure of the page is an image that loaded with a non-zero size, and none is missing."""
     images = page.eval_on_selector_all(
-        "main img[src*='_images/']",
-        "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, e.naturalHeight])")
+        "main img[src*='_images/']", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth, e.naturalHeight])"
+    )
     problems = [f"figure {src} did not load ({w}x{h})" for src, w, h in images if not (w and h)]
     if len(images) != expected:
         problems.append(f"{len(images)} figures on the page, the notebook stores {expected}")
@@ -173,13 +188,13 @@ def formula_problems(page, base: str, timeout_ms: int = 10000) -> list[str]:
     if not any(src.startswith(base) for src in sources):
         problems.append(f"MathJax is not served with the site (scripts: {sources})")
     try:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                               timeout=timeout_ms)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=timeout_ms)
         page.evaluate("() => MathJax.startup.promise.then(() => true)")
     except Exception:  # playwright's TimeoutError
         return problems + [f"MathJax did not start: {count} formulas left as TeX"]
     untypeset = page.eval_on_selector_all(
-        "main .math", "els => els.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent)")
+        "main .math", "els => els.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent)"
+    )
     if untypeset:
         problems.append(f"{len(untypeset)} of {count} formulas not typeset, e.g. {untypeset[0][:60]!r}")
     errors = page.eval_on_selector_all("main mjx-merror", "els => els.map(e => e.getAttribute('data-mjx-error'))")
@@ -208,15 +223,18 @@ def code_width_problems(page) -> list[str]:
         "els => els.filter(e => e.offsetParent !== null).filter(e => {"
         " const was = e.style.whiteSpace; e.style.whiteSpace = 'pre';"
         " const over = e.scrollWidth > e.clientWidth + 1; e.style.whiteSpace = was; return over; })"
-        ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))")
+        ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))",
+    )
     wide = page.eval_on_selector_all(
         "main pre, main table",
         "els => els.filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)"
-        ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))")
+        ".map(e => e.textContent.split('\\n').reduce((a, b) => a.length >= b.length ? a : b))",
+    )
     problems = []
     if wrapped:
-        problems.append(f"{len(wrapped)} code cells wrap at the column; the longest line of the first: "
-                        f"{wrapped[0].strip()[:70]!r}")
+        problems.append(
+            f"{len(wrapped)} code cells wrap at the column; the longest line of the first: {wrapped[0].strip()[:70]!r}"
+        )
     if wide:
         problems.append(f"{len(wide)} blocks scroll sideways; the longest line of the first: {wide[0].strip()[:70]!r}")
     return problems
@@ -227,7 +245,8 @@ def folded_problems(page, expected: int) -> list[str]:
     states = page.eval_on_selector_all(
         "main .cell.tag_hide-input",
         "els => els.map(e => { const d = e.querySelector('details.above-input');"
-        " return d ? (d.open ? 'open' : 'folded') : 'not folded'; })")
+        " return d ? (d.open ? 'open' : 'folded') : 'not folded'; })",
+    )
     problems = []
     if len(states) != expected:
         problems.append(f"{len(states)} cells tagged hide-input on the page, the notebook has {expected}")
@@ -329,8 +348,7 @@ def browser_context(site, book_report, playwright_driver):
     browser = playwright_driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15000)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
-                  else route.abort())
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base) else route.abort())
     yield context
     browser.close()
     book_report["browser time"] = f"browser tests: {time.perf_counter() - start:.1f} s in Chromium"
@@ -346,6 +364,7 @@ def screenshots(book_report) -> Path:
 
 
 # ---------------------------------------------------------------- the tests
+
 
 @pytest.mark.parametrize("doc", toc_docs())
 def test_page_as_a_reader_sees_it(doc, site, browser_context, screenshots):
@@ -394,17 +413,30 @@ BROKEN = {  # what is removed from a copy of a built lesson page, and which chec
     "figure_removed": (r'<img[^>]*src="\.\./_images/[^"]+"[^>]*>', "", "figures"),
     "glued_number_removed": (r'<span class="pasted-text">[^<]*</span>', "", "glue"),
     "binder_button_removed": (r'<li><a href="https://mybinder\.org[^"]*".*?</li>', "", "launch"),
-    "colab_points_elsewhere": (r'(colab\.research\.google\.com/[^"]*/)04_albert\.ipynb',
-                               r"\g<1>00_setup.ipynb", "launch"),
+    "colab_points_elsewhere": (
+        r'(colab\.research\.google\.com/[^"]*/)04_albert\.ipynb',
+        r"\g<1>00_setup.ipynb",
+        "launch",
+    ),
     "mathjax_removed": (r'<script defer="defer" src="\.\./_static/mathjax/tex-chtml\.js"></script>', "", "formulas"),
-    "formula_not_marked": (r'<span class="math notranslate nohighlight">', '<span class="notranslate nohighlight">',
-                           "formulas"),
+    "formula_not_marked": (
+        r'<span class="math notranslate nohighlight">',
+        '<span class="notranslate nohighlight">',
+        "formulas",
+    ),
     "formula_unbalanced": (r'(<span class="math notranslate nohighlight">\\\()', r"\g<1>{", "formulas"),
     # without the stylesheet that sets code at the column's size, 88-column lines wrap
-    "code_wrap_removed": (r'<link rel="stylesheet" type="text/css" href="\.\./_static/code-width\.css[^"]*" />', "",
-                          "width"),
-    "fold_opened": (r'<details class="admonition hide above-input([^"]*)">', r'<details class="admonition hide '
-                    r'above-input\g<1>" open>', "folded"),
+    "code_wrap_removed": (
+        r'<link rel="stylesheet" type="text/css" href="\.\./_static/code-width\.css[^"]*" />',
+        "",
+        "width",
+    ),
+    "fold_opened": (
+        r'<details class="admonition hide above-input([^"]*)">',
+        r'<details class="admonition hide '
+        r'above-input\g<1>" open>',
+        "folded",
+    ),
 }
 
 
@@ -450,8 +482,11 @@ def test_expected_glue_texts_formats_as_myst_nb():
 
 
 #: The lessons' browser widgets (bertfamily.widgets): the page, and the check of tests/widget_checks.py.
-BROWSER_WIDGETS = {"book/02_distillation": "temperature", "book/03_compression": "sizes",
-                   "book/01_dynamic_masking": "remask"}
+BROWSER_WIDGETS = {
+    "book/02_distillation": "temperature",
+    "book/03_compression": "sizes",
+    "book/01_dynamic_masking": "remask",
+}
 
 
 def allowed_at_load(doc: str) -> set[str]:
@@ -459,6 +494,7 @@ def allowed_at_load(doc: str) -> set[str]:
     manager (require.js and the HTML manager, from CDNs) where the notebook stores widget state (its
     progress bars, an ipywidget), blocked here as offline; nothing else."""
     from myst_nb.core.config import ipywidgets_js_factory
+
     metadata = nbformat.read(_notebook(doc), as_version=4).metadata
     if metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json"):
         return set(ipywidgets_js_factory())
@@ -472,6 +508,7 @@ def test_widgets_compute_in_the_browser(doc, site, browser_context):
     asks nothing of any other site while it is used; nor does the page as it opens, unless the lesson
     stores ipywidgets' state (whose manager myst-nb loads from a CDN, blocked here: see allowed_at_load)."""
     import widget_checks as checks
+
     name = BROWSER_WIDGETS[doc]
     requests, errors = [], []
     page = browser_context.new_page()
@@ -490,11 +527,13 @@ def test_widgets_compute_in_the_browser(doc, site, browser_context):
             problems = checks.size_problems(root)
         else:
             from bertfamily.models import minilm_tokenizer
+
             problems = checks.remask_problems(root, minilm_tokenizer())
         problems += [f"script error while the widget was used: {e}" for e in errors[errors_at_load:]]
-        problems += [f"a request left the site while the widget was used: {r}" for r in requests[len(at_load):]]
-        problems += [f"a request left the site as the page opened: {r}" for r in at_load
-                     if r not in allowed_at_load(doc)]
+        problems += [f"a request left the site while the widget was used: {r}" for r in requests[len(at_load) :]]
+        problems += [
+            f"a request left the site as the page opened: {r}" for r in at_load if r not in allowed_at_load(doc)
+        ]
         assert not problems, f"{doc}:\n" + "\n".join(problems[:20])
     finally:
         page.close()
@@ -511,9 +550,12 @@ def test_every_widget_has_a_static_figure_beside_it():
         for i, cell in enumerate(cells):
             mimes = {m for o in cell.get("outputs", []) for m in o.get("data", {})}
             html = "".join(str(o.get("data", {}).get("text/html", "")) for o in cell.get("outputs", []))
-            if ("interact" in cell.source and "application/vnd.jupyter.widget-view+json" in mimes
-                    or 'class="bf-widget' in html):
-                after = [m for c in cells[i + 1:i + 3] for o in c.get("outputs", []) for m in o.get("data", {})]
+            if (
+                "interact" in cell.source
+                and "application/vnd.jupyter.widget-view+json" in mimes
+                or 'class="bf-widget' in html
+            ):
+                after = [m for c in cells[i + 1 : i + 3] for o in c.get("outputs", []) for m in o.get("data", {})]
                 if not any(m in IMAGE_MIMES for m in after):
                     lonely.append(f"{doc}: code cell {i}")
     assert not lonely, f"widgets without a static figure after them: {lonely}"
@@ -521,8 +563,10 @@ def test_every_widget_has_a_static_figure_beside_it():
 
 # ---------------------------------------------------------------- make lab
 
+
 def _free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -538,13 +582,22 @@ class _Lab:
         self.port, self.token = _free_port(), os.urandom(12).hex()
         # no --allow-root here: as root (CI, this workplace's machines) `make lab` adds it itself
         args = f"--no-browser --port={self.port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={self.token}"
-        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),  # no user settings, no news
-               "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "run")}
+        env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),  # no user settings, no news
+            "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+            "JUPYTER_RUNTIME_DIR": str(tmp_path / "run"),
+        }
         self.log_path = tmp_path / "lab.log"
         self.log = self.log_path.open("w")
-        self.process = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "lab", *make_args,
-                                         f"LAB_ARGS={args}"], cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT,
-                                        env=env, start_new_session=True)
+        self.process = subprocess.Popen(
+            ["make", "-s", "-o", ".venv/.installed", "lab", *make_args, f"LAB_ARGS={args}"],
+            cwd=cwd,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         self.base = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 300  # a loaded machine: make student, then JupyterLab's start
         while True:  # the server answers once it is up
@@ -563,8 +616,9 @@ class _Lab:
         """A page of the session's Chromium (one Playwright per thread), in a context of its own."""
         page = browser_context.browser.new_page(viewport={"width": 1280, "height": 900})
         page.set_default_timeout(120_000)
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(self.base)
-                   else route.abort())
+        page.route(
+            "**/*", lambda route: route.continue_() if route.request.url.startswith(self.base) else route.abort()
+        )
         return page
 
     def stop(self):
@@ -648,8 +702,10 @@ def test_make_lab_student_opens_the_student_version(tmp_path, browser_context):
         page.context.close()
         # what JupyterLab opened (its cells are drawn as they scroll into view, so asked of its server)
         import urllib.request
-        with urllib.request.urlopen(f"{lab.base}/api/contents/exercise_distilbert.ipynb?token={lab.token}",
-                                    timeout=30) as answer:
+
+        with urllib.request.urlopen(
+            f"{lab.base}/api/contents/exercise_distilbert.ipynb?token={lab.token}", timeout=30
+        ) as answer:
             cells = json.loads(answer.read())["content"]["cells"]
         code = "\n".join(c["source"] for c in cells)
         assert "# YOUR CODE HERE" in code and 'load("distilbert-base-uncased")' not in code
@@ -689,6 +745,7 @@ def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
     import widget_checks as checks
 
     from bertfamily.models import minilm_tokenizer
+
     cell = nbformat.v4.new_code_cell(
         "from bertfamily.models import minilm_tokenizer\n"
         "from bertfamily.widgets import remasking, size_calculator, temperature\n"
@@ -697,11 +754,13 @@ def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
         "ids = tok('england beat fiji 26-21 in hong kong.', return_tensors='pt')['input_ids']\n"
         "display(temperature([5.0, 2.0, 0.5, 0.5, -0.4], ['cat', 'dog', 'fox', 'cow', 'house']))\n"
         "display(size_calculator())\n"
-        "display(remasking(ids, tok))")
+        "display(remasking(ids, tok))"
+    )
     kernel = nbformat.read(ROOT / "book" / "05_multilingual.ipynb", as_version=4).metadata  # its kernel
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata={k: kernel[k] for k in ("kernelspec",
-                                                                                           "language_info")}),
-                   tmp_path / "widgets.ipynb")
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[cell], metadata={k: kernel[k] for k in ("kernelspec", "language_info")}),
+        tmp_path / "widgets.ipynb",
+    )
     _needs_lab()
     lab = _Lab(tmp_path, [f"LAB_DIR={tmp_path}"])
     try:
@@ -711,11 +770,13 @@ def test_browser_widgets_work_in_jupyterlab(tmp_path, browser_context):
         try:
             cell.locator(".bf-remask").wait_for(state="attached")
             assert cell.locator(".bf-widget[data-ready='1']").count() == 3, (
-                "a widget's script did not run in JupyterLab: " + cell.locator(".jp-OutputArea").inner_html()[:2000])
+                "a widget's script did not run in JupyterLab: " + cell.locator(".jp-OutputArea").inner_html()[:2000]
+            )
             problems = checks.temperature_problems(cell.locator(".bf-temperature"), values=[0.5, 3.0, 10.0])
             problems += checks.size_problems(cell.locator(".bf-sizes"), settings=checks.size_combinations(5))
-            problems += checks.remask_problems(cell.locator(".bf-remask"), minilm_tokenizer(),
-                                               probabilities=(0.3,), clicks=3, many=0)
+            problems += checks.remask_problems(
+                cell.locator(".bf-remask"), minilm_tokenizer(), probabilities=(0.3,), clicks=3, many=0
+            )
         finally:
             page.screenshot(path=str(tmp_path / "lab-widgets.png"))
             page.context.close()

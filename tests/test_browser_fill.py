@@ -8,6 +8,7 @@ the page says how big the download is, and it is that big; no request leaves the
 off the page shows what it was built with; the other pages do not load the script. The timings of
 benchmarks.browser's ``measure_fill`` are printed (not asserted: the machine is shared).
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,11 @@ WIDGET_MANAGER = ("/require.js/", "/require.min.js", "@jupyter-widgets/html-mana
 def left_problems(left: list, loaded: int) -> list:
     """Requests that left the site: any after the page loaded (the reader's, the box's), and any at load
     other than the widget manager's."""
-    return ([f"left the site after the page loaded: {url}" for url in left[loaded:]]
-            + [f"left the site at load: {url}" for url in left[:loaded] if not any(w in url for w in WIDGET_MANAGER)])
+    return [f"left the site after the page loaded: {url}" for url in left[loaded:]] + [
+        f"left the site at load: {url}" for url in left[:loaded] if not any(w in url for w in WIDGET_MANAGER)
+    ]
+
+
 pytestmark = pytest.mark.book
 
 
@@ -45,6 +49,7 @@ def site(request):
     import http.server
     import os
     import threading
+
     if os.environ.get("BOOK_HTML"):
         html = Path(os.environ["BOOK_HTML"]).resolve()
     else:
@@ -97,6 +102,7 @@ def chromium(site, playwright_driver):
 @pytest.fixture(scope="module")
 def course():
     from bertfamily.checkpoints.course import course_data, load_course_model
+
     data = course_data()
     return data, load_course_model(data)
 
@@ -116,14 +122,16 @@ def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, co
     assert page.input_value("#bf-fill-input") == "manchester united [MASK] the match 2-1."
     # what runs where, and how big the download is: the page's glued number, the form's note, the files
     files = html / "_static" / webmodel.SITE_FOLDER
-    mib = f"{webmodel.download_bytes(files) / 2 ** 20:.1f} MiB"
+    mib = f"{webmodel.download_bytes(files) / 2**20:.1f} MiB"
     assert mib in page.locator(".bf-fill-note").inner_text()
     assert re.search(rf"{re.escape(mib)}, once", page.inner_text("main")), "the prose's download size is not the files'"
     # keyboard: the input takes focus, Tab reaches the button
     page.focus("#bf-fill-input")
     page.keyboard.press("Tab")
-    assert page.evaluate("() => document.activeElement.closest('form.bf-fill') !== null"
-                         " && document.activeElement.tagName") == "BUTTON"
+    assert (
+        page.evaluate("() => document.activeElement.closest('form.bf-fill') !== null && document.activeElement.tagName")
+        == "BUTTON"
+    )
 
     result = measure_fill(page, SENTENCES)
     data, model = course
@@ -140,7 +148,8 @@ def test_a_typed_sentence_gets_the_python_models_five_guesses(site, chromium, co
     assert not left_problems(left, loaded)
     book_report["browser fill"] = (
         f"course model in Chromium: first guess {result['first_guess_s']:.2f} s after the first request "
-        f"({result['download_bytes']:,} bytes), then {result['median_guess_s']:.2f} s a guess (median)")
+        f"({result['download_bytes']:,} bytes), then {result['median_guess_s']:.2f} s a guess (median)"
+    )
 
 
 def test_the_box_says_what_is_wrong(site, chromium):

@@ -6,6 +6,7 @@ build), are driven in headless Chromium by the checks of tests/widget_checks.py,
 value the page shows with the package's functions. tests/test_browser.py runs the same checks on the
 lessons' pages of the built website.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def test_temperature_readout_is_the_package_s(tokenizer):
         r = widgets.temperature_readout(LOGITS, CLASSES, T)
         p = losses.soften(LOGITS, T)
         assert r["probabilities"] == [f"{v:.1%}" for v in p.tolist()]
-        assert r["summary"] == (f"T = {T:.2f}: others {float(losses.non_target_mass(p)):.1%}, "
-                                f"entropy {float(losses.entropy(p)):.2f} nats")
+        assert r["summary"] == (
+            f"T = {T:.2f}: others {float(losses.non_target_mass(p)):.1%}, entropy {float(losses.entropy(p)):.2f} nats"
+        )
     w = widgets.temperature(LOGITS, CLASSES, value=3.0)
     assert repr(w).startswith(widgets.temperature_readout(LOGITS, CLASSES, 3.0)["summary"])
     assert re.search(r'<label for="([^"]+)">Temperature T</label><input type="range" id="\1"', w._repr_html_())
@@ -55,6 +57,7 @@ def test_size_readout_is_size_calculator_s():
 
 def test_remasking_stores_mask_tokens_first_mask(tokenizer):
     from bertfamily.masking import actions, mask_tokens, masking_vocabulary, render
+
     ids = tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
     w = widgets.remasking(ids, tokenizer, probability=0.3, seed=4)
     vocab = masking_vocabulary(tokenizer)
@@ -69,15 +72,18 @@ def test_remasking_stores_mask_tokens_first_mask(tokenizer):
     assert len(data["sample_ids"]) == 1000 == len(data["sample_tokens"].split(" "))
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: widgets.temperature(LOGITS, CLASSES[:3]), "one class name per logit"),
-    (lambda: widgets.temperature(LOGITS, CLASSES, value=20), "from 0.25 to 10.0"),
-    (lambda: widgets.temperature(LOGITS, CLASSES, low=0), "> 0"),
-    (lambda: widgets.size_calculator(layers=30), "layers must be an integer from 1 to 24"),
-    (lambda: widgets.size_calculator(hidden=100), "in steps of 64"),
-    (lambda: widgets.size_calculator(bits=3), "bits must be one of 32, 16, 8, 4"),
-    (lambda: widgets.size_calculator(layout="gpt"), "layout must be one of distilbert, bert"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: widgets.temperature(LOGITS, CLASSES[:3]), "one class name per logit"),
+        (lambda: widgets.temperature(LOGITS, CLASSES, value=20), "from 0.25 to 10.0"),
+        (lambda: widgets.temperature(LOGITS, CLASSES, low=0), "> 0"),
+        (lambda: widgets.size_calculator(layers=30), "layers must be an integer from 1 to 24"),
+        (lambda: widgets.size_calculator(hidden=100), "in steps of 64"),
+        (lambda: widgets.size_calculator(bits=3), "bits must be one of 32, 16, 8, 4"),
+        (lambda: widgets.size_calculator(layout="gpt"), "layout must be one of distilbert, bert"),
+    ],
+)
 def test_bad_arguments_say_what_is_allowed(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
@@ -107,15 +113,15 @@ def widget_page(tmp_path_factory, tokenizer, playwright_driver):
     ids = tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
     parts = [widgets.temperature(LOGITS, CLASSES), widgets.size_calculator(), widgets.remasking(ids, tokenizer)]
     path = tmp_path_factory.mktemp("widgets") / "page.html"
-    path.write_text("<!doctype html><html><body>" + "".join(w._repr_html_() for w in parts) + "</body></html>",
-                    encoding="utf-8")
+    path.write_text(
+        "<!doctype html><html><body>" + "".join(w._repr_html_() for w in parts) + "</body></html>", encoding="utf-8"
+    )
     browser = playwright_driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
     page = browser.new_page()
     requests, errors = [], []
     page.on("request", lambda r: not r.url.startswith("file://") and requests.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-               else route.abort())
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
     page.goto(path.as_uri())
     yield page, requests, errors
     browser.close()
@@ -123,6 +129,7 @@ def widget_page(tmp_path_factory, tokenizer, playwright_driver):
 
 def test_widgets_compute_python_s_numbers_in_chromium(widget_page, tokenizer):
     import widget_checks as checks
+
     page, requests, errors = widget_page
     problems = checks.temperature_problems(page.locator(checks.SELECTORS["temperature"]))
     problems += checks.size_problems(page.locator(checks.SELECTORS["sizes"]))
@@ -137,11 +144,15 @@ def test_py_format_js_formats_as_python(widget_page):
     page = widget_page[0]
     rng = torch.Generator().manual_seed(0)
     xs = [0.25, 0.125, 2.5, 1.375, 0.5, 1.5, 0.0, 1e-9, 4.2e-10, 123456.789, 9.995, 0.045, 99.95, 1e6 / 3]
-    xs += (torch.rand(200, generator=rng, dtype=torch.float64) * 10 ** torch.randint(-6, 6, (200,),
-                                                                                    generator=rng)).tolist()
+    xs += (
+        torch.rand(200, generator=rng, dtype=torch.float64) * 10 ** torch.randint(-6, 6, (200,), generator=rng)
+    ).tolist()
     cases = [(x, d) for x in xs for d in (0, 1, 2)]
-    shown = page.evaluate("cases => { " + PY_FORMAT_JS + " return cases.map(c => [bfFixed(c[0], c[1]),"
-                          " bfPercent(c[0], c[1]), bfGroup(Math.round(c[0] * 1000))]); }", cases)
+    shown = page.evaluate(
+        "cases => { " + PY_FORMAT_JS + " return cases.map(c => [bfFixed(c[0], c[1]),"
+        " bfPercent(c[0], c[1]), bfGroup(Math.round(c[0] * 1000))]); }",
+        cases,
+    )
     want = [[f"{x:.{d}f}", f"{x:.{d}%}", f"{round(x * 1000):,}"] for x, d in cases]
     wrong = [(c, s, w) for c, s, w in zip(cases, shown, want, strict=True) if s != w]
     assert not wrong, wrong[:5]
@@ -151,6 +162,7 @@ def test_the_checks_notice_a_wrong_number(widget_page, tokenizer):
     """A check that cannot fail is not a check: break each widget's arithmetic in the page, and its
     check reports it."""
     import widget_checks as checks
+
     page, _, _ = widget_page
     page.reload()
     page.evaluate("""() => {
@@ -168,5 +180,6 @@ def test_the_checks_notice_a_wrong_number(widget_page, tokenizer):
         root.querySelector('button').addEventListener('click', () => {  // the 80/10/10 shown wrongly
             root.querySelector('.bf-sentence').textContent =
                 root.querySelector('.bf-sentence').textContent.replace('[MASK]', '(' + d.tokens[1] + ')'); }); }""")
-    assert checks.remask_problems(page.locator(checks.SELECTORS["remask"]), tokenizer, probabilities=(0.6,),
-                                  clicks=4, many=0)
+    assert checks.remask_problems(
+        page.locator(checks.SELECTORS["remask"]), tokenizer, probabilities=(0.6,), clicks=4, many=0
+    )

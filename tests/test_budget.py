@@ -4,6 +4,7 @@ Models are built on the ``meta`` device: the real architecture and shapes, no me
 The expected totals are the published-config counts; the test also checks each against
 ``sum(p.numel() for p in model.parameters())`` of the transformers model itself.
 """
+
 import pytest
 import torch
 from transformers import AlbertConfig, AutoModel, AutoModelForMaskedLM, BertConfig
@@ -31,16 +32,30 @@ COURSE = {
     "bert-large-uncased": (models.published_config("bert-large-uncased"), 335_141_888),
     "albert-base-v2": (models.published_config("albert-base-v2"), 11_683_584),
     "albert-large-v2": (models.published_config("albert-large-v2"), 17_683_968),
-    "albert-xlarge": (AlbertConfig(vocab_size=30000, embedding_size=128, hidden_size=2048,
-                                   num_hidden_layers=24, num_attention_heads=16,
-                                   intermediate_size=8192), 58_724_864),
-    "albert-xxlarge": (AlbertConfig(vocab_size=30000, embedding_size=128, hidden_size=4096,
-                                    num_hidden_layers=12, num_attention_heads=64,
-                                    intermediate_size=16384), 222_595_584),
-    "bert-base-multilingual-cased": (models.published_config("bert-base-multilingual-cased"),
-                                     177_853_440),
-    "distilbert-base-multilingual-cased": (models.published_config("distilbert-base-multilingual-cased"),
-                                           134_734_080),
+    "albert-xlarge": (
+        AlbertConfig(
+            vocab_size=30000,
+            embedding_size=128,
+            hidden_size=2048,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            intermediate_size=8192,
+        ),
+        58_724_864,
+    ),
+    "albert-xxlarge": (
+        AlbertConfig(
+            vocab_size=30000,
+            embedding_size=128,
+            hidden_size=4096,
+            num_hidden_layers=12,
+            num_attention_heads=64,
+            intermediate_size=16384,
+        ),
+        222_595_584,
+    ),
+    "bert-base-multilingual-cased": (models.published_config("bert-base-multilingual-cased"), 177_853_440),
+    "distilbert-base-multilingual-cased": (models.published_config("distilbert-base-multilingual-cased"), 134_734_080),
     "xlm-roberta-base": (models.published_config("xlm-roberta-base"), 278_043_648),
     "roberta-base": (models.published_config("roberta-base"), 124_645_632),
 }
@@ -86,8 +101,7 @@ def test_breakdown_by_component_matches_the_modules(name):
     embeddings = sum(p.numel() for p in model.embeddings.parameters())
     tables = [k for k in parts if "embeddings" in k or k == "embedding LayerNorm"]
     assert sum(parts[k] for k in tables) == embeddings
-    encoder = sum(p.numel() for p in (model.encoder if hasattr(model, "encoder")
-                                      else model.transformer).parameters())
+    encoder = sum(p.numel() for p in (model.encoder if hasattr(model, "encoder") else model.transformer).parameters())
     body = parts["attention"] + parts["feed-forward"] + parts["layer LayerNorms"]
     assert body + parts.get("embedding projection", 0) == encoder
     pooler = getattr(model, "pooler", None)
@@ -99,14 +113,22 @@ def test_distilbert_is_bert_without_segments_and_pooler():
     bert = budget.breakdown(models.published_config("bert-base-uncased"))
     assert "segment embeddings" not in distil and "pooler" not in distil
     assert distil["attention"] * 2 == bert["attention"]
-    assert 1 - budget.count(models.published_config("distilbert-base-uncased")) / \
-        budget.count(models.published_config("bert-base-uncased")) == pytest.approx(0.394, abs=5e-4)
+    assert 1 - budget.count(models.published_config("distilbert-base-uncased")) / budget.count(
+        models.published_config("bert-base-uncased")
+    ) == pytest.approx(0.394, abs=5e-4)
 
 
 def test_tiny_config_on_a_real_device():
     """One real (not meta) model, small, so the count is also checked on materialised weights."""
-    config = BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=48, max_position_embeddings=40, type_vocab_size=3)
+    config = BertConfig(
+        vocab_size=300,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=40,
+        type_vocab_size=3,
+    )
     model = AutoModel.from_config(config)
     assert budget.count(config) == parameters(model)
     assert budget.layer_parameters(32, 48)["attention"] == 4 * (32 * 32 + 32)
@@ -121,12 +143,15 @@ def test_bytes_and_mib():
     assert budget.MIB == 1024 * 1024
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: budget.to_bytes(10, bits=3), "bits must be one of"),
-    (lambda: budget.to_bytes(-1), "non-negative"),
-    (lambda: budget.count(object()), "budget knows model types"),
-    (lambda: budget.count(AlbertConfig(num_hidden_groups=2)), "one shared layer"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: budget.to_bytes(10, bits=3), "bits must be one of"),
+        (lambda: budget.to_bytes(-1), "non-negative"),
+        (lambda: budget.count(object()), "budget knows model types"),
+        (lambda: budget.count(AlbertConfig(num_hidden_groups=2)), "one shared layer"),
+    ],
+)
 def test_bad_input_says_what_is_allowed(call, message):
     with pytest.raises(ValueError, match=message):
         call()

@@ -6,6 +6,7 @@ will no longer be supported" after 2027-02-18 (issue 31). The build here is the 
 setuptools of this environment (the test extra asks for >= 77), not the newest that pip's isolated
 build would fetch: the version is printed; a newer setuptools may warn of something new.
 """
+
 import os
 import re
 import shutil
@@ -31,8 +32,14 @@ def test_wheel_builds_without_a_warning(tmp_path):
     (tmp_path / "dist").mkdir()
     # byte-compiling off (PYTHONDONTWRITEBYTECODE) makes distutils print a "warning:" of its own
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run([sys.executable, "-W", "always", "-c", BUILD], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", BUILD],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     warned = [line for line in output.splitlines() if re.search(r"warn|deprecat", line, re.IGNORECASE)]
@@ -42,7 +49,11 @@ def test_wheel_builds_without_a_warning(tmp_path):
         metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
         names = set(z.namelist())
     # bertfamily.checkpoints is a package whose folder holds its data too: the modules and the weights and logs ship
-    assert {"bertfamily/checkpoints/__init__.py", "bertfamily/checkpoints/course.py",
-            "bertfamily/checkpoints/course-model.pt", "bertfamily/checkpoints/course.json"} <= names
+    assert {
+        "bertfamily/checkpoints/__init__.py",
+        "bertfamily/checkpoints/course.py",
+        "bertfamily/checkpoints/course-model.pt",
+        "bertfamily/checkpoints/course.json",
+    } <= names
     assert "License-Expression: MIT" in metadata
     assert "Programming Language :: Python :: 3.13" in metadata

@@ -1,5 +1,6 @@
 """The committed checkpoints (make pretrain): the stored weights give the logged metrics, and the
 start of each run, re-run here, gives the logged curve (bit for bit under the pinned kernels)."""
+
 import dataclasses
 import itertools
 import json
@@ -136,9 +137,17 @@ def test_a_tlm_run_reproduces_its_first_losses(lexicon, objective, seed):
     s = TLM
     model = tlm_model(data, seed)
     with threads(1):  # train_models trains each model on one thread
-        losses = tlm.train_pairs(model, *data.train, objective, steps=s.steps, batch_size=s.batch,
-                                 probability=s.probability, generator=torch.Generator().manual_seed(seed),
-                                 progress=False, until=101)
+        losses = tlm.train_pairs(
+            model,
+            *data.train,
+            objective,
+            steps=s.steps,
+            batch_size=s.batch,
+            probability=s.probability,
+            generator=torch.Generator().manual_seed(seed),
+            progress=False,
+            until=101,
+        )
     assert losses[::100] == pytest.approx(log["runs"][f"{objective}-{seed}"]["loss_curve"][:2], abs=TOLERANCE)
 
 
@@ -153,7 +162,7 @@ def test_the_sharing_log_holds_both_variants(shared_runs):
     assert all(len(runs) == len(SHARING.seeds) for runs in log["runs"].values())
     assert log["unigram"] == pytest.approx(data.unigram, abs=1e-9)
     shared, own = log["runs"]["shared"][0]["parameters"], log["runs"]["unshared"][0]["parameters"]
-    layer = (own - shared) // (SHARING.layers - 1)   # what each extra own layer stores
+    layer = (own - shared) // (SHARING.layers - 1)  # what each extra own layer stores
     assert own - shared == layer * (SHARING.layers - 1) and layer > 0
 
 
@@ -255,14 +264,16 @@ def test_the_learning_rate_warms_up_holds_and_decays():
 def test_blank_scores_split_hidden_from_kept_blanks(course):
     """A model that copies its input gets every kept blank and no hidden one."""
     from bertfamily.pretraining import HeldOut
+
     data, _ = course
     vocab = data.small["vocab_size"]
 
     class Copier(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.bert = lambda input_ids: type("Out", (), {"last_hidden_state": torch.nn.functional.one_hot(
-                input_ids, vocab).float()})()
+            self.bert = lambda input_ids: type(
+                "Out", (), {"last_hidden_state": torch.nn.functional.one_hot(input_ids, vocab).float()}
+            )()
             self.cls = torch.nn.Identity()
 
     held = HeldOut(data.held_out.input_ids[:40], data.held_out.labels[:40])
@@ -272,6 +283,7 @@ def test_blank_scores_split_hidden_from_kept_blanks(course):
 
 
 # ------------------------------------------------------------------ the course model distilled (lesson 2)
+
 
 @pytest.fixture(scope="module")
 def course_distil(course):
@@ -320,12 +332,12 @@ def test_a_course_distillation_reproduces_its_first_steps(course_distil, arm):
     teacher = load_course_model(data)
     fp32 = COURSE_DISTIL.replace(autocast=None)
     with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
-        _, short = distil_course_model(data, teacher, arm, steps=2, settings=fp32, progress=False,
-                                            evaluate=False)
+        _, short = distil_course_model(data, teacher, arm, steps=2, settings=fp32, progress=False, evaluate=False)
     assert short["train_loss"] == pytest.approx(log["runs"][arm]["first_losses"][:2], abs=COURSE_TOLERANCE)
 
 
 # ------------------------------------------------------------------ distillation on 3% of the articles (lesson 2)
+
 
 def test_the_scarce_share_is_a_fixed_draw_of_whole_articles(course):
     data, _ = course
@@ -353,7 +365,7 @@ def test_the_course_scarce_log_holds_finished_paired_runs(course_scarce):
     assert log["settings"] == s.to_log()  # tuples stored as lists
     assert log["articles"] == scarce_articles(data).tolist() and log["train_articles"] == data.articles
     assert log["train_blocks"] == scarce_data(data).train.shape[0] and log["blanks"] == data.held_out.targets
-    assert log["done"] == s.to_log()["jobs"][:len(log["done"])]  # in the order of the jobs, none skipped
+    assert log["done"] == s.to_log()["jobs"][: len(log["done"])]  # in the order of the jobs, none skipped
     finished = {arm for arm, _ in log["done"]}
     assert {"hard labels", "distilled"} <= finished
     hidden = (data.held_out.input_ids != data.held_out.labels)[data.held_out.labels != -100]
@@ -380,8 +392,9 @@ def test_a_scarce_run_reproduces_its_first_steps(course_scarce):
     fp32 = COURSE_SCARCE.replace(autocast=None)
     arm, seed = log["done"][1]  # the distilled student: it runs the teacher too
     with threads(int(kernels.PINNED["OMP_NUM_THREADS"])):
-        _, short, _ = train_scarce_run(scarce_data(data), teacher, arm, seed, steps=2, settings=fp32,
-                                          progress=False, evaluate=False)
+        _, short, _ = train_scarce_run(
+            scarce_data(data), teacher, arm, seed, steps=2, settings=fp32, progress=False, evaluate=False
+        )
     run = next(r for r in log["runs"][arm] if r["seed"] == seed)
     assert short["train_loss"] == pytest.approx(run["first_losses"][:2], abs=COURSE_TOLERANCE)
 
@@ -392,8 +405,9 @@ def test_the_readmes_run_times_are_the_logs():
     assert pretrain.readme_with_runtimes(readme) == readme, "run `python -m tools.pretrain --readme`"
 
 
-@pytest.mark.parametrize("argv", [["course", "--showcase-steps", "5"], ["--showcase-steps", "-1", "5"],
-                                  ["--showcase-steps", "0"]])
+@pytest.mark.parametrize(
+    "argv", [["course", "--showcase-steps", "5"], ["--showcase-steps", "-1", "5"], ["--showcase-steps", "0"]]
+)
 def test_the_showcase_re_run_refuses_what_it_cannot_do(argv, capsys):
     with pytest.raises(SystemExit):
         pretrain.main(argv)
@@ -414,7 +428,6 @@ def test_the_showcase_re_run_answered_lesson_1s_blanks(course):
     assert [w for w, _ in fresh["hard"][0]] == [w for w, _ in log["guesses"][0]["hard"][0]]
 
 
-
 @pytest.mark.slow
 def test_a_dry_run_writes_a_log_shaped_as_the_stored_one(capsys):
     """make pretrain's driver, lesson 4's experiment cut to two steps into a scratch folder (python -m
@@ -428,8 +441,10 @@ def test_a_dry_run_writes_a_log_shaped_as_the_stored_one(capsys):
 
 
 def test_a_logs_shape_is_its_keys_in_order():
-    assert pretrain.shape({"a": [{"b": 1, "c": [1.0]}], "d": "x"}) == [("a", [[("b", None), ("c", "list")]]),
-                                                                      ("d", None)]
+    assert pretrain.shape({"a": [{"b": 1, "c": [1.0]}], "d": "x"}) == [
+        ("a", [[("b", None), ("c", "list")]]),
+        ("d", None),
+    ]
     assert pretrain.shape({"b": 1, "a": 2}) != pretrain.shape({"a": 2, "b": 1})
 
 

@@ -5,6 +5,7 @@ transformers model has), never copied from the checks: a check that cannot fail,
 right answer, is caught. Tiny stand-in models keep this fast; the full-size run is
 tests/test_grading.py, which executes the exercise notebook.
 """
+
 import warnings
 
 import pytest
@@ -19,7 +20,7 @@ DISTIL_CONFIG = published_config("distilbert-base-uncased")
 BERT_CONFIG = published_config("bert-base-uncased")
 DISTIL = budget.count(DISTIL_CONFIG)
 BERT = budget.count(BERT_CONFIG)
-MIB = 2 ** 20
+MIB = 2**20
 
 
 @pytest.fixture(autouse=True)
@@ -60,8 +61,7 @@ def quantize(model, spec=None, dtype=torch.qint8, inplace=False):
     """torch's quantize_dynamic, its deprecation warnings silenced (they are not under test)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(model, spec or {torch.nn.Linear}, dtype=dtype,
-                                                      inplace=inplace)
+        return torch.ao.quantization.quantize_dynamic(model, spec or {torch.nn.Linear}, dtype=dtype, inplace=inplace)
 
 
 # ------------------------------------------------------------------ expected values, independently
@@ -72,8 +72,10 @@ def test_expected_counts_match_transformers_models():
     with torch.device("meta"):  # shapes only: no memory, no random init
         distil = transformers.DistilBertModel(DISTIL_CONFIG)
         bert = transformers.BertModel(BERT_CONFIG)
-    assert checks.expected_counts() == (sum(p.numel() for p in distil.parameters()),
-                                        sum(p.numel() for p in bert.parameters()))
+    assert checks.expected_counts() == (
+        sum(p.numel() for p in distil.parameters()),
+        sum(p.numel() for p in bert.parameters()),
+    )
 
 
 def test_checks_load_what_they_compute_with_at_import():
@@ -81,8 +83,8 @@ def test_checks_load_what_they_compute_with_at_import():
     expected values come from must be loaded by then, not imported lazily while grading."""
     import subprocess
     import sys
-    code = ("import sys, bertfamily.checks; "
-            "assert {'bertfamily.budget', 'bertfamily.quantization'} <= set(sys.modules)")
+
+    code = "import sys, bertfamily.checks; assert {'bertfamily.budget', 'bertfamily.quantization'} <= set(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -102,21 +104,31 @@ def test_distilbert_split_matches_linear_and_embedding_modules():
 
 
 def test_models_right(capsys):
-    ok, text = run(capsys, checks.check_models, shell("DistilBertModel", DISTIL_CONFIG),
-                   shell("BertModel", BERT_CONFIG))
+    ok, text = run(
+        capsys, checks.check_models, shell("DistilBertModel", DISTIL_CONFIG), shell("BertModel", BERT_CONFIG)
+    )
     assert ok
 
 
-@pytest.mark.parametrize("distil, bert, hint", [
-    (shell("BertModel", BERT_CONFIG), shell("DistilBertModel", DISTIL_CONFIG), "swapped"),
-    (shell("DistilBertForMaskedLM", DISTIL_CONFIG), shell("BertModel", BERT_CONFIG), "task head"),
-    (shell("DistilBertModel", DISTIL_CONFIG), shell("BertModel", published_config("bert-large-uncased")),
-     "num_hidden_layers"),
-    (shell("AlbertModel", published_config("albert-base-v2")), shell("BertModel", BERT_CONFIG),
-     "model type 'albert'"),
-    (None, shell("BertModel", BERT_CONFIG), "still None"),
-    ("distilbert-base-uncased", shell("BertModel", BERT_CONFIG), "should be a transformers model"),
-])
+@pytest.mark.parametrize(
+    "distil, bert, hint",
+    [
+        (shell("BertModel", BERT_CONFIG), shell("DistilBertModel", DISTIL_CONFIG), "swapped"),
+        (shell("DistilBertForMaskedLM", DISTIL_CONFIG), shell("BertModel", BERT_CONFIG), "task head"),
+        (
+            shell("DistilBertModel", DISTIL_CONFIG),
+            shell("BertModel", published_config("bert-large-uncased")),
+            "num_hidden_layers",
+        ),
+        (
+            shell("AlbertModel", published_config("albert-base-v2")),
+            shell("BertModel", BERT_CONFIG),
+            "model type 'albert'",
+        ),
+        (None, shell("BertModel", BERT_CONFIG), "still None"),
+        ("distilbert-base-uncased", shell("BertModel", BERT_CONFIG), "should be a transformers model"),
+    ],
+)
 def test_models_wrong(capsys, distil, bert, hint):
     ok, text = run(capsys, checks.check_models, distil, bert)
     assert not ok and hint in text
@@ -132,6 +144,7 @@ def test_counts_right(capsys):
 
 def test_counts_accept_tensor_and_numpy(capsys):
     import numpy as np
+
     assert run(capsys, checks.check_parameter_counts, torch.tensor(DISTIL), np.int64(BERT))[0]
 
 
@@ -160,28 +173,37 @@ def test_mlm_model_count_is_recognised(capsys):
     assert not ok and "masked-LM head" in text
 
 
-@pytest.mark.parametrize("distil, bert, hint", [
-    (BERT, DISTIL, "swapped"),
-    (round(DISTIL / 1e6, 1), BERT, "whole number"),
-    (100, BERT, "number of weight tensors"),
-    (DISTIL + 1, BERT, "distilbert_count"),
-    (None, None, "still None"),
-    ("66,362,880", BERT, "not the text"),
-    (True, BERT, "should be a whole number"),
-    (float("nan"), BERT, "should be a finite number"),  # int(nan) raised ValueError before the hint
-    (torch.tensor(float("inf")), BERT, "should be a finite number"),
-])
+@pytest.mark.parametrize(
+    "distil, bert, hint",
+    [
+        (BERT, DISTIL, "swapped"),
+        (round(DISTIL / 1e6, 1), BERT, "whole number"),
+        (100, BERT, "number of weight tensors"),
+        (DISTIL + 1, BERT, "distilbert_count"),
+        (None, None, "still None"),
+        ("66,362,880", BERT, "not the text"),
+        (True, BERT, "should be a whole number"),
+        (float("nan"), BERT, "should be a finite number"),  # int(nan) raised ValueError before the hint
+        (torch.tensor(float("inf")), BERT, "should be a finite number"),
+    ],
+)
 def test_counts_wrong(capsys, distil, bert, hint):
     ok, text = run(capsys, checks.check_parameter_counts, distil, bert)
     assert not ok and hint in text
 
 
 def test_placeholder_none_says_no_answer_yet(capsys):
-    for check, args in ((checks.check_models, (None, None)), (checks.check_parameter_counts, (None, None)),
-                        (checks.check_reduction, (None,)), (checks.check_predicted_sizes, (None, None)),
-                        (checks.check_combined_factor, (None,)), (checks.check_file_sizes, (None, None)),
-                        (checks.check_int8_prediction, (None, None, None)),
-                        (checks.check_embedding_quantization, (None,)), (checks.check_speedup, (None,))):
+    for check, args in (
+        (checks.check_models, (None, None)),
+        (checks.check_parameter_counts, (None, None)),
+        (checks.check_reduction, (None,)),
+        (checks.check_predicted_sizes, (None, None)),
+        (checks.check_combined_factor, (None,)),
+        (checks.check_file_sizes, (None, None)),
+        (checks.check_int8_prediction, (None, None, None)),
+        (checks.check_embedding_quantization, (None,)),
+        (checks.check_speedup, (None,)),
+    ):
         ok, text = run(capsys, check, *args)
         assert not ok and "no answer yet" in text and "still None" in text, text
 
@@ -199,16 +221,19 @@ def test_reduction_right(capsys):
     assert ok and f"{1 - DISTIL / BERT:.1%}" in text
 
 
-@pytest.mark.parametrize("value, hint", [
-    (100 * (1 - DISTIL / BERT), "percentage"),
-    (DISTIL / BERT, "keeps"),
-    (BERT / DISTIL, "upside down"),
-    (BERT / DISTIL - 1, "upside down"),
-    (round(1 - DISTIL / BERT, 2), "rounded too early"),
-    (0.5, "compare the two counts"),
-    (42.0, "looks like a percentage"),
-    (None, "still None"),
-])
+@pytest.mark.parametrize(
+    "value, hint",
+    [
+        (100 * (1 - DISTIL / BERT), "percentage"),
+        (DISTIL / BERT, "keeps"),
+        (BERT / DISTIL, "upside down"),
+        (BERT / DISTIL - 1, "upside down"),
+        (round(1 - DISTIL / BERT, 2), "rounded too early"),
+        (0.5, "compare the two counts"),
+        (42.0, "looks like a percentage"),
+        (None, "still None"),
+    ],
+)
 def test_reduction_wrong(capsys, value, hint):
     ok, text = run(capsys, checks.check_reduction, value)
     assert not ok and hint in text
@@ -221,16 +246,19 @@ def test_predicted_sizes_right(capsys):
     assert run(capsys, checks.check_predicted_sizes, DISTIL * 4 / MIB, DISTIL / MIB)[0]
 
 
-@pytest.mark.parametrize("fp32, int8, hint", [
-    (DISTIL * 4 / 1e6, DISTIL / 1e6, "MB (10**6 bytes)"),
-    (DISTIL * 2 / MIB, DISTIL / MIB, "wrong number of bytes per parameter"),   # fp16
-    (DISTIL * 32 / MIB, DISTIL / MIB, "bits, not bytes"),
-    (DISTIL / MIB, DISTIL * 4 / MIB, "swapped"),
-    (DISTIL * 4 / 1024, DISTIL / MIB, "KiB"),
-    (BERT * 4 / MIB, DISTIL / MIB, "BERT-base"),
-    (DISTIL * 4 / MIB, DISTIL * 0.5 / MIB, "wrong number of bytes per parameter"),  # 4 bits
-    (None, DISTIL / MIB, "still None"),
-])
+@pytest.mark.parametrize(
+    "fp32, int8, hint",
+    [
+        (DISTIL * 4 / 1e6, DISTIL / 1e6, "MB (10**6 bytes)"),
+        (DISTIL * 2 / MIB, DISTIL / MIB, "wrong number of bytes per parameter"),  # fp16
+        (DISTIL * 32 / MIB, DISTIL / MIB, "bits, not bytes"),
+        (DISTIL / MIB, DISTIL * 4 / MIB, "swapped"),
+        (DISTIL * 4 / 1024, DISTIL / MIB, "KiB"),
+        (BERT * 4 / MIB, DISTIL / MIB, "BERT-base"),
+        (DISTIL * 4 / MIB, DISTIL * 0.5 / MIB, "wrong number of bytes per parameter"),  # 4 bits
+        (None, DISTIL / MIB, "still None"),
+    ],
+)
 def test_predicted_sizes_wrong(capsys, fp32, int8, hint):
     ok, text = run(capsys, checks.check_predicted_sizes, fp32, int8)
     assert not ok and hint in text
@@ -239,9 +267,13 @@ def test_predicted_sizes_wrong(capsys, fp32, int8, hint):
 def test_combined_factor(capsys):
     right = (4 * BERT) / DISTIL
     assert run(capsys, checks.check_combined_factor, right)[0]
-    for value, hint in ((1 / right, "upside down"), (BERT / DISTIL, "distillation alone"),
-                        (4.0, "quantisation alone"), (right / 2, "bytes per parameter"),
-                        ("6.6x", "not the text")):
+    for value, hint in (
+        (1 / right, "upside down"),
+        (BERT / DISTIL, "distillation alone"),
+        (4.0, "quantisation alone"),
+        (right / 2, "bytes per parameter"),
+        ("6.6x", "not the text"),
+    ):
         ok, text = run(capsys, checks.check_combined_factor, value)
         assert not ok and hint in text
 
@@ -259,10 +291,12 @@ def test_quantized_wrong(capsys, tiny_distilbert, tiny_config):
         (None, tiny_distilbert, "still None"),
         (tiny_distilbert, tiny_distilbert, "fp32 model itself"),
         (quantize(tiny_distilbert, dtype=torch.float16), tiny_distilbert, "float16"),
-        (quantize(tiny_distilbert, spec={"transformer.layer.0.attention.q_lin"}), tiny_distilbert,
-         "1 of DistilBERT's linear layers"),
-        (quantize(transformers.BertModel(tiny_config(num_hidden_layers=1))), tiny_distilbert,
-         "not DistilBERT"),
+        (
+            quantize(tiny_distilbert, spec={"transformer.layer.0.attention.q_lin"}),
+            tiny_distilbert,
+            "1 of DistilBERT's linear layers",
+        ),
+        (quantize(transformers.BertModel(tiny_config(num_hidden_layers=1))), tiny_distilbert, "not DistilBERT"),
         (12, tiny_distilbert, "should be a transformers model"),
     ]
     for model, original, hint in cases:
@@ -305,9 +339,14 @@ def test_file_sizes_units(capsys, scale, hint):
 def test_file_sizes_mistakes(capsys):
     fp32, int8 = weights_bytes()
     f, i = fp32 + FRAMING, int8 + FRAMING
-    cases = [((i, f), "swapped"), ((f, f), "save the quantised model"),
-             ((i, i), "quantised in place"), ((f, int8 // 2), "smaller than the weights"),
-             ((f, 1.1 * i), "os.path.getsize"), ((None, i), "still None")]
+    cases = [
+        ((i, f), "swapped"),
+        ((f, f), "save the quantised model"),
+        ((i, i), "quantised in place"),
+        ((f, int8 // 2), "smaller than the weights"),
+        ((f, 1.1 * i), "os.path.getsize"),
+        ((None, i), "still None"),
+    ]
     for args, hint in cases:
         ok, text = run(capsys, checks.check_file_sizes, *args)
         assert not ok and hint in text, (hint, text)
@@ -329,26 +368,31 @@ def test_int8_prediction_right(capsys):
     assert ok and f"{kept:,} parameters stay fp32" in out
 
 
-@pytest.mark.parametrize("case, hint", [
-    ("tables only", "two smaller kinds of parameter"),
-    ("biases only", "which large tables are not nn.Linear"),
-    ("converted", "what quantize_dynamic converted"),
-    ("all 8-bit", "task 4's 8-bit size"),
-    ("in MiB", "in MiB"),
-    ("the file itself", "the measured size itself"),
-    ("another file", "not the int8 file of task 6"),
-])
+@pytest.mark.parametrize(
+    "case, hint",
+    [
+        ("tables only", "two smaller kinds of parameter"),
+        ("biases only", "which large tables are not nn.Linear"),
+        ("converted", "what quantize_dynamic converted"),
+        ("all 8-bit", "task 4's 8-bit size"),
+        ("in MiB", "in MiB"),
+        ("the file itself", "the measured size itself"),
+        ("another file", "not the int8 file of task 6"),
+    ],
+)
 def test_int8_prediction_wrong(capsys, case, hint):
     """Every wrong explanation the keyword check let through has a number: wrong numbers fail."""
     split, kept, int8 = task7_truth()
     measured = int8 + FRAMING
-    args = {"tables only": (split["embedding tables"], int8, measured),
-            "biases only": (split["other"], int8, measured),
-            "converted": (split["linear weights"], int8, measured),
-            "all 8-bit": (kept, kept + split["linear weights"], measured),
-            "in MiB": (kept, int8 / 2**20, measured),
-            "the file itself": (kept, measured, measured),
-            "another file": (kept, int8, checks.predicted_file_bytes()["fp32"] + FRAMING)}[case]
+    args = {
+        "tables only": (split["embedding tables"], int8, measured),
+        "biases only": (split["other"], int8, measured),
+        "converted": (split["linear weights"], int8, measured),
+        "all 8-bit": (kept, kept + split["linear weights"], measured),
+        "in MiB": (kept, int8 / 2**20, measured),
+        "the file itself": (kept, measured, measured),
+        "another file": (kept, int8, checks.predicted_file_bytes()["fp32"] + FRAMING),
+    }[case]
     ok, out = run(capsys, checks.check_int8_prediction, *args)
     assert not ok and hint in out, out
 
@@ -377,16 +421,19 @@ def test_embedding_quantization(capsys):
     both = split["linear weights"] + split["embedding tables"] + 8 * split["rows"] + 4 * split["other"]
     assert run(capsys, checks.check_embedding_quantization, both + FRAMING)[0]
     _, int8 = weights_bytes()
-    for value, hint in ((int8 + FRAMING, "linear layers only"), ((both + FRAMING) / MIB, "in MiB"),
-                        (both // 2, "smaller than"), (None, "still None")):
+    for value, hint in (
+        (int8 + FRAMING, "linear layers only"),
+        ((both + FRAMING) / MIB, "in MiB"),
+        (both // 2, "smaller than"),
+        (None, "still None"),
+    ):
         ok, text = run(capsys, checks.check_embedding_quantization, value)
         assert not ok and hint in text
 
 
 def test_speedup(capsys):
     assert run(capsys, checks.check_speedup, 2.4)[0]
-    for value, hint in ((0.4, "upside down"), (150.0, "implausibly"), (-1, "not a speed ratio"),
-                        (None, "still None")):
+    for value, hint in ((0.4, "upside down"), (150.0, "implausibly"), (-1, "not a speed ratio"), (None, "still None")):
         ok, text = run(capsys, checks.check_speedup, value)
         assert not ok and hint in text
 
@@ -408,13 +455,15 @@ def test_multilingual(capsys):
     assert ok and f"save {saving:.0%} of multilingual DistilBERT" in text
     distil_saving = 1 - checks.predicted_file_bytes()["int8"] / checks.predicted_file_bytes()["fp32"]
     assert saving < distil_saving / 1.5  # the point of the task: the word table stays 32-bit
-    for args, hint in (((DISTIL, size, saving), "DistilBERT's count"),
-                       ((count, 4 * count + FRAMING, 0.0), "as big as the fp32"),
-                       ((count, size / MIB, saving), "in MiB"),
-                       ((count, size, 100 * saving), "in percent"),
-                       ((count, size, 1 - saving), "keeps"),
-                       ((count, size, 4 * count / size), "ratio of sizes"),
-                       ((None, size, saving), "still None"),
-                       ((count, "412 MB", saving), "keep the number")):
+    for args, hint in (
+        ((DISTIL, size, saving), "DistilBERT's count"),
+        ((count, 4 * count + FRAMING, 0.0), "as big as the fp32"),
+        ((count, size / MIB, saving), "in MiB"),
+        ((count, size, 100 * saving), "in percent"),
+        ((count, size, 1 - saving), "keeps"),
+        ((count, size, 4 * count / size), "ratio of sizes"),
+        ((None, size, saving), "still None"),
+        ((count, "412 MB", saving), "keep the number"),
+    ):
         ok, text = run(capsys, checks.check_multilingual, *args)
         assert not ok and hint in text, (args, text)

@@ -7,6 +7,7 @@ to do from the submission: its row depends only on the bytes, and it can kill it
 test grades real notebooks of the small exercise made for the tests end to end, a worker killed on
 the way, against a local run.
 """
+
 import contextlib
 import csv
 import json
@@ -36,8 +37,16 @@ def cheap_row(data: bytes, display: str, exercise) -> Row:
     """What the stand-in grades: marks from the bytes, one mistake said, as a real row has them."""
     names = [t.name for t in exercise.graded]
     marks = {n: (len(data) + i) % 2 for i, n in enumerate(names)}
-    return Row(display, "graded", sum(marks.values()), len(names), marks, f"{len(data)} bytes", "reproduced",
-               feedback={names[0]: [f"✗ {len(data)} is not the answer (hint: count again)"]})
+    return Row(
+        display,
+        "graded",
+        sum(marks.values()),
+        len(names),
+        marks,
+        f"{len(data)} bytes",
+        "reproduced",
+        feedback={names[0]: [f"✗ {len(data)} is not the answer (hint: count again)"]},
+    )
 
 
 def cheap(path, display, exercise, limits, sanitize, strict_outputs=False):
@@ -69,8 +78,9 @@ def _idle(client, timeout: float = 60) -> None:
     """Wait until no worker of ``client``'s cluster runs a task (one the scheduler cancelled runs on)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if not any(client.run(lambda dask_worker: dask_worker.state.executing_count).values()) \
-                and not any(client.processing().values()):
+        if not any(client.run(lambda dask_worker: dask_worker.state.executing_count).values()) and not any(
+            client.processing().values()
+        ):
             return
         time.sleep(0.1)
 
@@ -100,9 +110,18 @@ def two_workers():
 
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL) as local, \
-            Client(local, set_as_default=False) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            memory_limit=0,
+            silence_logs=logging.CRITICAL,
+        ) as local,
+        Client(local, set_as_default=False) as client,
+    ):
         client.wait_for_workers(2, timeout=120)
         yield local.scheduler_address, client
 
@@ -130,12 +149,14 @@ def test_a_worker_that_differs_is_named_and_grades_nothing(exercise, tmp_path):
     theirs = {**mine, "bertfamily version": "0.0.9", "torch version": "not installed"}
     assert fingerprints.differences(mine, theirs) == [
         f"bertfamily version: 0.0.9 on the worker, {mine['bertfamily version']} here",
-        f"torch version: not installed on the worker, {mine['torch version']} here"]
+        f"torch version: not installed on the worker, {mine['torch version']} here",
+    ]
     (folder, log) = cheap_class(tmp_path / "one", 1)
     data = (folder / "s0.ipynb").read_bytes()
     with pytest.raises(cluster.WorkerMismatch, match="bertfamily version: 0.1.0 on the worker, 9.9 here"):
-        cluster.grade_bytes(data, "s0.ipynb", exercise, grading.Limits(), "", False,
-                            {**mine, "bertfamily version": "9.9"}, grader=cheap)
+        cluster.grade_bytes(
+            data, "s0.ipynb", exercise, grading.Limits(), "", False, {**mine, "bertfamily version": "9.9"}, grader=cheap
+        )
     assert not log.exists()  # nothing was graded
     row = cluster.grade_bytes(data, "s0.ipynb", exercise, grading.Limits(), "", False, mine, grader=cheap)
     assert row == cheap_row(data, "s0.ipynb", exercise)
@@ -174,8 +195,9 @@ def test_killed_workers_lose_nothing(exercise, tmp_path):
     (s0 first and s5 last: the other worker grades while the first is restarted.) On a cluster of its
     own: a nanny that has restarted its worker three times is not the other tests' concern (in one
     whole run, the module's cluster had one worker left for 60 s after this test)."""
-    folder, log = cheap_class(tmp_path / "class", 6, s0={"kill": "once", "marker": str(tmp_path / "s0.killed")},
-                              s5={"kill": "always"})
+    folder, log = cheap_class(
+        tmp_path / "class", 6, s0={"kill": "once", "marker": str(tmp_path / "s0.killed")}, s5={"kill": "always"}
+    )
     out = tmp_path / "gradebook.csv"
     with two_workers() as (address, _):
         rows = grade(folder, exercise, address, out)
@@ -227,17 +249,19 @@ def test_a_cluster_of_mismatched_workers_grades_nothing(exercise, client, dask_c
     client.run(stale)
     try:
         folder, log = cheap_class(tmp_path / "class", 2)
-        with pytest.raises(cluster.Interrupted, match=r"every worker of the cluster was refused for 1 s:\n  tcp://"
-                                                      r".*: torch version: 1.0 on the worker, .* here\n  tcp://.*: "
-                                                      r"0 of 2 submissions graded"):
+        with pytest.raises(
+            cluster.Interrupted,
+            match=r"every worker of the cluster was refused for 1 s:\n  tcp://"
+            r".*: torch version: 1.0 on the worker, .* here\n  tcp://.*: "
+            r"0 of 2 submissions graded",
+        ):
             grade(folder, exercise, dask_cluster[0], tmp_path / "gradebook.csv", patience=1)
     finally:
         client.run(fresh)
     assert not log.exists()
 
 
-def test_an_interrupted_run_says_what_was_graded_and_resumes(exercise, client, dask_cluster, tmp_path,
-                                                             monkeypatch):
+def test_an_interrupted_run_says_what_was_graded_and_resumes(exercise, client, dask_cluster, tmp_path, monkeypatch):
     folder, log = cheap_class(tmp_path / "class", 5)
     out = tmp_path / "gradebook.csv"
     add = cluster.Journal.add
@@ -254,8 +278,9 @@ def test_an_interrupted_run_says_what_was_graded_and_resumes(exercise, client, d
     message = str(stopped.value)
     assert message.startswith("interrupted (Ctrl-C): 2 of 5 submissions graded (")
     assert f"kept in {cluster.journal_path(out)}; no gradebook written" in message and "--resume" in message
-    kept = {Path(json.loads(line)["submission"]).name
-            for line in cluster.journal_path(out).read_text().splitlines()[1:]}
+    kept = {
+        Path(json.loads(line)["submission"]).name for line in cluster.journal_path(out).read_text().splitlines()[1:]
+    }
     assert len(kept) == 2 and all(name in message for name in kept)
     with pytest.raises(ValueError, match="--resume"):
         grade(folder, exercise, dask_cluster[0], out)
@@ -276,9 +301,17 @@ def test_a_scheduler_gone_stops_the_run_and_says_so(exercise, tmp_path):
 
     folder, _ = cheap_class(tmp_path / "class", 5)
     out = tmp_path / "gradebook.csv"
-    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}), \
-            LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0",
-                         silence_logs=logging.CRITICAL) as local, pytest.MonkeyPatch.context() as m:
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.CRITICAL,
+        ) as local,
+        pytest.MonkeyPatch.context() as m,
+    ):
         add = cluster.Journal.add
 
         def close_after_two(self, digest, row):
@@ -287,8 +320,11 @@ def test_a_scheduler_gone_stops_the_run_and_says_so(exercise, tmp_path):
                 threading.Thread(target=local.close).start()  # the scheduler and its worker, gone
 
         m.setattr(cluster.Journal, "add", close_after_two)
-        with pytest.raises(cluster.Interrupted, match=f"lost the scheduler at {local.scheduler_address} .*: "
-                                                      r"2 of 5 submissions graded \(.*s0.ipynb, .*s1.ipynb\)"):
+        with pytest.raises(
+            cluster.Interrupted,
+            match=f"lost the scheduler at {local.scheduler_address} .*: "
+            r"2 of 5 submissions graded \(.*s0.ipynb, .*s1.ipynb\)",
+        ):
             grade(folder, exercise, local.scheduler_address, out)
     assert not out.exists() and len(cluster.journal_path(out).read_text().splitlines()) == 3
 
@@ -301,8 +337,22 @@ def test_the_command_line_grades_on_the_cluster(exercise, client, dask_cluster, 
     (folder / "cut.ipynb").write_text('{"cells": [', encoding="utf-8")
     (folder / "link.ipynb").symlink_to(folder / "cut.ipynb")
     out, local = tmp_path / "gradebook.csv", tmp_path / "local.csv"
-    assert grading.main([str(folder), "--out", str(out), "--reference", str(EXERCISE), "--scheduler", dask_cluster[0],
-                         "--feedback", str(tmp_path / "feedback")]) == 0
+    assert (
+        grading.main(
+            [
+                str(folder),
+                "--out",
+                str(out),
+                "--reference",
+                str(EXERCISE),
+                "--scheduler",
+                dask_cluster[0],
+                "--feedback",
+                str(tmp_path / "feedback"),
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "3 submissions: 3 invalid" in captured.out and "3/3" in captured.err
     assert "the scheduler has no dashboard" in captured.err or "Dask dashboard: http" in captured.err
@@ -311,8 +361,12 @@ def test_the_command_line_grades_on_the_cluster(exercise, client, dask_cluster, 
     assert len(list(csv.reader(out.open()))) == 4 and "symbolic link" in out.read_text()
     assert cluster.journal_path(out).is_file()
     assert cluster.journal_path(local).is_file()  # a local run keeps its journal too, and resumes from it
-    assert grading.main([str(folder), "--out", str(local), "--reference", str(EXERCISE), "--jobs", "1", "--resume",
-                         "--force"]) == 0
+    assert (
+        grading.main(
+            [str(folder), "--out", str(local), "--reference", str(EXERCISE), "--jobs", "1", "--resume", "--force"]
+        )
+        == 0
+    )
     assert "resuming: 3 of 3 submissions already graded" in capsys.readouterr().err
     assert out.read_bytes() == local.read_bytes()
 

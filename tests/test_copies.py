@@ -1,6 +1,7 @@
 """Copies are flagged for the instructor (bertfamily.grading.copies), read from the files alone: a
 submission whose solution cells are the published reference's, and submissions identical to each
 other. No kernel runs here; the rows and their marks are the grader's (these flags never change them)."""
+
 from pathlib import Path
 
 import nbformat
@@ -37,8 +38,15 @@ def test_the_reference_copied_is_flagged_and_a_blank_or_rewritten_one_is_not(tmp
         honest = _rewritten(honest, cell.id, "\n".join(f"{n} = None" for n in ["mine", *_names(cell)]))
     # spacing and comments do not hide a copy
     spaced = _rewritten(copied, solutions[0].id, "# my own words\n" + solutions[0].source.replace(" = ", "  =  "))
-    found = [_write(tmp_path, f"{name}.ipynb", nb) for name, nb in
-             (("copied", copied), ("blank", student_version(reference)), ("honest", honest), ("spaced", spaced))]
+    found = [
+        _write(tmp_path, f"{name}.ipynb", nb)
+        for name, nb in (
+            ("copied", copied),
+            ("blank", student_version(reference)),
+            ("honest", honest),
+            ("spaced", spaced),
+        )
+    ]
     flags = copies.copy_flags(found, exercise)
     said = [f for f in flags[str(tmp_path / "copied.ipynb")] if "published reference" in f]
     assert len(said) == 1 and f"({len(exercise.graded)} of {len(exercise.graded)} graded tasks)" in said[0], flags
@@ -51,6 +59,7 @@ def test_the_reference_copied_is_flagged_and_a_blank_or_rewritten_one_is_not(tmp
 
 def _names(cell) -> list[str]:
     from bertfamily.grading.student import answers
+
     return answers(cell)
 
 
@@ -59,8 +68,9 @@ def test_two_identical_submissions_are_flagged_a_third_that_differs_is_not(tmp_p
     task1 = next(c for c in reference.cells if c.get("id") in exercise.tasks[0].cells and c.cell_type == "code")
     own = _rewritten(model_answer(reference), task1.id, task1.source + "\nprint('my own line')")
     other = _rewritten(own, task1.id, task1.source + "\nprint('another line')")
-    found = [_write(tmp_path, name, nb) for name, nb in
-             (("alice.ipynb", own), ("bob.ipynb", own), ("carol.ipynb", other))]
+    found = [
+        _write(tmp_path, name, nb) for name, nb in (("alice.ipynb", own), ("bob.ipynb", own), ("carol.ipynb", other))
+    ]
     flags = copies.copy_flags(found, exercise)
     alice, bob = (str(tmp_path / n) for n in ("alice.ipynb", "bob.ipynb"))
     assert f"copy: its own code is identical to that of {bob}: read by hand" in flags[alice]

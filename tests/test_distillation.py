@@ -1,4 +1,5 @@
 """bertfamily.distillation: temperature, the distillation losses, students built from a teacher."""
+
 import math
 
 import pytest
@@ -108,9 +109,11 @@ def test_triple_loss_weights():
 @pytest.fixture
 def tiny_bert(tiny_config):
     """A tiny BertModel with ``layers`` layers (tests/conftest.py's tiny size), seeded."""
+
     def build(layers=4):
         torch.manual_seed(0)
         return transformers.BertModel(tiny_config(num_hidden_layers=layers, max_position_embeddings=32)).eval()
+
     return build
 
 
@@ -151,8 +154,9 @@ def test_students_learn_and_check_inputs():
     head = heads.train_linear_head(x, y, 2, epochs=100, lr=0.05)
     assert D.accuracy(head(x), y) > 0.9
     torch.manual_seed(0)
-    student = heads.train_classifier(torch.nn.Linear(6, 2), [x], losses.soften(head(x).detach(), 2.0),
-                                 epochs=30, lr=0.05, temperature=2.0)
+    student = heads.train_classifier(
+        torch.nn.Linear(6, 2), [x], losses.soften(head(x).detach(), 2.0), epochs=30, lr=0.05, temperature=2.0
+    )
     assert D.accuracy(student(x), y) > 0.9
     ids = torch.randint(1, 40, (60, 9), generator=g)
     yb = (ids[:, 0] < 20).long()
@@ -177,10 +181,16 @@ def test_mean_std_and_pool():
 
 def test_encoder_pass_is_cached():
     from bertfamily import features, models
+
     tokenizer = models.minilm_tokenizer()
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
-                                     num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=32)
+    config = transformers.BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     model = transformers.BertModel(config).eval()
     texts = ["the cat sat on the mat", "a dog"]
@@ -198,6 +208,7 @@ def test_encoder_pass_is_cached():
 
 # ----------------------------------------------------------------- DistilBERT's recipe, tiny
 
+
 def tiny_transfer_set(n=24, length=6, classes=3):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(1, 50, (n, length), generator=g)
@@ -213,6 +224,7 @@ def _tiny_mlm(tiny_config, layers, seed):
 
 def test_mlm_triple_loss_is_the_mlm_loss_alone_and_zero_on_a_copy(tiny_config):
     from bertfamily.pretraining import masked_lm_loss
+
     teacher, student = _tiny_mlm(tiny_config, 2, 0).eval(), _tiny_mlm(tiny_config, 1, 1).eval()
     ids = torch.randint(5, 50, (4, 12), generator=torch.Generator().manual_seed(0))
     labels = torch.full_like(ids, -100)
@@ -220,7 +232,7 @@ def test_mlm_triple_loss_is_the_mlm_loss_alone_and_zero_on_a_copy(tiny_config):
     only_mlm = D.mlm_triple_loss(teacher, alpha_ce=0.0, alpha_cos=0.0)
     total, parts = only_mlm(student, ids, labels)
     assert set(parts) == {"task"} and torch.allclose(total, 2.0 * masked_lm_loss(student, ids, labels)[0])
-    copy = D.student_from_teacher(teacher, [0, 1]).eval()          # the teacher itself: nothing to distil
+    copy = D.student_from_teacher(teacher, [0, 1]).eval()  # the teacher itself: nothing to distil
     total, parts = D.mlm_triple_loss(teacher)(copy, ids, labels)
     assert parts["ce"] == pytest.approx(0, abs=1e-6) and parts["cos"] == pytest.approx(0, abs=1e-6)
     assert total.item() == pytest.approx(2.0 * parts["task"], rel=1e-5)
@@ -261,10 +273,16 @@ def test_mlm_triple_loss_with_first_guesses_is_cross_entropy_against_the_teacher
 def test_distilling_a_masked_lm_moves_the_student_towards_its_teacher(tiny_config):
     from bertfamily.masking import DynamicMasking
     from bertfamily.pretraining import train_mlm
+
     teacher = _tiny_mlm(tiny_config, 2, 0).eval()
     ids = torch.randint(5, 50, (64, 12), generator=torch.Generator().manual_seed(1))
-    probe = DynamicMasking(ids, vocab_size=teacher.config.vocab_size, mask_token_id=4, special_ids=[0, 1, 2, 3, 4],
-                           generator=torch.Generator().manual_seed(2))(torch.arange(64), 0)
+    probe = DynamicMasking(
+        ids,
+        vocab_size=teacher.config.vocab_size,
+        mask_token_id=4,
+        special_ids=[0, 1, 2, 3, 4],
+        generator=torch.Generator().manual_seed(2),
+    )(torch.arange(64), 0)
 
     def gap(student):  # the soft-target loss to the teacher on fixed masked inputs
         with torch.no_grad():
@@ -272,8 +290,20 @@ def test_distilling_a_masked_lm_moves_the_student_towards_its_teacher(tiny_confi
 
     student = _tiny_mlm(tiny_config, 1, 3)
     before = gap(student)
-    masking = DynamicMasking(ids, vocab_size=teacher.config.vocab_size, mask_token_id=4, special_ids=[0, 1, 2, 3, 4],
-                             generator=torch.Generator().manual_seed(4))
-    history = train_mlm(student, masking, steps=40, batch_size=16, lr=3e-3, progress=False,
-                        loss=D.mlm_triple_loss(teacher, alpha_mlm=0.0, alpha_cos=0.0))
+    masking = DynamicMasking(
+        ids,
+        vocab_size=teacher.config.vocab_size,
+        mask_token_id=4,
+        special_ids=[0, 1, 2, 3, 4],
+        generator=torch.Generator().manual_seed(4),
+    )
+    history = train_mlm(
+        student,
+        masking,
+        steps=40,
+        batch_size=16,
+        lr=3e-3,
+        progress=False,
+        loss=D.mlm_triple_loss(teacher, alpha_mlm=0.0, alpha_cos=0.0),
+    )
     assert gap(student) < 0.5 * before and history.train_loss[-1] < history.train_loss[0]

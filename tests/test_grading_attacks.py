@@ -10,6 +10,7 @@ Each kind is checked on the grader's own parts with notebooks and files of that 
 - bytes held by a mapping of a deleted file, which neither a name nor a descriptor holds;
 - file names that are not UTF-8, notebooks with a byte-order mark or Windows line ends.
 """
+
 import ast
 import ctypes
 import json
@@ -30,26 +31,52 @@ def literal(source: str, name: str = "x") -> bool:
     return name in literals.literal_names([ast.parse(source)])
 
 
-@pytest.mark.parametrize("source", [
-    "x = 42", "x = max(42, 0)", "x = int(max(84.0, 0))", "x = sorted([42, 1])[-1]", "a = 41\nx = a + 1",
-    "a = 66362879 + 1\nb = a\nx = b", "def f():\n    return 41\nx = f() + 1", "f = lambda: 42\nx = f()",
-    "import math\nx = math.prod([6, 7])", "x = int('4' + '2')", "x = {'a': 42}['a']", "x = 40\nx += 2",
-    "x = len('a' * 42)", "x = 42 if True else 0", "x, y = 42, 84"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = 42",
+        "x = max(42, 0)",
+        "x = int(max(84.0, 0))",
+        "x = sorted([42, 1])[-1]",
+        "a = 41\nx = a + 1",
+        "a = 66362879 + 1\nb = a\nx = b",
+        "def f():\n    return 41\nx = f() + 1",
+        "f = lambda: 42\nx = f()",
+        "import math\nx = math.prod([6, 7])",
+        "x = int('4' + '2')",
+        "x = {'a': 42}['a']",
+        "x = 40\nx += 2",
+        "x = len('a' * 42)",
+        "x = 42 if True else 0",
+        "x, y = 42, 84",
+    ],
+)
 def test_an_answer_made_of_literals_is_typed_whatever_wraps_it(source):
     assert literal(source), source
 
 
-@pytest.mark.parametrize("source", [
-    "x = sum(p.numel() for p in model.parameters())", "x = 0\nfor p in model.parameters():\n    x += p.numel()",
-    "import os\nx = os.path.getsize(path)", "x = counts['bert'] // 2", "x = model.float()",
-    "def max(*a):\n    return os.getpid()\nx = max(1, 2)", "def f(m):\n    return m.n\nx = f(model)",
-    "with open(p) as f:\n    x = f", "x = 42\nx = len(data)"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = sum(p.numel() for p in model.parameters())",
+        "x = 0\nfor p in model.parameters():\n    x += p.numel()",
+        "import os\nx = os.path.getsize(path)",
+        "x = counts['bert'] // 2",
+        "x = model.float()",
+        "def max(*a):\n    return os.getpid()\nx = max(1, 2)",
+        "def f(m):\n    return m.n\nx = f(model)",
+        "with open(p) as f:\n    x = f",
+        "x = 42\nx = len(data)",
+    ],
+)
 def test_a_computed_answer_is_not_typed(source):
     assert not literal(source), source
 
 
-@pytest.mark.parametrize("source", ["x = int(max(66362880.0, 0))", "a = 66362879 + 1",
-                                    "def f():\n    return 33181440 * 2", "x = float('66362880')"])
+@pytest.mark.parametrize(
+    "source",
+    ["x = int(max(66362880.0, 0))", "a = 66362879 + 1", "def f():\n    return 33181440 * 2", "x = float('66362880')"],
+)
 def test_a_number_the_checks_expect_is_seen_however_it_is_written(source):
     found = integrity._findings(ast.parse(source), {}, {66362880})
     assert any("holds the number 66362880" in f for f in found), (source, found)
@@ -59,16 +86,21 @@ def test_the_real_exercises_solution_types_nothing_and_is_not_flagged():
     ex = grading.Exercise.load(EXERCISE)
     nb = grading.model_answer(ex.reference)
     from bertfamily.grading.channel import read_names
+
     names = {n for t in ex.graded for _, s in t.checks for n in read_names(s)}
     assert integrity.typed_answers(nb, ex, names) == {} and integrity.suspicious(nb, ex) == []
 
 
-@pytest.mark.parametrize("source, seen", [
-    ("%config A.b = (globals().update(x=42), 1)[1]", "globals"),
-    ("%pwd {__import__('__main__').__dict__.update(y=84)}", "__import__"),
-    ("%env A={os.system('ls')}", "os.system"),
-    ("%%capture {exec('x = 1')}\nprint(1)", "exec"),
-    ("%matplotlib {get_ipython().run_cell('x = 42')}", "get_ipython")])
+@pytest.mark.parametrize(
+    "source, seen",
+    [
+        ("%config A.b = (globals().update(x=42), 1)[1]", "globals"),
+        ("%pwd {__import__('__main__').__dict__.update(y=84)}", "__import__"),
+        ("%env A={os.system('ls')}", "os.system"),
+        ("%%capture {exec('x = 1')}\nprint(1)", "exec"),
+        ("%matplotlib {get_ipython().run_cell('x = 42')}", "get_ipython"),
+    ],
+)
 def test_code_in_a_magics_line_is_read(source, seen):
     tree, unread = magics.read_cell(source)
     code = "\n".join(ast.unparse(n) for n in tree.body)
@@ -82,11 +114,15 @@ def test_a_magics_line_that_cannot_be_read_is_said_and_a_dict_in_timeit_is_code(
     assert magics.read_cell("%matplotlib inline")[1] == []
 
 
-@pytest.mark.parametrize("source, said", [
-    ("open('helper.py', 'w').write(src)\nimport helper", "not installed"),
-    ("from . import helper", "relative import"),
-    ("open('helper.py', 'w').write(src)", "names a Python file"),
-    ("import numpy, json, bertfamily", None)])
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        ("open('helper.py', 'w').write(src)\nimport helper", "not installed"),
+        ("from . import helper", "relative import"),
+        ("open('helper.py', 'w').write(src)", "names a Python file"),
+        ("import numpy, json, bertfamily", None),
+    ],
+)
 def test_a_module_the_run_writes_is_said(source, said):
     found = integrity._findings(ast.parse(source), {}, set())
     assert (said is None and found == []) or any(said in f for f in found), found
@@ -116,8 +152,10 @@ def test_a_mapped_file_deleted_after_closing_still_counts(tmp_path):
     path = tmp_path / "held"
     path.write_bytes(os.urandom(4 * 2**20))
     libc = ctypes.CDLL(None)
-    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                                               ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.restype, libc.mmap.argtypes = (
+        ctypes.c_void_p,
+        [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long],
+    )
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     fd = os.open(path, os.O_RDONLY)
     address = libc.mmap(None, mmap.PAGESIZE, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)  # one page of 4 MiB

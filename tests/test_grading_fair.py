@@ -5,6 +5,7 @@ once (:func:`graded`): a Colab student (the hub names, a Drive mount, ``!pip``, 
 student who used the lesson's helper, a student with one broken line. A notebook of forged ✓ lines
 gets nothing on any command. The fast tests check the pieces without a kernel.
 """
+
 import ast
 import copy
 import dataclasses
@@ -72,8 +73,12 @@ def with_source(nb, cid, source, outputs=None):
 def colab(nb):
     """What Colab leaves in a notebook: its metadata, a Drive mount and a pip line in cells of its own."""
     nb = copy.deepcopy(nb)
-    nb.metadata.update(colab={"provenance": [], "gpuType": "T4", "toc_visible": True}, accelerator="GPU",
-                       kernelspec={"name": "python3", "display_name": "Python 3"}, language_info={"name": "python"})
+    nb.metadata.update(
+        colab={"provenance": [], "gpuType": "T4", "toc_visible": True},
+        accelerator="GPU",
+        kernelspec={"name": "python3", "display_name": "Python 3"},
+        language_info={"name": "python"},
+    )
     for cell in nb.cells:
         cell.metadata.setdefault("colab", {"base_uri": "https://localhost:8080/"})
         cell.metadata["outputId"] = "0f3c2d1e-aaaa-4bbb-8ccc-000000000000"
@@ -108,9 +113,11 @@ def test_the_served_hub_is_laid_out_as_the_hubs_cache(tmp_path):
     snapshot = tmp_path / "models--distilbert-base-uncased" / "snapshots" / commit
     assert (snapshot / "model.safetensors").stat().st_size < 200
     from safetensors import safe_open
+
     with safe_open(str(snapshot / "model.safetensors"), "pt") as f:
         assert list(f.keys()) == [hub.MARKER]
     from transformers import AutoConfig, AutoTokenizer
+
     config = AutoConfig.from_pretrained("distilbert-base-uncased", cache_dir=tmp_path, local_files_only=True)
     tokens = AutoTokenizer.from_pretrained("bert-base-uncased", cache_dir=tmp_path, local_files_only=True)
     assert tokens("Hello world")["input_ids"] == [101, 7592, 2088, 102]
@@ -118,8 +125,10 @@ def test_the_served_hub_is_laid_out_as_the_hubs_cache(tmp_path):
 
 
 def test_served_models_are_read_from_transformers_load_report():
-    report = ("[transformers] \x1b[1mDistilBertModel LOAD REPORT\x1b[0m from: distilbert-base-uncased\n"
-              f"{hub.MARKER}   | UNEXPECTED |\n")
+    report = (
+        "[transformers] \x1b[1mDistilBertModel LOAD REPORT\x1b[0m from: distilbert-base-uncased\n"
+        f"{hub.MARKER}   | UNEXPECTED |\n"
+    )
     assert hub.served_in(report) == ["distilbert-base-uncased"]
     assert hub.served_in(report.replace(hub.MARKER, "vocab_projector.bias")) == []  # a real checkpoint's report
     assert "random weights" in hub.served_note(["bert-base-uncased"])
@@ -139,8 +148,13 @@ def test_the_calculators_are_refused_by_the_same_words_here_and_in_the_sandbox()
     # have started an IPython shell, which the guard would then take for the student's kernel)
     import subprocess
     import sys
-    said = subprocess.run([sys.executable, "-c", "from bertfamily import exercise_rules; "
-                           "print(exercise_rules.install_guard())"], capture_output=True, text=True, check=True)
+
+    said = subprocess.run(
+        [sys.executable, "-c", "from bertfamily import exercise_rules; print(exercise_rules.install_guard())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert said.stdout.strip() == "False", said
 
 
@@ -148,9 +162,9 @@ def test_each_check_of_a_cell_is_scored_on_its_own():
     """A missing answer fails the checks that read it, and only those."""
     source = "ok = checks.check_predicted_sizes(fp32_mib, int8_mib)\nok_factor = checks.check_combined_factor(factor)\n"
     from bertfamily import checks
+
     d, b = checks.expected_counts()
-    answers = {"fp32_mib": {"plain": d * 4 / 2**20}, "int8_mib": {"plain": d / 2**20},
-               "factor": {"missing": True}}
+    answers = {"fp32_mib": {"plain": d * 4 / 2**20}, "int8_mib": {"plain": d / 2**20}, "factor": {"missing": True}}
     first, second = verify.recheck_each(source, answers)
     assert (first["check"], first["passed"]) == ("check_predicted_sizes", True), first
     assert (second["check"], second["passed"], second["missing"]) == ("check_combined_factor", False, ["factor"])
@@ -193,11 +207,13 @@ def test_the_single_notebook_command_is_the_class_path_and_the_self_check_is_nam
     """``grade`` calls the class's path (never the notebook's own outputs); ``self-check`` is a separate
     command whose report says it is not a grade."""
     from bertfamily.grading import cli
+
     seen = {}
 
     def fake(path, exercise, limits, sanitize=None):
         seen["args"] = (Path(path), exercise.name, limits, sanitize)
         return grading.Row(str(path), "graded", 0, 9, {}, "")
+
     monkeypatch.setattr(cli, "grade_notebook", fake)
     monkeypatch.setattr(cli, "require_sandbox", lambda: seen.setdefault("sealed", True))
     path = tmp_path / "n.ipynb"
@@ -247,8 +263,11 @@ def test_a_colab_student_who_loads_by_hub_name_gets_full_marks_and_is_told(grade
 def test_one_broken_line_costs_its_own_checks_and_names_the_cause(graded):
     r = graded[0]["broken"]
     assert r.status == "graded" and [t for t, m in r.tasks.items() if m != 1] == ["task4"], r
-    assert r.checks["task4"] == {"passed": [], "failed": ["check_predicted_sizes", "check_combined_factor"],
-                                 "partial": True}
+    assert r.checks["task4"] == {
+        "passed": [],
+        "failed": ["check_predicted_sizes", "check_combined_factor"],
+        "partial": True,
+    }
     assert all(not c["failed"] for t, c in r.checks.items() if t != "task4")
     assert "task4: cell" in r.detail and "NameError: name 'bytes_per_weight' is not defined" in r.detail
     assert "task6: note:" in r.detail and "task6 needs `int8_mib` from task4" in r.detail, r.detail
@@ -272,6 +291,7 @@ def test_the_helper_students_grade_is_what_their_self_check_says(graded):
         text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
         marks = [line[0] for line in text.splitlines() if line[:1] in "✓✗"]
         return bool(marks) and set(marks) == {"✓"} and not any(o.output_type == "error" for o in cell.outputs)
+
     local = {t.name: int(all(passed(by_id[cid]) for cid, _ in t.checks)) for t in exercise.graded}
     assert r.tasks == local, (r.tasks, local)
     assert r.tasks["task2"] == 0 and r.tasks["task6"] == 1, r.tasks
@@ -285,8 +305,9 @@ def test_forged_checks_get_nothing_on_any_command(tmp_path, capsys):
     command or the one-notebook command, and the two give the same row."""
     path = tmp_path / "forged.ipynb"
     nbformat.write(forged(honest()), path)
-    (klass,) = grading.grade_class([tmp_path], grading.Exercise.load(EXERCISE), grading.Limits(), sanitize=SANITIZE,
-                                   progress=False)
+    (klass,) = grading.grade_class(
+        [tmp_path], grading.Exercise.load(EXERCISE), grading.Limits(), sanitize=SANITIZE, progress=False
+    )
     assert klass.score == 0 and set(klass.tasks.values()) == {0}, klass
     assert grading.main(["grade", str(path), "--json", "--reference", str(EXERCISE), "--sanitize", str(SANITIZE)]) == 0
     row = json.loads(capsys.readouterr().out)

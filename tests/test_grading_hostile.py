@@ -10,6 +10,7 @@
 
 test_kernel_limits.py covers the limits the kernel holds.
 """
+
 import ast
 import csv
 import os
@@ -34,6 +35,7 @@ def graded(path, name="x.ipynb"):
 
 
 # ------------------------------------------------------------------ one submission never stalls the class
+
 
 def test_a_fifo_named_like_a_notebook_is_refused_without_blocking(tmp_path):
     klass = tmp_path / "class"
@@ -88,6 +90,7 @@ def test_the_typed_answer_fixpoint_reads_a_chain_once():
     def counted(*args, **kwargs):
         calls[0] += 1
         return real(*args, **kwargs)
+
     literals._constant = counted
     try:
         assert literals.literal_names([ast.parse(source)]) == set()
@@ -114,16 +117,20 @@ def test_code_past_the_graders_budget_is_flagged_and_scored_from_the_run(monkeyp
 
 # ------------------------------------------------------------------ nothing written outside the given folders
 
+
 def test_an_output_folder_inside_the_submissions_or_through_a_link_is_refused(tmp_path, capsys):
     klass = tmp_path / "class"
     klass.mkdir()
     (klass / "a.ipynb").write_bytes(TINY.read_bytes())
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "via").symlink_to(tmp_path / "elsewhere")
-    for folder, said in ((klass / "feedback", "inside a folder of submissions"),
-                         (tmp_path / "via" / "feedback", "goes through a symbolic link")):
-        code = grading.main([str(klass), "--out", str(tmp_path / "g.csv"), "--feedback", str(folder),
-                             "--reference", str(TINY)])
+    for folder, said in (
+        (klass / "feedback", "inside a folder of submissions"),
+        (tmp_path / "via" / "feedback", "goes through a symbolic link"),
+    ):
+        code = grading.main(
+            [str(klass), "--out", str(tmp_path / "g.csv"), "--feedback", str(folder), "--reference", str(TINY)]
+        )
         assert code == 2 and said in capsys.readouterr().err
     code = grading.main([str(klass), "--out", str(klass / "g.csv"), "--reference", str(TINY)])
     assert code == 2 and "inside a folder of submissions" in capsys.readouterr().err
@@ -143,19 +150,34 @@ def test_a_link_planted_under_a_feedback_name_is_replaced_not_followed(tmp_path)
 
 # ------------------------------------------------------------------ no control byte, no HTML, no formula
 
+
 def test_control_sequences_html_and_formulas_reach_no_output_as_code(tmp_path):
     ex = tiny()
     name = collect_name(tmp_path, "eve" + HOSTILE[:20].replace("/", "_") + ".ipynb")
     task = ex.graded[0].name
-    rows = [grading.Row(name, "error", None, 4, dict.fromkeys(t.name for t in ex.graded),
-                        f"{task}: {HOSTILE}; =HYPERLINK(\"http://x\")", flags="@SUM(1)", read_by_hand=HOSTILE,
-                        student=" =1+1", feedback={task: [f"✗ {HOSTILE}"]})]
+    rows = [
+        grading.Row(
+            name,
+            "error",
+            None,
+            4,
+            dict.fromkeys(t.name for t in ex.graded),
+            f"{task}: {HOSTILE}; =HYPERLINK(\"http://x\")",
+            flags="@SUM(1)",
+            read_by_hand=HOSTILE,
+            student=" =1+1",
+            feedback={task: [f"✗ {HOSTILE}"]},
+        )
+    ]
     write_gradebook(rows, ex, tmp_path / "g.csv", roster=True)
     write_canvas(rows, {" =1+1": {"name": "-2+3"}}, "A (1)", tmp_path / "canvas.csv")
     (fb,) = write_feedback(rows, ex, tmp_path / "feedback")
-    outputs = {"gradebook": (tmp_path / "g.csv").read_text(encoding="utf-8"),
-               "canvas": (tmp_path / "canvas.csv").read_text(encoding="utf-8"),
-               "feedback": fb.read_text(encoding="utf-8"), "summary": summary(rows, ex)}
+    outputs = {
+        "gradebook": (tmp_path / "g.csv").read_text(encoding="utf-8"),
+        "canvas": (tmp_path / "canvas.csv").read_text(encoding="utf-8"),
+        "feedback": fb.read_text(encoding="utf-8"),
+        "summary": summary(rows, ex),
+    }
     for where, text in outputs.items():
         assert not CONTROL.search(text.replace("\n", "").replace("\r", "")), (where, text)
         assert "<script>" not in text or where != "feedback", where
@@ -179,21 +201,29 @@ def collect_name(tmp_path, name: str) -> str:
 EXPECTED = {66362880}
 
 
-@pytest.mark.parametrize("source", [
-    "distilbert_count = 0 * len(workdir) + 66362880",
-    "distilbert_count = int(str(len(w) * 0) + '66362880')",
-    "open('size', 'wb').write(os.urandom(0 * n + (66362879 + 1)))",
-    "x = f(['a', {'k': [1, 2, (3, 66_362_880)]}])"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "distilbert_count = 0 * len(workdir) + 66362880",
+        "distilbert_count = int(str(len(w) * 0) + '66362880')",
+        "open('size', 'wb').write(os.urandom(0 * n + (66362879 + 1)))",
+        "x = f(['a', {'k': [1, 2, (3, 66_362_880)]}])",
+    ],
+)
 def test_a_number_the_checks_expect_is_seen_at_any_depth_of_code_and_in_text(source):
     found = integrity._findings(ast.parse(source), {"os": "os"}, EXPECTED)
     assert any("66362880" in f for f in found), (source, found)
 
 
-@pytest.mark.parametrize("source, said", [
-    ("import IPython.display as d\nvars(d)['publish_display_data'] = f", "uses vars"),
-    ("b = (lambda: 0).__globals__['__builtins__']", "uses .__globals__"),
-    ("g = getattr(f, '__glo' + 'bals__')", "computed name"),
-    ("import pickle\npickle.loads(blob)", "imports pickle")])
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        ("import IPython.display as d\nvars(d)['publish_display_data'] = f", "uses vars"),
+        ("b = (lambda: 0).__globals__['__builtins__']", "uses .__globals__"),
+        ("g = getattr(f, '__glo' + 'bals__')", "computed name"),
+        ("import pickle\npickle.loads(blob)", "imports pickle"),
+    ],
+)
 def test_code_that_reaches_the_exporters_namespace_is_flagged(source, said):
     found = integrity._findings(ast.parse(source), {}, set())
     assert any(said in f for f in found), (source, found)
@@ -212,6 +242,7 @@ def test_numbers_kept_in_markdown_or_metadata_are_flagged_and_the_course_is_not(
 
 # ------------------------------------------------------------------ a student never passes for another
 
+
 def test_a_file_named_like_a_classmates_moodle_export_stays_its_senders(tmp_path):
     from bertfamily.grading import lms
 
@@ -226,8 +257,13 @@ def test_a_file_named_like_a_classmates_moodle_export_stays_its_senders(tmp_path
     (flat / "Ann Lee_555_assignsubmission_file_new\nline.ipynb").write_text("{}")  # still Ann's
     (flat / "leeann_666_1001_new\nline.ipynb").write_text("{}")  # Canvas: still this student's
     got = sorted((f.key, f.name) for f in lms.find([flat]))
-    assert got == [("222", "Mallory Smith"), ("333", "Bob Jones"), ("444", "Eve Roe"), ("555", "Ann Lee"),
-                   ("666", "leeann")], got
+    assert got == [
+        ("222", "Mallory Smith"),
+        ("333", "Bob Jones"),
+        ("444", "Eve Roe"),
+        ("555", "Ann Lee"),
+        ("666", "leeann"),
+    ], got
 
 
 def test_a_name_with_a_newline_or_escape_is_the_same_row_for_the_grader_and_the_lms_reader(tmp_path):

@@ -8,6 +8,7 @@ must forgive), cheats and attacks of every kind the grader was built against, an
 nine kinds, an attack and an honest variant. Each attack must fail safe: no mark it did not earn, no
 row but its own changed, nothing left behind; each honest variant keeps full marks.
 """
+
 import hashlib
 import json
 import os
@@ -23,8 +24,9 @@ from nbformat.v4 import new_code_cell
 from bertfamily import grading
 from bertfamily.grading import mounts, sandbox
 
-pytestmark = pytest.mark.skipif(sandbox.sandbox_problem() is not None,
-                                reason=f"no sandbox here: {sandbox.sandbox_problem()}")
+pytestmark = pytest.mark.skipif(
+    sandbox.sandbox_problem() is not None, reason=f"no sandbox here: {sandbox.sandbox_problem()}"
+)
 
 
 # ------------------------------------------------------------------ the class as a whole
@@ -68,12 +70,17 @@ def test_kind2_every_byte_counts_or_cannot_be_held(graded_tiny):
     folder is a 4 MiB tmpfs: the kernel refuses the deleted files there (the cell fails), else the
     watcher stops the run."""
     r = row(graded_tiny, "kind2_bytes")
-    assert r["status"] == "error" and f"out of disk: the run wrote more than {DISK_MIB} MiB" in r["detail"] \
-        or r["status"] == "graded" and "No space left on device" in r["detail"], r
+    assert (
+        r["status"] == "error"
+        and f"out of disk: the run wrote more than {DISK_MIB} MiB" in r["detail"]
+        or r["status"] == "graded"
+        and "No space left on device" in r["detail"]
+    ), r
     assert r["score"] == "0"
     fill = row(graded_tiny, "kind2_fill")
-    assert fill["score"] == "0" and (fill["status"] == "error" and "out of disk" in fill["detail"]
-                                     or fill["status"] == "graded"), fill
+    assert fill["score"] == "0" and (
+        fill["status"] == "error" and "out of disk" in fill["detail"] or fill["status"] == "graded"
+    ), fill
     assert full(row(graded_tiny, "kinds_honest"))
 
 
@@ -81,8 +88,12 @@ def test_kind2_every_byte_counts_or_cannot_be_held(graded_tiny):
 def test_kind3_code_in_magics_is_read(graded_tiny):
     r = row(graded_tiny, "kind3_magic")
     assert r["status"] == "graded" and r["task1"] == r["task2"] == r["task3"] == "0", r
-    for said in ("`x` typed as a number", "`size_bytes` typed as a number", "`reduction` typed as a number",
-                 "imports ctypes"):
+    for said in (
+        "`x` typed as a number",
+        "`size_bytes` typed as a number",
+        "`reduction` typed as a number",
+        "imports ctypes",
+    ):
         assert said in r["flags"], (said, r["flags"])
     unread = row(graded_tiny, "kind3_unread")
     assert full(unread) and "runs %%bash, whose code the grader does not read" in unread["flags"], unread
@@ -104,6 +115,7 @@ def test_kind4_the_sandboxs_course_has_no_calculator(tmp_path):
     """In the kernel's copy of the course, the calculators of answers are not there: in their place,
     modules that raise the ImportError the student's own notebook raises (bertfamily.exercise_rules)."""
     from bertfamily import exercise_rules
+
     target = sandbox.kernel_package(tmp_path)
     for name in ("budget", "quantization"):
         text = (target / f"{name}.py").read_text(encoding="utf-8")
@@ -144,9 +156,14 @@ def test_kind6_the_grader_reads_a_run_as_a_stream(tmp_path, monkeypatch):
     import tracemalloc
 
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
-    nb = nbformat.v4.new_notebook(cells=[new_code_cell(
-        "from IPython.display import display\nblock = 'y' * 2**20\nfor _ in range(160):\n"
-        "    display({'text/plain': block}, raw=True)\nprint('done')")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            new_code_cell(
+                "from IPython.display import display\nblock = 'y' * 2**20\nfor _ in range(160):\n"
+                "    display({'text/plain': block}, raw=True)\nprint('done')"
+            )
+        ]
+    )
     tracemalloc.start()
     try:
         run = grading.run_sandboxed(nb, grading.Limits(cell_timeout=120, timeout=300, disk_mib=DISK_MIB), "")
@@ -161,8 +178,10 @@ def test_kind6_the_grader_reads_a_run_as_a_stream(tmp_path, monkeypatch):
 
 @pytest.mark.slow  # grades the shared class or starts kernels: left out by make unit
 def test_kind7_notebooks_jupyter_opens_are_graded(graded_tiny):
-    for name, note in (("kind7_v44_ids", "cell ids kept by an nbformat 4.4 notebook"),
-                       ("kind7_transient", "a `transient` key in an output")):
+    for name, note in (
+        ("kind7_v44_ids", "cell ids kept by an nbformat 4.4 notebook"),
+        ("kind7_transient", "a `transient` key in an output"),
+    ):
         r = row(graded_tiny, name)
         assert full(r) and r["flags"] == "", r
         assert "repaired before grading" in r["detail"] and note in r["detail"], r["detail"]
@@ -175,8 +194,9 @@ def test_kind8_each_student_reads_their_own_feedback(graded_tiny):
     assert full(alice) and full(alice2) and late["score"] == "0"
     assert alice2["student"] == "alice-2" and alice["student"] == "alice" and late["student"] == "alice"
     ambiguous = row(g, "alice-2_late")
-    assert ambiguous["student"] == "" and ambiguous["detail"].startswith("ambiguous: the file name could be "
-                                                                         "alice's or alice-2's"), ambiguous
+    assert ambiguous["student"] == "" and ambiguous["detail"].startswith(
+        "ambiguous: the file name could be alice's or alice-2's"
+    ), ambiguous
     names = list(g["feedback"])
     assert len(names) == len({n.casefold() for n in names}) == len([r for r in g["rows"] if r["submission"]])
     mine = [n for n in names if n.startswith("alice")]
@@ -197,21 +217,36 @@ def test_kind9_a_course_under_tmp_in_a_folder_with_a_space(tmp_path_factory):
     try:
         (where / "lib").mkdir(parents=True)
         import shutil
-        shutil.copytree(mounts.course_package_dir(), where / "lib" / "bertfamily",
-                        ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))
-        subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(where / ".venv")],
-                       check=True, capture_output=True)
+
+        shutil.copytree(
+            mounts.course_package_dir(),
+            where / "lib" / "bertfamily",
+            ignore=shutil.ignore_patterns("__pycache__", "checkpoints"),
+        )
+        subprocess.run(
+            [sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(where / ".venv")],
+            check=True,
+            capture_output=True,
+        )
         site = next((where / ".venv" / "lib").glob("python3*/site-packages"))
         (site / "course.pth").write_text(f"{where / 'lib'}\n{sysconfig.get_paths()['purelib']}\n", encoding="utf-8")
         python = where / ".venv" / "bin" / "python"
-        code = ("import sys; from bertfamily import grading; "
-                "ex = grading.Exercise.load(sys.argv[1]); "
-                "rows = grading.grade_class([sys.argv[1]], ex, grading.Limits(cell_timeout=120, timeout=300), "
-                "progress=False); print(rows[0].status, rows[0].score); print(grading.__file__)")
+        code = (
+            "import sys; from bertfamily import grading; "
+            "ex = grading.Exercise.load(sys.argv[1]); "
+            "rows = grading.grade_class([sys.argv[1]], ex, grading.Limits(cell_timeout=120, timeout=300), "
+            "progress=False); print(rows[0].status, rows[0].score); print(grading.__file__)"
+        )
         runs = where / "runs"
         runs.mkdir()
-        done = subprocess.run([str(python), "-c", code, str(TINY)], capture_output=True, text=True, timeout=1200,
-                              cwd=where, env={**os.environ, "BERTFAMILY_GRADE_TMP": str(runs)})
+        done = subprocess.run(
+            [str(python), "-c", code, str(TINY)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            cwd=where,
+            env={**os.environ, "BERTFAMILY_GRADE_TMP": str(runs)},
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         result, module = done.stdout.strip().splitlines()[-2:]
         status, score = result.split()
@@ -282,8 +317,10 @@ def test_record_and_log_are_bounded():
     from bertfamily.grading import nbval_worker
 
     big = [{"output_type": "stream", "name": "stdout", "text": "z" * 2**20} for _ in range(50)]
-    answers = [{"output_type": "display_data", "data": {grading.channel.ANSWERS_MIME: {"cell": "c", "answers": "{}"}}}
-               for _ in range(5)]
+    answers = [
+        {"output_type": "display_data", "data": {grading.channel.ANSWERS_MIME: {"cell": "c", "answers": "{}"}}}
+        for _ in range(5)
+    ]
     kept = nbval_worker._plain(big + answers)
     assert sum(len(o.get("text", "")) for o in kept) <= nbval_worker.CELL_TEXT + nbval_worker.MAX_TEXT
     assert sum(grading.channel.ANSWERS_MIME in o.get("data", {}) for o in kept) == nbval_worker.ANSWERS_KEPT + 1
@@ -305,8 +342,10 @@ def test_magics_are_read_as_the_code_they_run():
 def test_feedback_names_are_unique_and_attribution_is_never_guessed():
     from bertfamily.grading.gradebook import attribution, feedback_names
 
-    rows = [grading.Row(n, "graded", 1, 1, {}, "") for n in ("c/alice.ipynb", "late/alice.ipynb", "c/alice-2.ipynb",
-                                                            "c/Bob.ipynb", "c/bob.ipynb")]
+    rows = [
+        grading.Row(n, "graded", 1, 1, {}, "")
+        for n in ("c/alice.ipynb", "late/alice.ipynb", "c/alice-2.ipynb", "c/Bob.ipynb", "c/bob.ipynb")
+    ]
     spoof = "c/alice-" + hashlib.sha256(b"c/alice.ipynb").hexdigest()[:8] + ".ipynb"
     names = feedback_names([*rows, grading.Row(spoof, "graded", 1, 1, {}, "")])
     assert len({n.casefold() for n in names}) == 6 and "alice-2.md" in names
@@ -365,8 +404,13 @@ def test_kind9_a_course_only_pythonpath_names_is_the_kernels_or_said_before_anyo
     elsewhere = tmp_path / "checkout" / "lib"
     elsewhere.mkdir(parents=True)
     bwrap_args = mounts.bwrap_args
-    monkeypatch.setattr(mounts, "bwrap_args", lambda folder, runtime, limits, submitted, roots, package:
-                        bwrap_args(folder, runtime, limits, submitted, roots, elsewhere / "bertfamily"))
+    monkeypatch.setattr(
+        mounts,
+        "bwrap_args",
+        lambda folder, runtime, limits, submitted, roots, package: bwrap_args(
+            folder, runtime, limits, submitted, roots, elsewhere / "bertfamily"
+        ),
+    )
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
     limits = sandbox.Limits(memory_mib=MEMORY_MIB, disk_mib=64)
     monkeypatch.setattr(sandbox, "_PROBED", {})
@@ -374,6 +418,9 @@ def test_kind9_a_course_only_pythonpath_names_is_the_kernels_or_said_before_anyo
     sandbox.probe_kernel(limits)  # the kernel imported the copy bound in the folder PYTHONPATH names
     monkeypatch.setattr(sandbox, "_PROBED", {})
     monkeypatch.delenv("PYTHONPATH")
-    with pytest.raises(sandbox.SandboxMissing, match=r"cannot import the course package, `bertfamily` "
-                                                      r"\(No module named 'bertfamily'\).*pip install -e \."):
+    with pytest.raises(
+        sandbox.SandboxMissing,
+        match=r"cannot import the course package, `bertfamily` "
+        r"\(No module named 'bertfamily'\).*pip install -e \.",
+    ):
         sandbox.probe_kernel(limits)

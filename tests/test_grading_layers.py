@@ -1,5 +1,6 @@
 """The grading package's layout: each module imports only from modules of earlier layers (its imports
 inside functions included), so the flow reads top to bottom and no import cycle can come back."""
+
 import ast
 from pathlib import Path
 
@@ -44,8 +45,12 @@ def test_every_module_has_a_layer_and_imports_only_from_earlier_ones():
     layer = {name: n for n, names in enumerate(LAYERS) for name in names}
     modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
     assert modules == set(layer), modules ^ set(layer)
-    wrong = [f"{m} (layer {layer[m]}) imports {i} (layer {layer.get(i)})" for m in sorted(modules)
-             for i in sorted(_imports(PACKAGE / f"{m}.py")) if i != m and layer.get(i, len(LAYERS)) >= layer[m]]
+    wrong = [
+        f"{m} (layer {layer[m]}) imports {i} (layer {layer.get(i)})"
+        for m in sorted(modules)
+        for i in sorted(_imports(PACKAGE / f"{m}.py"))
+        if i != m and layer.get(i, len(LAYERS)) >= layer[m]
+    ]
     assert wrong == []
 
 
@@ -59,13 +64,13 @@ COURSE_IMPORTS = {
     "bertfamily": "the package itself: its version, and its folder (the kernel's copy, the served configs)",
     "bertfamily.checks": "the check cells' functions: the grader compares the check cells and re-runs their verdicts",
     "bertfamily.answers": "the checks' answer reading: the grader runs them without the self-check's look for saved "
-                          "files (it checks the run's own files)",
+    "files (it checks the run's own files)",
     "bertfamily.exercise_rules": "what a student may import: the same rules in a student's kernel and in the sandbox",
     "bertfamily.kernels": "the course's pinned numerical kernels: a run reproduces the committed outputs only under "
-                          "them (one home: the lessons' first cell pins them too)",
+    "them (one home: the lessons' first cell pins them too)",
     "bertfamily.imports": "a faster start of each process that reads notebooks (imports no torch, no lesson)",
     "bertfamily.budget": "the parameter count a submitted model is checked against (verify.py): the course's own "
-                         "calculator, which the exercise's tasks ask about",
+    "calculator, which the exercise's tasks ask about",
 }
 
 
@@ -75,8 +80,12 @@ def course_paths(tree: ast.AST) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == "__file__":
             found.append(f"line {node.lineno}: __file__")
-        elif isinstance(node, ast.Attribute) and node.attr in ("parent", "parents") \
-                and isinstance(node.value, ast.Attribute) and node.value.attr == "parent":
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("parent", "parents")
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "parent"
+        ):
             found.append(f"line {node.lineno}: .parent.{node.attr}")
         elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents":
             found.append(f"line {node.lineno}: .parents[...]")
@@ -91,8 +100,12 @@ def course_imports(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and not node.level and node.module:
             if node.module == "bertfamily":
-                found.update(f"bertfamily.{a.name}" if (PACKAGE.parent / f"{a.name}.py").is_file()
-                             or (PACKAGE.parent / a.name).is_dir() else "bertfamily" for a in node.names)
+                found.update(
+                    f"bertfamily.{a.name}"
+                    if (PACKAGE.parent / f"{a.name}.py").is_file() or (PACKAGE.parent / a.name).is_dir()
+                    else "bertfamily"
+                    for a in node.names
+                )
             elif node.module.startswith("bertfamily."):
                 found.add(node.module)
         elif isinstance(node, ast.Import):
@@ -111,9 +124,15 @@ def test_the_grader_imports_only_the_course_modules_it_names():
 
 
 def test_the_checks_find_a_planted_course_path_and_import():
-    planted = ast.parse("from pathlib import Path\nfrom bertfamily import models\nimport bertfamily.kernels\n"
-                        "ROOT = Path(__file__).resolve().parents[3]\nREFERENCE = ROOT / 'book' / 'x.ipynb'\n"
-                        "up = ROOT.parent.parent\n")
-    assert sorted(course_paths(planted)) == ["line 4: .parents[...]", "line 4: __file__", "line 5: 'book'",
-                                             "line 6: .parent.parent"]
+    planted = ast.parse(
+        "from pathlib import Path\nfrom bertfamily import models\nimport bertfamily.kernels\n"
+        "ROOT = Path(__file__).resolve().parents[3]\nREFERENCE = ROOT / 'book' / 'x.ipynb'\n"
+        "up = ROOT.parent.parent\n"
+    )
+    assert sorted(course_paths(planted)) == [
+        "line 4: .parents[...]",
+        "line 4: __file__",
+        "line 5: 'book'",
+        "line 6: .parent.parent",
+    ]
     assert course_imports(planted) == {"bertfamily.models", "bertfamily.kernels"}

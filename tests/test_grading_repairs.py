@@ -3,6 +3,7 @@
 No kernel runs here: the runs are made by hand (what the sandbox records), so each rule is seen alone.
 The planted class in test_gradebook.py runs them for real.
 """
+
 import copy
 import csv
 import json
@@ -35,13 +36,15 @@ def exported(**values):
 
 def test_names_a_check_reads():
     assert verify.read_names("ok = checks.check_models(distilbert, bert)") == ["distilbert", "bert"]
-    assert verify.read_names("ok = checks.check_predicted_sizes(fp32_mib, int8_mib)\n"
-                             "ok_factor = checks.check_combined_factor(factor)") == ["fp32_mib", "int8_mib", "factor"]
+    assert verify.read_names(
+        "ok = checks.check_predicted_sizes(fp32_mib, int8_mib)\nok_factor = checks.check_combined_factor(factor)"
+    ) == ["fp32_mib", "int8_mib", "factor"]
     assert verify.read_names("x = len(ok)\nprint(checks.c(x, y))") == ["ok", "y"]
 
 
 def test_recheck_agrees_with_an_honest_answer_and_not_with_a_wrong_one(exercise, capsys):
     from bertfamily import checks
+
     _, source = check_cell(exercise, 3)
     right = checks.expected_reduction()
     assert verify.recheck(source, exported(reduction=right)) == (True, "")
@@ -59,8 +62,10 @@ def test_recheck_sees_models_through_their_summaries(exercise):
     from transformers import DistilBertConfig, DistilBertModel
 
     from bertfamily import checks
-    config = DistilBertConfig(**{**checks._config(checks.DISTILBERT).to_dict(), "n_layers": 1, "dim": 12,
-                                 "hidden_dim": 16, "n_heads": 2})
+
+    config = DistilBertConfig(
+        **{**checks._config(checks.DISTILBERT).to_dict(), "n_layers": 1, "dim": 12, "hidden_dim": 16, "n_heads": 2}
+    )
     fp32 = DistilBertModel(config)
     int8 = torch.quantization.quantize_dynamic(fp32, {torch.nn.Linear}, dtype=torch.qint8)
     summary = exported(distilbert_int8=int8, distilbert=fp32)
@@ -81,6 +86,7 @@ def test_the_exporter_never_raises_and_prints_nothing(capsys):
     class Weird:
         def __repr__(self):
             raise RuntimeError("no repr")
+
     found = json.loads(EXPORTER["answers"]({"w": Weird(), "n": float("nan")}, ["w", "n", "absent"]))
     EXPORTER["export"]({}, ["x"], "abc")  # outside a kernel: nothing to send to, silent
     assert capsys.readouterr().out == ""
@@ -129,8 +135,11 @@ def test_a_changed_course_cell_runs_after_the_courses_version(exercise):
     """An addition is kept as it is; any other change runs after the course's own version, so a lost
     line is back and a changed line (``import os`` -> ``import os, math``) still counts."""
     nb = copy.deepcopy(exercise.reference)
-    course = [c for c in nb.cells if c.cell_type == "code" and not {"solution", "check", "colab-setup"}
-              & set(c.metadata.get("tags", []))]
+    course = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and not {"solution", "check", "colab-setup"} & set(c.metadata.get("tags", []))
+    ]
     first, second = course[0], course[1]
     original_first, original_second = first.source, second.source
     first.source = first.source.replace("import os\n", "import os, math\n")  # a changed line
@@ -143,7 +152,8 @@ def test_a_changed_course_cell_runs_after_the_courses_version(exercise):
     assert next(c for c in cells if c.get("id") == second.id).source == original_second + "\nimport numpy as np"
     assert not any(c.get("id") == f"{second.id}-course" for c in cells)
     assert [what for _, what in prepared.notes] == [
-        f"the course's cell {index - 1} was changed; the course's version ran just before it, then the student's"]
+        f"the course's cell {index - 1} was changed; the course's version ran just before it, then the student's"
+    ]
 
 
 # ------------------------------------------------------------------ scoring a run made by hand
@@ -151,6 +161,7 @@ def test_a_changed_course_cell_runs_after_the_courses_version(exercise):
 
 def honest_answers(exercise):
     from bertfamily import checks
+
     count_d, count_b = checks.expected_counts()
     return {"reduction": checks.expected_reduction(), "distilbert_count": count_d, "bert_count": count_b}
 
@@ -169,8 +180,10 @@ def test_the_graders_check_alone_decides(exercise):
     # a task whose answers never reached the grader (its exporter stopped in the kernel) does not count either
     assert score.marks["task2"] == 0 and "never reached the grader" in flags["task2"]
     honest = {cid: exported(reduction=honest_answers(exercise)["reduction"])}
-    assert grading.score_run(prepared, exercise, passed_run(prepared, exercise, honest),
-                             grading.Limits()).marks["task3"] == 1
+    assert (
+        grading.score_run(prepared, exercise, passed_run(prepared, exercise, honest), grading.Limits()).marks["task3"]
+        == 1
+    )
 
 
 def test_strict_outputs_counts_what_did_not_reproduce_or_was_cleared(exercise):
@@ -182,8 +195,10 @@ def test_strict_outputs_counts_what_did_not_reproduce_or_was_cleared(exercise):
             cell.outputs = []  # task 2 handed in without outputs
     prepared = grading.prepare(nb, exercise)
     a = honest_answers(exercise)
-    answers = {cid3: exported(reduction=a["reduction"]),
-               cid2: exported(distilbert_count=a["distilbert_count"], bert_count=a["bert_count"])}
+    answers = {
+        cid3: exported(reduction=a["reduction"]),
+        cid2: exported(distilbert_count=a["distilbert_count"], bert_count=a["bert_count"]),
+    }
     run = passed_run(prepared, exercise, answers)
     solution3 = next(cid for cid in exercise.tasks[2].cells if cid != cid3)  # task 3's solution cell
     index3 = [c.get("id") for c in prepared.nb.cells if c.cell_type == "code"].index(solution3)
@@ -203,18 +218,27 @@ def test_strict_outputs_counts_what_did_not_reproduce_or_was_cleared(exercise):
 def rows(exercise):
     marks = {t.name: 1 for t in exercise.graded}
     full = len(exercise.graded)
-    return [grading.Row("class/alice_exercise.ipynb", "graded", full, full, dict(marks), ""),
-            grading.Row("class/bob.ipynb", "graded", full - 1, full, {**marks, "task3": 0},
-                        "task3: ✗ Task 3 (the reduction): not the reduction yet",
-                        feedback={"task3": ["✗ Task 3 (the reduction): not the reduction yet (hint: keeps)"]}),
-            grading.Row("class/bob-late.ipynb", "graded", 0, full, dict.fromkeys(marks, 0), ""),
-            grading.Row("class/zed.ipynb", "invalid", None, full, dict.fromkeys(marks), "empty file")]
+    return [
+        grading.Row("class/alice_exercise.ipynb", "graded", full, full, dict(marks), ""),
+        grading.Row(
+            "class/bob.ipynb",
+            "graded",
+            full - 1,
+            full,
+            {**marks, "task3": 0},
+            "task3: ✗ Task 3 (the reduction): not the reduction yet",
+            feedback={"task3": ["✗ Task 3 (the reduction): not the reduction yet (hint: keeps)"]},
+        ),
+        grading.Row("class/bob-late.ipynb", "graded", 0, full, dict.fromkeys(marks, 0), ""),
+        grading.Row("class/zed.ipynb", "invalid", None, full, dict.fromkeys(marks), "empty file"),
+    ]
 
 
 def roster_file(tmp_path):
     path = tmp_path / "roster.csv"
-    path.write_text("ID,Name,canvas_id,section\nalice,Alice A,101,A\nbob,Bob B,102,A\ncarol,Carol C,103,B\n",
-                    encoding="utf-8")
+    path.write_text(
+        "ID,Name,canvas_id,section\nalice,Alice A,101,A\nbob,Bob B,102,A\ncarol,Carol C,103,B\n", encoding="utf-8"
+    )
     return path
 
 
@@ -242,9 +266,11 @@ def test_canvas_import_lists_the_roster_with_the_best_score(tmp_path, exercise):
     full = len(exercise.graded)
     assert lines[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "DistilBERT exercise (77)"]
     assert lines[1][0] == "Points Possible" and lines[1][-1] == str(full)
-    assert lines[2:] == [["Alice A", "101", "alice", "", "A", str(full)],
-                         ["Bob B", "102", "bob", "", "A", str(full - 1)],
-                         ["Carol C", "103", "carol", "", "B", ""]]
+    assert lines[2:] == [
+        ["Alice A", "101", "alice", "", "A", str(full)],
+        ["Bob B", "102", "bob", "", "A", str(full - 1)],
+        ["Carol C", "103", "carol", "", "B", ""],
+    ]
     with pytest.raises(ValueError, match="--force"):
         grading.write_canvas(graded, roster, "x (1)", out)
 
@@ -278,8 +304,14 @@ def test_a_stand_in_model_with_a_copied_configuration_is_refused():
 
     config = published_config("distilbert-base-uncased")
     settings = {k: v for k, v in config.to_dict().items() if v is None or isinstance(v, (bool, int, float, str))}
-    fake = {"module": "DistilBertModel", "object": 1, "config": settings, "values": 36 * 2, "linear": 0,
-            "dynamic": ["qint8"] * 36}
+    fake = {
+        "module": "DistilBertModel",
+        "object": 1,
+        "config": settings,
+        "values": 36 * 2,
+        "linear": 0,
+        "dynamic": ["qint8"] * 36,
+    }
     ok, why = verify.recheck("ok = checks.check_models(distilbert, distilbert)", {"distilbert": fake})
     assert not ok and "not a real model of that configuration" in why
     real = {**fake, "values": budget.count(config)}
@@ -295,16 +327,27 @@ def test_answers_typed_as_numbers_earn_nothing(exercise):
     want = checks.predicted_file_bytes()
     fp32, int8 = want["fp32"] + 30_000, want["int8"] + 30_000
     nb = copy.deepcopy(exercise.reference)
-    ids = {t.name: next(c for c in t.cells if "solution" in {x.id: x for x in exercise.reference.cells}[c]
-                        .metadata.get("tags", [])) for t in exercise.tasks}
+    ids = {
+        t.name: next(
+            c for c in t.cells if "solution" in {x.id: x for x in exercise.reference.cells}[c].metadata.get("tags", [])
+        )
+        for t in exercise.tasks
+    }
     by_id = {c.get("id"): c for c in nb.cells}
     by_id[ids["task2"]].source = f'distilbert_count = int("{distil}")\nbert_count = {bert:_}'
     by_id[ids["task6"]].source = f"fp32_bytes, int8_bytes = {fp32}, [{int8}][0]"
     prepared = grading.prepare(nb, exercise)
     answers = {cid: exported(distilbert_count=distil, bert_count=bert) for cid, _ in exercise.tasks[1].checks}
     answers |= {cid: exported(fp32_bytes=fp32, int8_bytes=int8) for cid, _ in exercise.tasks[5].checks}
-    answers |= {cid: exported(kept_fp32=checks.kept_in_fp32(), int8_predicted_bytes=want["int8"], int8_bytes=int8,
-                              explanation="the tables stay fp32") for cid, _ in exercise.tasks[6].checks}
+    answers |= {
+        cid: exported(
+            kept_fp32=checks.kept_in_fp32(),
+            int8_predicted_bytes=want["int8"],
+            int8_bytes=int8,
+            explanation="the tables stay fp32",
+        )
+        for cid, _ in exercise.tasks[6].checks
+    }
     score = grading.score_run(prepared, exercise, passed_run(prepared, exercise, answers), grading.Limits())
     assert score.marks["task2"] == score.marks["task6"] == score.marks["task7"] == 0
     assert "task2: `distilbert_count` typed as a number" in "; ".join(score.flags)
@@ -341,8 +384,9 @@ def test_a_measured_size_must_be_a_file_the_run_wrote(exercise):
     assert nothing.marks["task6"] == 0
     assert "task6: `fp32_bytes` is not the size of a file the run wrote" in nothing.flags
     assert any("is not the size of any file the run wrote" in p for p in nothing.problems if p.startswith("task6"))
-    files = grading.score_run(prepared, exercise, passed_run(prepared, exercise, answers, sizes=[fp32, int8]),
-                              grading.Limits())
+    files = grading.score_run(
+        prepared, exercise, passed_run(prepared, exercise, answers, sizes=[fp32, int8]), grading.Limits()
+    )
     assert files.marks["task6"] == 1 and not any("size of" in f for f in files.flags)
 
 
@@ -360,5 +404,7 @@ def test_a_run_stopped_in_a_task_says_why_and_never_that_no_mark_was_lost(exerci
     score = grading.score_run(prepared, exercise, run, grading.Limits())
     assert score.status == "timeout" and score.marks["task1"] == 0
     assert not any("no mark lost" in note for note in score.notes), score.notes
-    assert any(p.startswith(f"task1: cell {code[stop]}") and "ran past the per-cell limit of 120 s" in p
-               for p in score.problems), score.problems
+    assert any(
+        p.startswith(f"task1: cell {code[stop]}") and "ran past the per-cell limit of 120 s" in p
+        for p in score.problems
+    ), score.problems

@@ -4,6 +4,7 @@ local run (interrupted, resumed) and the regrade of one student in place (the ot
 
 The command-line tests grade with a cheap stand-in for grade_submission (marks from the file's bytes),
 so they exercise the whole command but no sandbox."""
+
 import csv
 import json
 import os
@@ -30,6 +31,7 @@ def _grading_file(tmp_path, text):
 
 # --------------------------------------------------------------------------- points
 
+
 def test_the_default_is_one_point_a_task(exercise):
     rules = policy.load(exercise)
     names = [t.name for t in exercise.graded]
@@ -40,8 +42,10 @@ def test_the_default_is_one_point_a_task(exercise):
 
 
 def test_points_bonus_and_partial_credit(tmp_path, exercise):
-    path = _grading_file(tmp_path, '[points]\ntask1 = 2\ntask4 = { points = 3, partial = true }\n'
-                                   'task9 = { points = 1.5, bonus = true }\n')
+    path = _grading_file(
+        tmp_path,
+        '[points]\ntask1 = 2\ntask4 = { points = 3, partial = true }\ntask9 = { points = 1.5, bonus = true }\n',
+    )
     rules = policy.load(exercise, path)
     names = [t.name for t in exercise.graded]
     assert rules.max_score == (len(names) - 3) + 2 + 3  # task9 is a bonus, on top
@@ -55,21 +59,27 @@ def test_points_bonus_and_partial_credit(tmp_path, exercise):
     assert policy.apply([typed], rules, exercise)[0].tasks["task4"] == 0  # a typed answer earns no share
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[points]\ntask99 = 2\n", "no task task99; the graded tasks are task1"),
-    ("[points]\ntask8 = 2\n", "task8 is not graded"),
-    ("[points]\ntask1 = -1\n", "0 or more"),
-    ("[points]\ntask1 = { points = 2, weight = 3 }\n", "a task allows bonus, partial, points"),
-    ("[points]\ntask1 = { bonus = \"yes\" }\n", "must be true or false"),
-    ("[deadline]\ndue = \"2026-03-01T23:59\"\n", "has no UTC offset"),
-    ("[deadline]\ndue = \"soon\"\n", "not a date and time"),
-    (f"[deadline]\ndue = \"{DUE}\"\nlate = \"maybe\"\n", "allowed: none (accepted, flagged), penalty"),
-    (f"[deadline]\ndue = \"{DUE}\"\nlate = \"penalty\"\n", "needs penalty_percent_per_day"),
-    ("[deadline]\nlate = \"refuse\"\n", "needs a deadline"),
-    (f"[deadline]\ndue = \"{DUE}\"\ncounts = \"highest\"\n", "allowed: latest-before-deadline, latest, first, best"),
-    ("[weights]\n", "unknown table weights"),
-    ("points = [", "is not TOML"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[points]\ntask99 = 2\n", "no task task99; the graded tasks are task1"),
+        ("[points]\ntask8 = 2\n", "task8 is not graded"),
+        ("[points]\ntask1 = -1\n", "0 or more"),
+        ("[points]\ntask1 = { points = 2, weight = 3 }\n", "a task allows bonus, partial, points"),
+        ("[points]\ntask1 = { bonus = \"yes\" }\n", "must be true or false"),
+        ("[deadline]\ndue = \"2026-03-01T23:59\"\n", "has no UTC offset"),
+        ("[deadline]\ndue = \"soon\"\n", "not a date and time"),
+        (f"[deadline]\ndue = \"{DUE}\"\nlate = \"maybe\"\n", "allowed: none (accepted, flagged), penalty"),
+        (f"[deadline]\ndue = \"{DUE}\"\nlate = \"penalty\"\n", "needs penalty_percent_per_day"),
+        ("[deadline]\nlate = \"refuse\"\n", "needs a deadline"),
+        (
+            f"[deadline]\ndue = \"{DUE}\"\ncounts = \"highest\"\n",
+            "allowed: latest-before-deadline, latest, first, best",
+        ),
+        ("[weights]\n", "unknown table weights"),
+        ("points = [", "is not TOML"),
+    ],
+)
 def test_a_wrong_grading_file_says_what_is_allowed(tmp_path, exercise, text, words):
     with pytest.raises(ValueError, match=None) as err:
         policy.load(exercise, _grading_file(tmp_path, text))
@@ -77,6 +87,7 @@ def test_a_wrong_grading_file_says_what_is_allowed(tmp_path, exercise, text, wor
 
 
 # --------------------------------------------------------------------------- deadlines
+
 
 def _at(text):
     return datetime.fromisoformat(text).astimezone(timezone.utc).isoformat()
@@ -86,14 +97,30 @@ def test_late_rows_are_flagged_and_the_latest_on_time_counts(exercise):
     names = [t.name for t in exercise.graded]
     seven = dict.fromkeys(names, 1) | {names[0]: 0, names[1]: 0}
     eight = dict.fromkeys(names, 1) | {names[0]: 0}
-    rows = [_row("c/jane_early.ipynb", dict.fromkeys(names, 0), student="jane", submitted=_at("2026-03-01T10:00+01:00"),
-                 time_from="the file's modification time"),
-            _row("c/jane_ontime.ipynb", seven, student="jane", submitted=_at("2026-03-01T23:00+01:00"),
-                 time_from="the file's modification time"),
-            _row("c/jane_late.ipynb", eight, student="jane", submitted=_at("2026-03-03T01:00+01:00"),
-                 time_from="the file's modification time")]
-    for late, late_score in (("none", len(names) - 1), ("penalty:10", round((len(names) - 1) * 0.8, 2)),
-                             ("refuse", 0)):
+    rows = [
+        _row(
+            "c/jane_early.ipynb",
+            dict.fromkeys(names, 0),
+            student="jane",
+            submitted=_at("2026-03-01T10:00+01:00"),
+            time_from="the file's modification time",
+        ),
+        _row(
+            "c/jane_ontime.ipynb",
+            seven,
+            student="jane",
+            submitted=_at("2026-03-01T23:00+01:00"),
+            time_from="the file's modification time",
+        ),
+        _row(
+            "c/jane_late.ipynb",
+            eight,
+            student="jane",
+            submitted=_at("2026-03-03T01:00+01:00"),
+            time_from="the file's modification time",
+        ),
+    ]
+    for late, late_score in (("none", len(names) - 1), ("penalty:10", round((len(names) - 1) * 0.8, 2)), ("refuse", 0)):
         rules = policy.load(exercise, due=DUE, late=late)
         early, ontime, over = policy.apply(rows, rules, exercise)
         assert not early.late and not ontime.late and over.late.startswith("late by 1 d 1 h 1 min")
@@ -104,28 +131,44 @@ def test_late_rows_are_flagged_and_the_latest_on_time_counts(exercise):
     assert [r.counts == "yes" for r in latest] == [False, False, True]
     best = policy.apply(rows, policy.load(exercise, due=DUE, late="refuse", counts="best"), exercise)
     assert [r.counts == "yes" for r in best] == [False, True, False]  # the late 8 scores 0 under refuse
-    broken = Row("c/jane_broken.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file",
-                 student="jane", submitted=_at("2026-03-01T23:30+01:00"))
+    broken = Row(
+        "c/jane_broken.ipynb",
+        "invalid",
+        None,
+        len(names),
+        dict.fromkeys(names),
+        "empty file",
+        student="jane",
+        submitted=_at("2026-03-01T23:30+01:00"),
+    )
     counted = policy.apply([*rows, broken], policy.load(exercise, due=DUE), exercise)
     assert [r.counts == "yes" for r in counted] == [False, True, False, False]  # an empty file replaces nothing
 
 
 def test_canvas_late_mark_is_late_whatever_the_file_time(exercise):
     names = [t.name for t in exercise.graded]
-    row = _row("smithjane_LATE_12345_67890_exercise.ipynb", dict.fromkeys(names, 1), student="jane",
-               submitted=_at("2026-03-01T20:00+01:00"), time_from="the file's modification time; Canvas marked it LATE")
+    row = _row(
+        "smithjane_LATE_12345_67890_exercise.ipynb",
+        dict.fromkeys(names, 1),
+        student="jane",
+        submitted=_at("2026-03-01T20:00+01:00"),
+        time_from="the file's modification time; Canvas marked it LATE",
+    )
     (out,) = policy.apply([row], policy.load(exercise, due=DUE, late="penalty:25"), exercise)
     assert out.late.startswith("late (the LMS marked it late): -25%") and out.score == len(names) * 0.75
-
 
 
 def test_a_canvas_file_canvas_did_not_mark_late_is_on_time_whatever_the_file_time(exercise):
     """A lecturer's trial: zip times carry no time zone, so 23:58 in Berlin unzipped on a UTC machine read as
     00:58 and cost an on-time student 10%. Canvas judged it by its own due date: no LATE mark, on time."""
     names = [t.name for t in exercise.graded]
-    row = _row("obriendana_1004_5004_exercise.ipynb", dict.fromkeys(names, 1), student="1004",
-               submitted=_at("2026-03-02T00:58+01:00"),
-               time_from="the file's modification time; Canvas did not mark it late")
+    row = _row(
+        "obriendana_1004_5004_exercise.ipynb",
+        dict.fromkeys(names, 1),
+        student="1004",
+        submitted=_at("2026-03-02T00:58+01:00"),
+        time_from="the file's modification time; Canvas did not mark it late",
+    )
     (out,) = policy.apply([row], policy.load(exercise, due=DUE, late="penalty:10"), exercise)
     assert not out.late and out.score == len(names)
 
@@ -134,14 +177,23 @@ def test_a_tie_in_time_is_said_in_counts(exercise):
     """Moodle's worksheet has one time a participant: two files of one submission tie, and counts says so."""
     names = [t.name for t in exercise.graded]
     at = _at("2026-03-01T19:00+01:00")
-    rows = [_row(f"m/George_507_assignsubmission_file_/{n}.ipynb", dict.fromkeys(names, 1), student="507",
-                 submitted=at, time_from="Moodle's worksheet (Last modified (submission))") for n in ("final", "v1")]
+    rows = [
+        _row(
+            f"m/George_507_assignsubmission_file_/{n}.ipynb",
+            dict.fromkeys(names, 1),
+            student="507",
+            submitted=at,
+            time_from="Moodle's worksheet (Last modified (submission))",
+        )
+        for n in ("final", "v1")
+    ]
     first, second = policy.apply(rows, policy.load(exercise, due=DUE), exercise)
     assert second.counts == "yes" and "handed in at the same time as" in first.counts, first.counts
     assert "check which the student meant" in first.counts
 
 
 # --------------------------------------------------------------------------- the LMS's layouts
+
 
 def _touch(path: Path, text="{}", when=None):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,11 +212,15 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     found = {f.path.name: f for f in lms.find([canvas])}
     assert found["smithjane_12345_67890_exercise_distilbert.ipynb"].layout == "canvas"
     assert found["doejohn_LATE_12346_67891_exercise_distilbert-1.ipynb"].late
-    roster = grading.read_roster(_touch(tmp_path / "canvas.csv",
-                                        "Student,ID,SIS User ID,SIS Login ID,Section,Exercise (77)\n"
-                                        "    Points Possible,,,,,10\nJane Smith,12345,s1,jsmith,A,\n"
-                                        "John Doe,12346,s2,jdoe,A,\nJim Roe,12347,s3,jroe,A,\n"
-                                        "Amy Poe,12348,s4,apoe,B,\n"))
+    roster = grading.read_roster(
+        _touch(
+            tmp_path / "canvas.csv",
+            "Student,ID,SIS User ID,SIS Login ID,Section,Exercise (77)\n"
+            "    Points Possible,,,,,10\nJane Smith,12345,s1,jsmith,A,\n"
+            "John Doe,12346,s2,jdoe,A,\nJim Roe,12347,s3,jroe,A,\n"
+            "Amy Poe,12348,s4,apoe,B,\n",
+        )
+    )
     names = [t.name for t in exercise.graded]
     rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found.values() if f.notebook]
     got = {r.student: r for r in lms.attribute(rows, list(found.values()), exercise, roster)}
@@ -178,13 +234,18 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     _touch(moodle / "John Doe_502_assignsubmission_file_" / "notes.txt")
     _touch(moodle / "Jim Roe_503_assignsubmission_file_" / "exercise_distilbert.py", when="2026-03-01T09:00+01:00")
     _touch(moodle / "Amy Poe_504_assignsubmission_onlinetext_" / "onlinetext.html")
-    sheet = _touch(tmp_path / "worksheet.csv", "\ufeff" + ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
-                   + '"Participant 501","Jane Smith",jane@x,"Submitted for grading",,10.00,Yes,'
-                     '"Sunday, 1 March 2026, 11:00 PM",-,\n'
-                   + '"Participant 502","John Doe",john@x,"Submitted for grading - 9 hours 31 mins late",,10.00,Yes,'
-                     '"Monday, 2 March 2026, 9:30 AM",-,\n'
-                   + '"Participant 503","Jim Roe",jim@x,"Submitted for grading",,10.00,Yes,-,-,\n'
-                   + '"Participant 505","Ann Lee",ann@x,"No submission",,10.00,Yes,-,-,\n')
+    sheet = _touch(
+        tmp_path / "worksheet.csv",
+        "\ufeff"
+        + ",".join(f'"{h}"' for h in MOODLE_FIELDS)
+        + "\n"
+        + '"Participant 501","Jane Smith",jane@x,"Submitted for grading",,10.00,Yes,'
+        '"Sunday, 1 March 2026, 11:00 PM",-,\n'
+        + '"Participant 502","John Doe",john@x,"Submitted for grading - 9 hours 31 mins late",,10.00,Yes,'
+        '"Monday, 2 March 2026, 9:30 AM",-,\n'
+        + '"Participant 503","Jim Roe",jim@x,"Submitted for grading",,10.00,Yes,-,-,\n'
+        + '"Participant 505","Ann Lee",ann@x,"No submission",,10.00,Yes,-,-,\n',
+    )
     roster, times, lines = read_worksheet(sheet)
     found = lms.find([moodle])
     rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found if f.notebook]
@@ -205,7 +266,8 @@ def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise)
     assert back["Participant 501"]["Grade"] == "10" and back["Participant 505"]["Grade"] == ""
     assert back["Participant 501"]["Feedback comments"].startswith(f"{len(names)} of {len(names)} points"), back
     assert back["Participant 503"]["Grade"] == "0" and back["Participant 503"]["Feedback comments"].startswith(
-        "not graded: not a notebook")
+        "not graded: not a notebook"
+    )
     assert back["Participant 501"]["Last modified (grade)"] == "-"  # Moodle's own cells go back as they were
 
 
@@ -225,23 +287,28 @@ def test_a_name_that_runs_on_past_an_id_is_ambiguous(tmp_path, exercise):
     roster = {s: {"id": s} for s in ("alice", "bob", "carol")}
     found = lms.find([klass])
     names = [t.name for t in exercise.graded]
-    got = {r.submission: r for r in lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found],
-                                                  found, exercise, roster)}
+    got = {
+        r.submission: r
+        for r in lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster)
+    }
     two = got[str(klass / "alice-2.ipynb")]
     assert two.student == "" and two.detail.startswith("ambiguous: the file name runs on past the roster id 'alice'")
     assert got[str(klass / "alice.ipynb")].student == "alice" and got[str(klass / "bob_late.ipynb")].student == "bob"
     assert got[str(klass / "carol" / "exercise.ipynb")].student == "carol"
     files = dict((r.submission, n) for r, n in lms.feedback_files(list(got.values())))
-    assert files[str(klass / "carol" / "exercise.ipynb")] == "carol.md" and files[str(klass / "alice.ipynb")] == \
-        "alice.md"
+    assert (
+        files[str(klass / "carol" / "exercise.ipynb")] == "carol.md" and files[str(klass / "alice.ipynb")] == "alice.md"
+    )
 
 
 def test_canvas_tells_invalid_from_missing(tmp_path, exercise):
     names = [t.name for t in exercise.graded]
     roster = {s: {"id": s, "canvas_id": str(n)} for n, s in enumerate("abc")}
-    rows = [_row("a.ipynb", dict.fromkeys(names, 1), student="a"),
-            Row("b.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file", student="b"),
-            Row("", "missing", None, len(names), dict.fromkeys(names), "no submission", student="c")]
+    rows = [
+        _row("a.ipynb", dict.fromkeys(names, 1), student="a"),
+        Row("b.ipynb", "invalid", None, len(names), dict.fromkeys(names), "empty file", student="b"),
+        Row("", "missing", None, len(names), dict.fromkeys(names), "no submission", student="c"),
+    ]
     out = tmp_path / "canvas.csv"
     grading.write_canvas(rows, roster, "Exercise (77)", out)
     lines = list(csv.reader(out.open(encoding="utf-8")))
@@ -249,6 +316,7 @@ def test_canvas_tells_invalid_from_missing(tmp_path, exercise):
 
 
 # --------------------------------------------------------------------------- the command: journal, regrade
+
 
 def cheap(path, display, exercise, limits, sanitize, strict_outputs=False):
     """Stands in for grade_submission: marks from the file's JSON; stops (Ctrl-C) where the file says."""
@@ -261,9 +329,17 @@ def cheap(path, display, exercise, limits, sanitize, strict_outputs=False):
         raise KeyboardInterrupt
     names = [t.name for t in exercise.graded]
     marks = {n: int(i < spec["right"]) for i, n in enumerate(names)}
-    return Row(display, "graded", sum(marks.values()), len(names), marks, "", "reproduced",
-               feedback={names[-1]: ["✗ not yet (hint: again)"]} if spec["right"] < len(names) else {},
-               checks={n: {"passed": [n] if marks[n] else [], "failed": [] if marks[n] else [n]} for n in names})
+    return Row(
+        display,
+        "graded",
+        sum(marks.values()),
+        len(names),
+        marks,
+        "",
+        "reproduced",
+        feedback={names[-1]: ["✗ not yet (hint: again)"]} if spec["right"] < len(names) else {},
+        checks={n: {"passed": [n] if marks[n] else [], "failed": [] if marks[n] else [n]} for n in names},
+    )
 
 
 @pytest.fixture
@@ -280,16 +356,33 @@ def _class(tmp_path, n=6, **special):
     for i in range(n):
         spec = {"log": str(log), "right": i + 3, **special.get(f"s{i}", {})}
         _touch(klass / f"s{i}.ipynb", json.dumps(spec), when="2026-03-01T12:00+01:00")
-    roster = _touch(tmp_path / "roster.csv", "id,name,canvas_id\n" + "".join(f"s{i},S {i},{100 + i}\n"
-                                                                          for i in range(n + 1)))
+    roster = _touch(
+        tmp_path / "roster.csv", "id,name,canvas_id\n" + "".join(f"s{i},S {i},{100 + i}\n" for i in range(n + 1))
+    )
     return klass, roster, log
 
 
+def _grade(tmp_path, klass, *extra):
+    """The class command on ``klass`` into ``tmp_path / "g.csv"``, one job, the course's exercise."""
+    return cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE), *extra])
+
+
 def _run(tmp_path, klass, roster, *extra):
-    return cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
-                     "--roster", str(roster), "--canvas", str(tmp_path / "canvas.csv"),
-                     "--canvas-assignment", "Exercise (77)", "--feedback", str(tmp_path / "feedback"),
-                     "--deadline", DUE, *extra])
+    return _grade(
+        tmp_path,
+        klass,
+        "--roster",
+        str(roster),
+        "--canvas",
+        str(tmp_path / "canvas.csv"),
+        "--canvas-assignment",
+        "Exercise (77)",
+        "--feedback",
+        str(tmp_path / "feedback"),
+        "--deadline",
+        DUE,
+        *extra,
+    )
 
 
 def _lines(path):
@@ -336,20 +429,42 @@ def test_an_interrupted_local_run_resumes(tmp_path, cheap_cli, capsys):
     resumed = (tmp_path / "g.csv").read_bytes()
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    assert cli.main([str(klass), "--out", str(fresh / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
-                     "--roster", str(roster), "--deadline", DUE]) == 0
+    assert (
+        cli.main(
+            [
+                str(klass),
+                "--out",
+                str(fresh / "g.csv"),
+                "--jobs",
+                "1",
+                "--reference",
+                str(EXERCISE),
+                "--roster",
+                str(roster),
+                "--deadline",
+                DUE,
+            ]
+        )
+        == 0
+    )
     assert (fresh / "g.csv").read_bytes() == resumed
 
 
 def test_the_handout_shows_each_tasks_points(tmp_path, capsys):
-    path = _grading_file(tmp_path, "[points]\ntask2 = 3\ntask4 = { points = 2, partial = true }\n"
-                                   "task10 = { points = 1, bonus = true }\n")
+    path = _grading_file(
+        tmp_path, "[points]\ntask2 = 3\ntask4 = { points = 2, partial = true }\ntask10 = { points = 1, bonus = true }\n"
+    )
     dest = tmp_path / "handout.ipynb"
     assert cli.main(["student", str(EXERCISE), str(dest), "--grading", str(path)]) == 0
     import nbformat
 
-    headings = [line for c in nbformat.read(dest, as_version=4).cells if c.cell_type == "markdown"
-                for line in c.source.splitlines() if line.startswith("### Task")]
+    headings = [
+        line
+        for c in nbformat.read(dest, as_version=4).cells
+        if c.cell_type == "markdown"
+        for line in c.source.splitlines()
+        if line.startswith("### Task")
+    ]
     assert headings[0].endswith("(1 point)") and headings[1].endswith("(3 points)")
     assert headings[3].endswith("(2 points, partial credit per check)") and headings[9].endswith("(1 point, bonus)")
     assert headings[7].endswith("(not graded: its result depends on the machine)")
@@ -362,33 +477,52 @@ def test_a_cells_error_names_the_line_and_is_said_whole():
     from bertfamily.grading.scoring import _problem
 
     long = "Can't load 'distilbert-base-uncased'. " + "If you were trying to load it from the hub, " * 10 + "end."
-    error = {"output_type": "error", "ename": "OSError", "evalue": long,
-             "traceback": ["\x1b[0;31mOSError\x1b[0m Traceback", "Cell \x1b[0;32mIn[7], line 2\x1b[0m\n"
-                           "\x1b[1;32m----> 2\x1b[0m model = AutoModel.from_pretrained(name)"]}
-    said = _problem(9, {"outcome": "failed", "message": "x", "outputs": [error]}, 60,
-                    "# Task 1: load both\nmodel = AutoModel.from_pretrained(name)\n")
-    assert said.startswith("cell 9 (the cell that starts `# Task 1: load both`, line 2: "
-                           "`model = AutoModel.from_pretrained(name)`) raised OSError: Can't load")
+    error = {
+        "output_type": "error",
+        "ename": "OSError",
+        "evalue": long,
+        "traceback": [
+            "\x1b[0;31mOSError\x1b[0m Traceback",
+            "Cell \x1b[0;32mIn[7], line 2\x1b[0m\n\x1b[1;32m----> 2\x1b[0m model = AutoModel.from_pretrained(name)",
+        ],
+    }
+    said = _problem(
+        9,
+        {"outcome": "failed", "message": "x", "outputs": [error]},
+        60,
+        "# Task 1: load both\nmodel = AutoModel.from_pretrained(name)\n",
+    )
+    assert said.startswith(
+        "cell 9 (the cell that starts `# Task 1: load both`, line 2: "
+        "`model = AutoModel.from_pretrained(name)`) raised OSError: Can't load"
+    )
     assert said.endswith("end.") and len(said) > 400  # whole, not cut at 200 characters
-    syntax = {"output_type": "error", "ename": "SyntaxError", "evalue": "invalid syntax (1234.py, line 1)",
-              "traceback": []}
+    syntax = {
+        "output_type": "error",
+        "ename": "SyntaxError",
+        "evalue": "invalid syntax (1234.py, line 1)",
+        "traceback": [],
+    }
     said = _problem(3, {"outcome": "failed", "message": "x", "outputs": [syntax]}, 60, "x = = 1\n")
-    assert said == "cell 3 (the cell that starts `x = = 1`, line 1: `x = = 1`) raised SyntaxError: invalid syntax " \
-                   "(line 1)"
+    assert (
+        said == "cell 3 (the cell that starts `x = = 1`, line 1: `x = = 1`) raised SyntaxError: invalid syntax (line 1)"
+    )
 
 
-@pytest.mark.parametrize("extra, words", [
-    (["--moodle", "m.csv"], "--moodle needs --moodle-worksheet"),
-    (["--late", "refuse"], "a late policy (refuse) needs a deadline"),
-    (["--late", "penalty:lots", "--deadline", DUE], "--late penalty:N needs a percentage per day"),
-    (["--deadline", "tomorrow"], "is not a date and time"),
-    (["--regrade", "s1"], "--regrade updates a gradebook graded before: no"),
-    (["--moodle-worksheet", "nothing.csv"], "no Moodle grading worksheet at nothing.csv"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--moodle", "m.csv"], "--moodle needs --moodle-worksheet"),
+        (["--late", "refuse"], "a late policy (refuse) needs a deadline"),
+        (["--late", "penalty:lots", "--deadline", DUE], "--late penalty:N needs a percentage per day"),
+        (["--deadline", "tomorrow"], "is not a date and time"),
+        (["--regrade", "s1"], "--regrade updates a gradebook graded before: no"),
+        (["--moodle-worksheet", "nothing.csv"], "no Moodle grading worksheet at nothing.csv"),
+    ],
+)
 def test_the_command_refuses_what_it_cannot_do_and_says_why(tmp_path, cheap_cli, capsys, extra, words):
     klass, roster, log = _class(tmp_path, n=2)
-    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
-                     *extra]) == 2
+    assert _grade(tmp_path, klass, *extra) == 2
     assert words in capsys.readouterr().err
     assert not log.exists() and not (tmp_path / "g.csv").exists()  # refused before anything was graded
 
@@ -413,11 +547,16 @@ def test_feedback_shows_the_error_a_check_points_at_and_keeps_a_students_semicol
 
     names = [t.name for t in exercise.graded]
     task = names[3]
-    error = (f"{task}: cell 20 (the cell that starts `# Predict`) raised ImportError: bertfamily.budget is the "
-             "course's own calculator")
+    error = (
+        f"{task}: cell 20 (the cell that starts `# Predict`) raised ImportError: bertfamily.budget is the "
+        "course's own calculator"
+    )
     lost = "`fp32_mib` was not defined (see the error above)"
-    row = _row("b.ipynb", dict.fromkeys(names, 1) | {task: 0},
-               read_by_hand=f"{names[6]}: only Linear layers; the embeddings stay fp32; {names[0]}: a note")
+    row = _row(
+        "b.ipynb",
+        dict.fromkeys(names, 1) | {task: 0},
+        read_by_hand=f"{names[6]}: only Linear layers; the embeddings stay fp32; {names[0]}: a note",
+    )
     row.detail = f"{error}; {task}: check_predicted_sizes: {lost}"
     row.feedback = {task: [f"check_predicted_sizes had no answer: {lost}"]}
     text = feedback_markdown(row, exercise)
@@ -454,26 +593,43 @@ def test_grading_without_a_reference_says_what_to_pass(tmp_path, cheap_cli, monk
 
 def test_a_moodle_file_inside_the_submissions_is_refused(tmp_path, cheap_cli, capsys):
     klass, roster, log = _class(tmp_path, n=2)
-    sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
-                   + '"Participant 501","S 0","s0@example.org","Submitted",,"10.00",,,"2026-03-01T12:00",\n')
+    sheet = _touch(
+        tmp_path / "worksheet.csv",
+        ",".join(f'"{h}"' for h in MOODLE_FIELDS)
+        + "\n"
+        + '"Participant 501","S 0","s0@example.org","Submitted",,"10.00",,,"2026-03-01T12:00",\n',
+    )
     out = klass / "moodle.csv"
-    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
-                     "--moodle-worksheet", str(sheet), "--moodle", str(out)]) == 2
+    assert _grade(tmp_path, klass, "--moodle-worksheet", str(sheet), "--moodle", str(out)) == 2
     assert "--moodle's folder" in capsys.readouterr().err and not log.exists() and not out.exists()
 
 
 # --------------------------------------------------------------------------- the lecturer, round 3
 
-def test_a_regrade_with_a_later_deadline_says_whose_line_changed_and_writes_their_feedback(tmp_path, cheap_cli,
-                                                                                          capsys):
+
+def test_a_regrade_with_a_later_deadline_says_whose_line_changed_and_writes_their_feedback(tmp_path, cheap_cli, capsys):
     klass, roster, _ = _class(tmp_path, n=3)
     _touch(klass / "s1.ipynb", (klass / "s1.ipynb").read_text(encoding="utf-8"), when="2026-03-02T12:00+01:00")
     assert _run(tmp_path, klass, roster, "--late", "penalty:10") == 0
     assert "late by" in (tmp_path / "feedback" / "s1.md").read_text(encoding="utf-8")
     capsys.readouterr()
-    assert cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE),
-                     "--roster", str(roster), "--feedback", str(tmp_path / "feedback"), "--late", "penalty:10",
-                     "--deadline", "2026-03-03T00:00+01:00", "--regrade", "s0"]) == 0
+    assert (
+        _grade(
+            tmp_path,
+            klass,
+            "--roster",
+            str(roster),
+            "--feedback",
+            str(tmp_path / "feedback"),
+            "--late",
+            "penalty:10",
+            "--deadline",
+            "2026-03-03T00:00+01:00",
+            "--regrade",
+            "s0",
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "the lines of 1 other submission changed too" in err and "s1.ipynb" in err, err
     rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
@@ -484,8 +640,11 @@ def test_a_regrade_with_a_later_deadline_says_whose_line_changed_and_writes_thei
 def test_one_students_extension_changes_only_her_line(tmp_path, cheap_cli, capsys):
     klass, roster, _ = _class(tmp_path, n=3)
     for name in ("s1", "s2"):
-        _touch(klass / f"{name}.ipynb", (klass / f"{name}.ipynb").read_text(encoding="utf-8"),
-               when="2026-03-02T12:00+01:00")
+        _touch(
+            klass / f"{name}.ipynb",
+            (klass / f"{name}.ipynb").read_text(encoding="utf-8"),
+            when="2026-03-02T12:00+01:00",
+        )
     assert _run(tmp_path, klass, roster, "--late", "penalty:10", "--extension", "s1=2026-03-02T23:59+01:00") == 0
     rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
     assert rows["s1"]["late"] == "" and rows["s2"]["late"].startswith("late by")
@@ -496,8 +655,7 @@ def test_one_students_extension_changes_only_her_line(tmp_path, cheap_cli, capsy
     assert "write STUDENT=WHEN" in capsys.readouterr().err
 
 
-def test_a_class_the_grader_failed_on_entirely_exits_1_and_writes_no_lms_file(tmp_path, cheap_cli, monkeypatch,
-                                                                             capsys):
+def test_a_class_the_grader_failed_on_entirely_exits_1_and_writes_no_lms_file(tmp_path, cheap_cli, monkeypatch, capsys):
     from bertfamily.grading import classroom
 
     def broken(path, display, exercise, *args, **kwargs):
@@ -521,13 +679,17 @@ def test_a_course_changed_while_grading_writes_nothing(tmp_path, cheap_cli, monk
 
 
 def test_moodle_decides_lateness_from_its_status(tmp_path, exercise):
-    sheet = _touch(tmp_path / "worksheet.csv", ",".join(f'"{h}"' for h in MOODLE_FIELDS) + "\n"
-                   + '"Participant 1","A","a@x","Submitted for grading","","10","Yes",'
-                     '"Monday, 2 March 2026, 8:58 AM","-",""\n'
-                   + '"Participant 2","B","b@x","Submitted for grading - 1 day 2 hours late - Graded","","10","Yes",'
-                     '"Tuesday, 3 March 2026, 11:00 AM","-",""\n'
-                   + '"Participant 3","C","c@x","Submitted for grading - Extension granted until: Thursday, 5 March '
-                     '2026, 11:59 PM","","10","Yes","Wednesday, 4 March 2026, 9:00 AM","-",""\n')
+    sheet = _touch(
+        tmp_path / "worksheet.csv",
+        ",".join(f'"{h}"' for h in MOODLE_FIELDS)
+        + "\n"
+        + '"Participant 1","A","a@x","Submitted for grading","","10","Yes",'
+        '"Monday, 2 March 2026, 8:58 AM","-",""\n'
+        + '"Participant 2","B","b@x","Submitted for grading - 1 day 2 hours late - Graded","","10","Yes",'
+        '"Tuesday, 3 March 2026, 11:00 AM","-",""\n'
+        + '"Participant 3","C","c@x","Submitted for grading - Extension granted until: Thursday, 5 March '
+        '2026, 11:59 PM","","10","Yes","Wednesday, 4 March 2026, 9:00 AM","-",""\n',
+    )
     roster, times, _ = read_worksheet(sheet)
     assert roster["2"]["status"].endswith("late - Graded")
     names = [t.name for t in exercise.graded]
@@ -537,8 +699,10 @@ def test_moodle_decides_lateness_from_its_status(tmp_path, exercise):
         found += [f for f in lms.find([str(tmp_path / "m")]) if f.path == path]
     rows = [Row(f.display, "graded", len(names), len(names), dict.fromkeys(names, 1), "") for f in found]
     rules = policy.load(exercise, due="2026-03-01T23:59:00-08:00", late="penalty:10")  # Pacific; sheet from Rome
-    done = {r.student: r for r in policy.apply(lms.attribute(rows, found, exercise, roster, times, rules.due.tzinfo),
-                                               rules, exercise)}
+    done = {
+        r.student: r
+        for r in policy.apply(lms.attribute(rows, found, exercise, roster, times, rules.due.tzinfo), rules, exercise)
+    }
     assert done["1"].late == "" and "Moodle's Status does not say late" in done["1"].time_from
     assert done["2"].late.startswith("late by 1 d 2 h 0 min: -20%"), done["2"].late
     assert done["3"].late == ""  # Moodle counted her extension

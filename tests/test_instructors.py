@@ -9,6 +9,7 @@ promises is checked: the student version with its points, a gradebook that finds
 the file's points, the Canvas file, the feedback, the regrade in place (every other line byte for
 byte), and the Moodle layout and worksheet.
 """
+
 from __future__ import annotations
 
 import csv
@@ -37,7 +38,7 @@ LINKED = ("Makefile", ".venv", "book", "lib", "tools", "tests", "pyproject.toml"
 def recipe() -> str:
     text = PAGE.read_text(encoding="utf-8")
     start = text.index("## Your first class in 10 minutes")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def blocks(kind: str) -> list[str]:
@@ -50,18 +51,28 @@ def _options(command: str) -> set[str]:
 
 def test_the_recipe_has_its_steps_and_uses_only_options_the_grader_has():
     commands = blocks("bash")
-    assert [c.split()[0] for c in commands] == [".venv/bin/python", "unzip", ".venv/bin/bertfamily-grade",
-                                                ".venv/bin/bertfamily-grade", "unzip",
-                                                ".venv/bin/bertfamily-grade"]
+    assert [c.split()[0] for c in commands] == [
+        ".venv/bin/python",
+        "unzip",
+        ".venv/bin/bertfamily-grade",
+        ".venv/bin/bertfamily-grade",
+        "unzip",
+        ".venv/bin/bertfamily-grade",
+    ]
     assert "--regrade" in commands[3] and "--moodle-worksheet" in commands[5]
     assert all("--grading grading.toml" in c for c in commands if "bertfamily" in c)
-    done = subprocess.run([str(ROOT / ".venv" / "bin" / "bertfamily-grade"), "--help"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "bertfamily-grade"), "--help"], capture_output=True, text=True, timeout=120
+    )
     known = _options(done.stdout)
     used = set().union(*(_options(c) for c in commands if "bertfamily-grade" in c))
     assert used and used <= known, used - known
-    student = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "bertfamily.grading", "student", "--help"],
-                             capture_output=True, text=True, timeout=120)
+    student = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "python"), "-m", "bertfamily.grading", "student", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert _options(commands[0]) <= _options(student.stdout), _options(commands[0]) - _options(student.stdout)
     assert len(blocks("text")) == 1 and blocks("text")[0].startswith("id,name,canvas_id,")
     assert len(blocks("toml")) == 1
@@ -88,15 +99,20 @@ def _plant(work: Path, reference) -> None:
         canvas.writestr(_entry("lovelaceada_1001_5001_exercise_distilbert.ipynb"), nbformat.writes(honest))
         canvas.writestr(_entry("smithjane_1002_5002_exercise_distilbert.ipynb"), nbformat.writes(blank))
     with zipfile.ZipFile(work / "moodle.zip", "w") as moodle:  # Moodle: a folder per student
-        moodle.writestr(_entry("Ada Lovelace_1001_assignsubmission_file_/exercise_distilbert.ipynb"),
-                        nbformat.writes(honest))
+        moodle.writestr(
+            _entry("Ada Lovelace_1001_assignsubmission_file_/exercise_distilbert.ipynb"), nbformat.writes(honest)
+        )
         moodle.writestr(_entry("Jane Smith_1002_assignsubmission_file_/my exercise.ipynb"), nbformat.writes(blank))
     sheet = [MOODLE_FIELDS]
-    for number, name, when in (("1001", "Ada Lovelace", "Sunday, 1 March 2026, 8:00 PM"),
-                               ("1002", "Jane Smith", "Sunday, 1 March 2026, 8:30 PM"), ("1003", "Carl Weber", "-")):
+    for number, name, when in (
+        ("1001", "Ada Lovelace", "Sunday, 1 March 2026, 8:00 PM"),
+        ("1002", "Jane Smith", "Sunday, 1 March 2026, 8:30 PM"),
+        ("1003", "Carl Weber", "-"),
+    ):
         status = "No submission" if when == "-" else "Submitted for grading"
-        sheet.append([f"Participant {number}", name, f"{number}@example.edu", status, "", "13.00", "Yes", when,
-                      "-", ""])
+        sheet.append(
+            [f"Participant {number}", name, f"{number}@example.edu", status, "", "13.00", "Yes", when, "-", ""]
+        )
     with open(work / "worksheet.csv", "w", newline="", encoding="utf-8-sig") as handle:
         csv.writer(handle).writerows(sheet)
     (work / "roster.csv").write_text(blocks("text")[0], encoding="utf-8")
@@ -147,12 +163,14 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
             os.utime(jane, (stamp, stamp))
         if "bertfamily-grade" in command:
             command += " --jobs 2"  # two at a time, as on this machine's two cores
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=work, capture_output=True,
-                              text=True, timeout=1800)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", command], cwd=work, capture_output=True, text=True, timeout=1800
+        )
         assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     # 2. hand out: the student version, without solutions, each task's points in its heading
-    handed = "\n".join(c.source for c in nbformat.read(work / "student" / "exercise_distilbert.ipynb",
-                                                         as_version=4).cells)
+    handed = "\n".join(
+        c.source for c in nbformat.read(work / "student" / "exercise_distilbert.ipynb", as_version=4).cells
+    )
     assert "# YOUR CODE HERE" in handed and "(2 points)" in handed and "bonus" in handed
     # 4. grade: every student found, the one who handed in nothing missing; 6. Jane regraded in place
     rows = {r["student"]: r for r in _rows(work / "gradebook.csv")}
@@ -178,6 +196,7 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
     assert set(moodle) == {"1001", "1002", "1003"} and moodle["1003"]["status"] == "missing", moodle
     assert moodle["1001"]["score"] == bonus and float(moodle["1002"]["score"]) < float(top), moodle
     back = {r["Identifier"]: r for r in csv.DictReader(open(work / "moodle-grades.csv", encoding="utf-8-sig"))}
+
     # the worksheet's Maximum Grade (13) is not the grading file's maximum: Grade is on Moodle's scale
     def on_moodles_scale(points):
         return str(policy.number(round(float(points) * 13 / float(top), 2)))

@@ -1,4 +1,5 @@
 """The pinned numerical kernels reach every kernel that executes a notebook; tolerant comparison."""
+
 import json
 import os
 import subprocess
@@ -42,16 +43,16 @@ def test_reconcile_accepts_only_numbers_within_tolerance():
     assert kernels.reconcile("MLM   4.0 ± 0.4%   8.3 ± 0.1%\n", ref, 0.5) == ref
     assert kernels.reconcile("MLM   5.2 ± 0.3%   8.2 ± 0.1%\n", ref, 0.5) != ref  # 1.0 > 0.5
     assert kernels.reconcile("TLM   4.2 ± 0.3%   8.2 ± 0.1%\n", ref, 9.0) != ref  # the words differ
-    assert kernels.reconcile("MLM   4.2 ± 0.3%\n", ref, 9.0) != ref                 # a number is missing
-    assert kernels.reconcile("x 110", "x 100", 0.0, 0.1) == "x 100"                  # relative tolerance
+    assert kernels.reconcile("MLM   4.2 ± 0.3%\n", ref, 9.0) != ref  # a number is missing
+    assert kernels.reconcile("x 110", "x 100", 0.0, 0.1) == "x 100"  # relative tolerance
     assert kernels.reconcile("x 111", "x 100", 0.0, 0.1) == "x 111"
 
 
 def test_a_cell_of_ranked_guesses_may_change_its_words_not_its_lines():
-    """"text": "any" (lesson 3's guesses, where the int8 model's third guess flips near a tie)."""
+    """ "text": "any" (lesson 3's guesses, where the int8 model's third guess flips near a tie)."""
     ref = "SPRING:\n  int8  election 59% · vote 5% · commons 3%\n"
     moved = "SPRING:\n  int8  election 57% · vote 4% · future 3%\n"
-    assert kernels.reconcile(moved, ref, 2.0) != ref                       # words are exact by default
+    assert kernels.reconcile(moved, ref, 2.0) != ref  # words are exact by default
     assert kernels.reconcile(moved, ref, 2.0, any_text=True) == ref
     assert kernels.reconcile(moved + "  fp32\n", ref, 2.0, any_text=True) != ref  # a line more
     assert kernels.any_text({"abs": 2, "text": "any", "why": "x"}) and not kernels.any_text({"abs": 2, "why": "x"})
@@ -85,12 +86,30 @@ def _probe_notebook(path, stored: str, measured=None):
 def _nbval(path, **env):
     """nbval over one notebook, with the course's root conftest loaded as a plugin (as make test does)."""
     # the root conftest from ROOT, and the package from wherever this run found it (a clone's lib/)
-    full = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            **env}
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **env}
     full.pop("PYTEST_XDIST_WORKER", None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "--nbval", "--nbval-current-env",
-                           "-p", "no:cacheprovider", "-q", str(path), "--rootdir", str(path.parent)],
-                          capture_output=True, text=True, cwd=path.parent, env=full, timeout=900)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "conftest",
+            "--nbval",
+            "--nbval-current-env",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            str(path),
+            "--rootdir",
+            str(path.parent),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=path.parent,
+        env=full,
+        timeout=900,
+    )
 
 
 def test_a_kernel_started_by_nbval_reports_the_pinned_capability(tmp_path):
@@ -108,7 +127,7 @@ def test_measured_cells_pass_within_tolerance_only_on_unpinned_kernels(tmp_path)
     _probe_notebook(nb, f"value 10.5 {capability} 2\n", measured={"abs": 1.0, "why": "a test"})
     assert _nbval(nb, ATEN_CPU_CAPABILITY="default").returncode == 0
     _probe_notebook(nb, f"value 12.5 {capability} 2\n", measured={"abs": 1.0, "why": "a test"})
-    assert _nbval(nb, ATEN_CPU_CAPABILITY="default").returncode != 0      # 2.5 is outside 1.0
+    assert _nbval(nb, ATEN_CPU_CAPABILITY="default").returncode != 0  # 2.5 is outside 1.0
     if EXPECTED is not None:  # pinned: measured cells are compared digit by digit like the rest
         _probe_notebook(nb, "value 10.5 AVX2 2\n", measured={"abs": 1.0, "why": "a test"})
         assert _nbval(nb, ATEN_CPU_CAPABILITY="").returncode != 0
@@ -140,7 +159,9 @@ def test_every_measured_cell_states_a_valid_tolerance():
 
 
 def test_pin_keeps_the_rest_of_the_environment():
-    code = ("import os; os.environ['MPLBACKEND'] = 'agg'; from bertfamily import kernels; kernels.pin(); "
-            "print(os.environ['MPLBACKEND'], os.environ['OMP_NUM_THREADS'])")
+    code = (
+        "import os; os.environ['MPLBACKEND'] = 'agg'; from bertfamily import kernels; kernels.pin(); "
+        "print(os.environ['MPLBACKEND'], os.environ['OMP_NUM_THREADS'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["agg", "2"]

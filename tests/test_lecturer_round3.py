@@ -8,6 +8,7 @@ tests/test_grading_week.py beside the stand-in grader they use.
 - a renamed variable hid a copy; an error in a cell whose first line holds "; " cut the feedback apart;
 - every student who plotted got an "outputs differ" line (the sealed run draws with Agg).
 """
+
 import nbformat
 import pytest
 import torch
@@ -30,8 +31,14 @@ def test_a_bert_without_its_pooler_fails_task_1_alike_in_the_notebook_and_in_the
     assert POOLER in mistakes.model_mistake(bare, "bert", "bert-base-uncased", config)
     assert mistakes.model_mistake(whole, "bert", "bert-base-uncased", config) is None
     settings = {k: v for k, v in config.to_dict().items() if v is None or isinstance(v, (bool, int, float, str))}
-    summary = {"module": "BertModel", "object": 1, "config": settings, "linear": 73, "dynamic": [],
-               "values": sum(p.numel() for p in bare.parameters())}
+    summary = {
+        "module": "BertModel",
+        "object": 1,
+        "config": settings,
+        "linear": 73,
+        "dynamic": [],
+        "values": sum(p.numel() for p in bare.parameters()),
+    }
     assert summary["values"] == budget.count(config) - (768 * 768 + 768)
     assert POOLER in verify._not_its_configuration(summary)
     assert verify._not_its_configuration({**summary, "values": budget.count(config)}) is None
@@ -52,8 +59,9 @@ def test_an_error_in_a_cell_whose_first_line_holds_a_semicolon_keeps_the_feedbac
     assert "; " not in where and "`` # Save both state_dicts in `workdir`;" in where, where
 
 
-@pytest.mark.parametrize("data", [{"image/png": "iVBOR", "text/plain": "<Figure size 640x480 with 1 Axes>"},
-                                  {"image/svg+xml": "<svg/>"}])
+@pytest.mark.parametrize(
+    "data", [{"image/png": "iVBOR", "text/plain": "<Figure size 640x480 with 1 Axes>"}, {"image/svg+xml": "<svg/>"}]
+)
 def test_a_figure_is_not_compared(data):
     figure = nbformat.v4.new_output("display_data", data=data)
     printed = nbformat.v4.new_output("stream", name="stdout", text="66362880\n")
@@ -61,6 +69,7 @@ def test_a_figure_is_not_compared(data):
 
 
 # round 3b: the helper's re-check of these fixes
+
 
 def test_the_graders_extension_moves_the_lms_verdict_too():
     from datetime import datetime, timedelta
@@ -70,13 +79,22 @@ def test_the_graders_extension_moves_the_lms_verdict_too():
 
     due = datetime.fromisoformat("2026-03-01T23:59:00-08:00")
     week = due + timedelta(days=7)
-    moodle = Row("m/greta.ipynb", "graded", 1, 1, {}, "",
-                 time_from="Moodle's worksheet; Moodle's Status: 2 days 9 hours late")
+    moodle = Row(
+        "m/greta.ipynb", "graded", 1, 1, {}, "", time_from="Moodle's worksheet; Moodle's Status: 2 days 9 hours late"
+    )
     assert late_by(moodle, due) > timedelta(days=2, hours=9)
     assert late_by(moodle, due, due + timedelta(days=1)) == timedelta(days=1, hours=9, seconds=1)
     assert late_by(moodle, due, week) is None
-    canvas = Row("c/greta_LATE.ipynb", "graded", 1, 1, {}, "", submitted=(due + timedelta(days=2)).isoformat(),
-                 time_from="the file's modification time; Canvas marked it LATE")
+    canvas = Row(
+        "c/greta_LATE.ipynb",
+        "graded",
+        1,
+        1,
+        {},
+        "",
+        submitted=(due + timedelta(days=2)).isoformat(),
+        time_from="the file's modification time; Canvas marked it LATE",
+    )
     assert late_by(canvas, due) == timedelta(days=2) and late_by(canvas, due, week) is None
     assert moodle_duration("1 day") > timedelta(days=1)  # Moodle's "1 day" may be 1 day 0 h 40 min: 2 started days
     assert moodle_duration("3 mins 5 secs") == timedelta(minutes=3, seconds=5)
@@ -85,8 +103,12 @@ def test_the_graders_extension_moves_the_lms_verdict_too():
 def test_a_later_tasks_line_names_the_cell_that_stopped_whole():
     from bertfamily.grading.causes import needs
 
-    errors = {"task6": ["cell 28 raised NameError (the cell that starts `# Task 2: save; sizes`, line 3: `x`): "
-                        "name 'y' is not defined"]}
+    errors = {
+        "task6": [
+            "cell 28 raised NameError (the cell that starts `# Task 2: save; sizes`, line 3: `x`): "
+            "name 'y' is not defined"
+        ]
+    }
     said = needs("task7", "int8_bytes", {"int8_bytes": "task6"}, errors)
     assert said == "task7 needs `int8_bytes` from task6, where cell 28 raised NameError", said
 
@@ -95,6 +117,7 @@ def test_a_reduction_from_a_bert_without_its_pooler_says_so():
     from bertfamily import checks
 
     distil, bert = checks.expected_counts()
-    hint = mistakes.reduction_mistake(1 - distil / (bert - 768 * 768 - 768), 1 - distil / bert, 5e-4,
-                                      1 - distil / (bert - 768 * 768 - 768))
+    hint = mistakes.reduction_mistake(
+        1 - distil / (bert - 768 * 768 - 768), 1 - distil / bert, 5e-4, 1 - distil / (bert - 768 * 768 - 768)
+    )
     assert "without its pooler" in hint

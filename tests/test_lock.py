@@ -1,6 +1,7 @@
 """The test environment is locked (requirements-lock.txt, installed as constraints by make setup): the
 lock pins every package pyproject.toml asks for, within pyproject's own bounds, and this environment
 runs the locked versions (CI's .venv is made from it)."""
+
 from __future__ import annotations
 
 import sys
@@ -36,8 +37,12 @@ def locked(text: str) -> dict[str, Requirement]:
 def wanted() -> list[Requirement]:
     """What make setup installs: the dependencies and the book and test extras, for this Python."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    found = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["book"]
-             + project["optional-dependencies"]["test"]]
+    found = [
+        Requirement(r)
+        for r in project["dependencies"]
+        + project["optional-dependencies"]["book"]
+        + project["optional-dependencies"]["test"]
+    ]
     return [r for r in found if r.marker is None or r.marker.evaluate()]
 
 
@@ -48,9 +53,12 @@ def version(req: Requirement) -> str:
 def problems(pins: dict[str, Requirement]) -> tuple[list[str], dict[str, tuple[str, str]]]:
     """What pyproject asks for that the lock leaves out, and the pins outside pyproject's bounds."""
     missing = [r.name for r in wanted() if canonicalize_name(r.name) not in pins]
-    outside = {r.name: (str(r.specifier), version(pins[canonicalize_name(r.name)])) for r in wanted()
-               if canonicalize_name(r.name) in pins
-               and not r.specifier.contains(version(pins[canonicalize_name(r.name)]), prereleases=True)}
+    outside = {
+        r.name: (str(r.specifier), version(pins[canonicalize_name(r.name)]))
+        for r in wanted()
+        if canonicalize_name(r.name) in pins
+        and not r.specifier.contains(version(pins[canonicalize_name(r.name)]), prereleases=True)
+    }
     return missing, outside
 
 

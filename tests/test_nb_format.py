@@ -1,4 +1,5 @@
 """tools/nb.py format: lesson code fits the book's column, and the check fails when it does not."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,9 @@ def _notebook(path: Path, *sources, first_tags=()):
 
 def test_format_rewrites_code_cells_and_leaves_the_colab_cell(tmp_path):
     colab = "import sys,  os   # generated: never reformatted"
-    path = _notebook(tmp_path / "lesson.ipynb", colab, "x=[1,2,\n 3]", "%timeit sum(range(9))",
-                     first_tags=["colab-setup"])
+    path = _notebook(
+        tmp_path / "lesson.ipynb", colab, "x=[1,2,\n 3]", "%timeit sum(range(9))", first_tags=["colab-setup"]
+    )
     assert nb_tool.format_notebooks([path], check=True) == 1
     assert nb_tool.format_notebooks([path], check=False) == 0
     cells = nbformat.read(path, as_version=4).cells
@@ -42,6 +44,7 @@ def test_check_names_a_line_no_formatter_can_shorten(tmp_path, capsys):
 
 
 def test_the_lessons_are_formatted():
-    done = subprocess.run([sys.executable, "tools/nb.py", "format", "--check"], cwd=ROOT, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "tools/nb.py", "format", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout[-2000:]

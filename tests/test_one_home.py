@@ -15,6 +15,7 @@ saved notebooks import, aside) the test fails when
 Beside the names, the same issue's size: no module of ``lib/``, ``tools/`` or ``benchmarks/`` is over
 :data:`MAX_LINES` lines (a module that outgrows its idea is split along its ideas).
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,20 +31,34 @@ SHIMS = {"bertfamily.env"}
 
 #: (c) Public function and class names defined in more than one module: name -> (those modules, why).
 DUPLICATES = {
-    "main": ({"bertfamily.grading.cli", "bertfamily.grading.nbval_worker", "bertfamily.webmodel"},
-             "each runnable module's entry point (console script, worker command, python -m)"),
-    "accuracy": ({"bertfamily.distillation", "bertfamily.transfer"},
-                 "two accuracies (of logits; of a probe), each read by its lesson as module.accuracy"),
-    "blank_predictions": ({"bertfamily.checkpoints.scores", "bertfamily.tlm"},
-                          "two functions (top five per held-out blank; top guess per TLM blank), both read by lessons"),
-    "count": ({"bertfamily.budget", "bertfamily.sharing"},
-              "sharing.count extends budget.count to ALBERT's groups; lesson 4 reads sharing.count"),
-    "multilingual_e5": ({"bertfamily.e5.cache", "bertfamily.models"},
-                        "models' checks the package is installed, then calls e5's; the lessons read models'"),
-    "size_calculator": ({"bertfamily.quantization", "bertfamily.widgets"},
-                        "lesson 3's numbers and the widget that shows them, both read by the lesson"),
-    "triple_loss": ({"bertfamily.diagrams", "bertfamily.losses"},
-                    "DistilBERT's loss and its diagram, read by the lesson as diagrams.triple_loss"),
+    "main": (
+        {"bertfamily.grading.cli", "bertfamily.grading.nbval_worker", "bertfamily.webmodel"},
+        "each runnable module's entry point (console script, worker command, python -m)",
+    ),
+    "accuracy": (
+        {"bertfamily.distillation", "bertfamily.transfer"},
+        "two accuracies (of logits; of a probe), each read by its lesson as module.accuracy",
+    ),
+    "blank_predictions": (
+        {"bertfamily.checkpoints.scores", "bertfamily.tlm"},
+        "two functions (top five per held-out blank; top guess per TLM blank), both read by lessons",
+    ),
+    "count": (
+        {"bertfamily.budget", "bertfamily.sharing"},
+        "sharing.count extends budget.count to ALBERT's groups; lesson 4 reads sharing.count",
+    ),
+    "multilingual_e5": (
+        {"bertfamily.e5.cache", "bertfamily.models"},
+        "models' checks the package is installed, then calls e5's; the lessons read models'",
+    ),
+    "size_calculator": (
+        {"bertfamily.quantization", "bertfamily.widgets"},
+        "lesson 3's numbers and the widget that shows them, both read by the lesson",
+    ),
+    "triple_loss": (
+        {"bertfamily.diagrams", "bertfamily.losses"},
+        "DistilBERT's loss and its diagram, read by the lesson as diagrams.triple_loss",
+    ),
 }
 
 
@@ -70,8 +85,11 @@ def _used_names(tree: ast.Module) -> set[str]:
         annotations = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
-            annotations = [a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                                  args.vararg, args.kwarg] if a is not None]
+            annotations = [
+                a.annotation
+                for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+                if a is not None
+            ]
             annotations.append(node.returns)
         elif isinstance(node, ast.AnnAssign):
             annotations = [node.annotation]
@@ -79,8 +97,9 @@ def _used_names(tree: ast.Module) -> set[str]:
             for part in ast.walk(annotation) if annotation is not None else ():
                 if isinstance(part, ast.Constant) and isinstance(part.value, str):
                     try:
-                        used.update(n.id for n in ast.walk(ast.parse(part.value, mode="eval"))
-                                    if isinstance(n, ast.Name))
+                        used.update(
+                            n.id for n in ast.walk(ast.parse(part.value, mode="eval")) if isinstance(n, ast.Name)
+                        )
                     except SyntaxError:
                         pass
     return used
@@ -141,8 +160,13 @@ def problems(root: Path = PACKAGE) -> dict[str, set]:
                     if alias.asname and (alias.name + ".").startswith(top + "."):
                         modules.add(alias.asname)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
                 private.add((module, f"{node.value.id}.{node.attr}"))
         exported |= {(module, name) for name in (_all_names(tree) & imported) - _bound_at_top(tree)}
     duplicates = {name: modules for name, modules in defined.items() if len(modules) > 1}
@@ -152,8 +176,11 @@ def problems(root: Path = PACKAGE) -> dict[str, set]:
 def _all_names(tree: ast.Module) -> set[str]:
     """The strings of a module's top-level ``__all__ = [...]`` (empty when it has none)."""
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
-                and isinstance(node.value, (ast.List, ast.Tuple))):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
             return {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     return set()
 
@@ -209,7 +236,8 @@ def test_the_checker_finds_a_planted_reexport_private_import_and_duplicate(tmp_p
         "from .. import home\n\n"
         "__all__ = ['LIMIT', 'helper', 'CAP']\n"  # LIMIT is home's (used here, exported as if this module's)
         "CAP = LIMIT\n\n\n"
-        "def helper():\n    return _inner(), home._inner\n")
+        "def helper():\n    return _inner(), home._inner\n"
+    )
     found = problems(root)
     assert found["reexports"] == {("bertfamily.sub.user", "helper")}
     assert found["exported"] == {("bertfamily.sub.user", "LIMIT")}
@@ -219,8 +247,11 @@ def test_the_checker_finds_a_planted_reexport_private_import_and_duplicate(tmp_p
 
 def module_lengths(root: Path = ROOT) -> dict[str, int]:
     """Lines of every module of ``lib/``, ``tools/`` and ``benchmarks/``, by path from ``root``."""
-    return {path.relative_to(root).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
-            for folder in ("lib", "tools", "benchmarks") for path in sorted((root / folder).rglob("*.py"))}
+    return {
+        path.relative_to(root).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for folder in ("lib", "tools", "benchmarks")
+        for path in sorted((root / folder).rglob("*.py"))
+    }
 
 
 def test_modules_are_short():

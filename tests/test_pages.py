@@ -14,6 +14,7 @@
 ``remove-cell``; outputs of cells not tagged ``remove-output`` or ``remove-cell``, shown as text
 (not a figure, a widget or HTML, which myst-nb shows instead of their text when they exist).
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,16 @@ LONGEST, SHORT, LONG_SHARE = 25, 15, 0.15
 HIDDEN_INPUT = {"hide-input", "remove-input", "remove-cell"}
 HIDDEN_OUTPUT = {"remove-output", "remove-cell"}
 #: What myst-nb shows in place of an output's text/plain when the output has it.
-RICHER = ("application/vnd.jupyter.widget-view+json", "application/javascript", "text/html", "image/svg+xml",
-          "image/png", "image/jpeg", "text/markdown", "text/latex")
+RICHER = (
+    "application/vnd.jupyter.widget-view+json",
+    "application/javascript",
+    "text/html",
+    "image/svg+xml",
+    "image/png",
+    "image/jpeg",
+    "text/markdown",
+    "text/latex",
+)
 #: What is known not to meet a rule yet, per rule (none now; a lesson named here is xfail, strictly).
 NOT_YET: dict[str, set] = {}
 
@@ -45,9 +54,12 @@ def lessons() -> list[str]:
 
 
 def _params(rule: str):
-    return [pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="known not to meet this rule yet (NOT_YET)"))
-        if name in NOT_YET.get(rule, ()) else name for name in lessons()]
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="known not to meet this rule yet (NOT_YET)"))
+        if name in NOT_YET.get(rule, ())
+        else name
+        for name in lessons()
+    ]
 
 
 def visible_code_cells(path: Path) -> list:
@@ -80,8 +92,12 @@ def wrapping_artefacts(source: str) -> list[str]:
             found.append(f"line {i + 1}, the tail of the comment above: {line.strip()!r}")
         if _CLOSER_WITH_COMMENT.match(line):
             found.append(f"line {i + 1}, a closing bracket that carries a comment: {line.strip()!r}")
-        if (_ONE_EXPRESSION_OPENER.search(line) and i + 2 < len(lines) and _CLOSER.match(lines[i + 2])
-                and not lines[i + 1].rstrip().endswith(",")):
+        if (
+            _ONE_EXPRESSION_OPENER.search(line)
+            and i + 2 < len(lines)
+            and _CLOSER.match(lines[i + 2])
+            and not lines[i + 1].rstrip().endswith(",")
+        ):
             found.append(f"line {i + 1}, one expression in brackets of its own: {line.strip()!r}")
         if _TARGET_OPENER.match(line):
             found.append(f"line {i + 1}, a loop target unpacked over several lines: {line.strip()!r}")
@@ -103,19 +119,25 @@ def test_wrapping_artefacts_are_found():
     }
     for name, source in planted.items():
         assert wrapping_artefacts(source), f"{name}: not found in {source!r}"
-    clean = ("# A comment of two lines, the second a\n# full line of words as well.\n"
-             "glue_values(\n    a=1,\n    b=2,\n)\nprint(\n    f'{x}'\n)\nfor o, s in pairs:  # a comment\n    pass")
+    clean = (
+        "# A comment of two lines, the second a\n# full line of words as well.\n"
+        "glue_values(\n    a=1,\n    b=2,\n)\nprint(\n    f'{x}'\n)\nfor o, s in pairs:  # a comment\n    pass"
+    )
     assert wrapping_artefacts(clean) == []
 
 
 @pytest.mark.parametrize("name", _params("test_no_wrapping_artefacts"))
 def test_no_wrapping_artefacts(name):
-    problems = [f"{cell_name(c, i)} {found}" for i, c in enumerate(visible_code_cells(ROOT / name))
-                for found in wrapping_artefacts(c.source)]
+    problems = [
+        f"{cell_name(c, i)} {found}"
+        for i, c in enumerate(visible_code_cells(ROOT / name))
+        for found in wrapping_artefacts(c.source)
+    ]
     assert not problems, f"{name}:\n" + "\n".join(problems)
 
 
 # ---------------------------------------------------------------- cell lengths
+
 
 def code_lines(cell) -> int:
     return len(cell.source.rstrip().splitlines())
@@ -129,7 +151,8 @@ def test_visible_code_cells_are_short(name):
     long = [f"{cell_name(c, i)}: {code_lines(c)} lines" for i, c in enumerate(cells) if code_lines(c) > SHORT]
     assert len(long) <= LONG_SHARE * len(cells), (
         f"{name}: {len(long)} of {len(cells)} visible code cells are longer than {SHORT} lines (at most "
-        f"{LONG_SHARE:.0%}):\n" + "\n".join(long))
+        f"{LONG_SHARE:.0%}):\n" + "\n".join(long)
+    )
 
 
 # ---------------------------------------------------------------- outputs within the column
@@ -174,8 +197,10 @@ def wide_output_lines(path: Path, width: int = OUTPUT_WIDTH) -> list[str]:
 def test_wide_output_lines_are_found(tmp_path):
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("print(x)")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * (OUTPUT_WIDTH + 1) + "\nshort\n"),
-                    nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>", "image/png": "iVBO"})]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="x" * (OUTPUT_WIDTH + 1) + "\nshort\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>", "image/png": "iVBO"}),
+    ]
     hidden = nbformat.v4.new_code_cell("print(y)", metadata={"tags": ["remove-output"]})
     hidden.outputs = [nbformat.v4.new_output("stream", name="stdout", text="y" * 200)]
     check = nbformat.v4.new_code_cell("ok = checks.check_x(x)", metadata={"tags": ["check"]})
@@ -189,5 +214,7 @@ def test_wide_output_lines_are_found(tmp_path):
 @pytest.mark.parametrize("name", _params("test_no_output_line_is_cut_off"))
 def test_no_output_line_is_cut_off(name):
     wide = wide_output_lines(ROOT / name)
-    assert not wide, (f"{name}: output lines wider than the page's column ({OUTPUT_WIDTH} characters), cut off "
-                      f"on the right:\n" + "\n".join(wide))
+    assert not wide, (
+        f"{name}: output lines wider than the page's column ({OUTPUT_WIDTH} characters), cut off "
+        f"on the right:\n" + "\n".join(wide)
+    )

@@ -1,4 +1,5 @@
 """bertfamily.pretraining: the tiny masked-LM toolkit (tiny configs, seconds)."""
+
 import pytest
 import torch
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 class WordTokenizer:
     """Stands in for a WordPiece tokenizer: one id per whitespace word (ids from 1000 up)."""
+
     cls_token_id, sep_token_id = CLS, SEP
 
     def __call__(self, texts, add_special_tokens=False, verbose=True):
@@ -31,8 +33,12 @@ class WordTokenizer:
 def test_token_blocks_cut_texts_into_framed_blocks():
     texts = [" ".join(str(i) for i in range(10)), " ".join(str(i) for i in range(3))]
     blocks = token_blocks(WordTokenizer(), texts, length=5)
-    assert blocks.tolist() == [[CLS, 1000, 1001, 1002, SEP], [CLS, 1003, 1004, 1005, SEP],
-                               [CLS, 1006, 1007, 1008, SEP], [CLS, 1000, 1001, 1002, SEP]]
+    assert blocks.tolist() == [
+        [CLS, 1000, 1001, 1002, SEP],
+        [CLS, 1003, 1004, 1005, SEP],
+        [CLS, 1006, 1007, 1008, SEP],
+        [CLS, 1000, 1001, 1002, SEP],
+    ]
     assert token_blocks(WordTokenizer(), texts, length=5, max_blocks_per_text=1).shape == (2, 5)
     with pytest.raises(ValueError, match="length"):
         token_blocks(WordTokenizer(), texts, length=2)
@@ -51,7 +57,7 @@ def test_compact_vocabulary_round_trip_and_unknowns():
     compact = vocab.encode(ids)
     assert int(compact.max()) < vocab.size
     assert torch.equal(vocab.decode(compact), ids)
-    assert vocab(8000) == vocab(UNK) and vocab(10 ** 6) == vocab(UNK)
+    assert vocab(8000) == vocab(UNK) and vocab(10**6) == vocab(UNK)
     rare = CompactVocabulary(ids, keep=[PAD, CLS, SEP], unk_id=UNK, min_count=2)
     assert rare(9000) == rare(UNK) and rare(7000) != rare(UNK)
 
@@ -74,8 +80,9 @@ def test_masked_lm_loss_equals_transformers_loss():
     config = tiny_bert_config(60, hidden=16, layers=1, max_positions=16)
     model = tiny_bert(config).eval()
     ids = torch.randint(5, 60, (4, 16), generator=torch.Generator().manual_seed(0))
-    corrupted, labels = mask_tokens(ids, vocab_size=60, mask_token_id=4, probability=0.3,
-                                    generator=torch.Generator().manual_seed(0))
+    corrupted, labels = mask_tokens(
+        ids, vocab_size=60, mask_token_id=4, probability=0.3, generator=torch.Generator().manual_seed(0)
+    )
     ours, correct, n = masked_lm_loss(model, corrupted, labels)
     theirs = model(input_ids=corrupted, labels=labels).loss
     assert torch.allclose(ours, theirs, atol=1e-5)
@@ -118,8 +125,9 @@ def test_training_is_deterministic_and_static_memorises_its_masks():
         g = torch.Generator().manual_seed(0)
         static = StaticMasking(ids, generator=g, **kwargs)
         model = tiny_bert(config, seed=0)
-        history = train_mlm(model, static, steps=100, batch_size=8, lr=1e-2, generator=g,
-                            held_out=fresh, eval_every=50, progress=False)
+        history = train_mlm(
+            model, static, steps=100, batch_size=8, lr=1e-2, generator=g, held_out=fresh, eval_every=50, progress=False
+        )
         runs.append((history, model, static))
     (h1, model, static), (h2, _, _) = runs
     assert h1.train_loss == h2.train_loss and h1.eval_loss == h2.eval_loss
@@ -144,12 +152,16 @@ def test_train_mlm_rejects_bad_arguments():
 def test_extra_encoder_inputs_reach_the_model_in_training_and_evaluation():
     """TLM needs language ids and positions: a masking schedule may return them as a third item."""
     from bertfamily.masking import tlm_inputs
+
     g = torch.Generator().manual_seed(0)
     first = [torch.randint(10, 40, (int(n),), generator=g).tolist() for n in torch.randint(2, 6, (8,), generator=g)]
     second = [torch.randint(10, 40, (int(n),), generator=g).tolist() for n in torch.randint(2, 6, (8,), generator=g)]
     pair = tlm_inputs(first, second, cls_id=1, sep_id=2, pad_id=0)
-    extra = {"attention_mask": pair["attention_mask"], "token_type_ids": pair["language_ids"],
-             "position_ids": pair["position_ids"]}
+    extra = {
+        "attention_mask": pair["attention_mask"],
+        "token_type_ids": pair["language_ids"],
+        "position_ids": pair["position_ids"],
+    }
     kwargs = dict(vocab_size=40, mask_token_id=4, special_mask=pair["special_mask"], probability=0.3)
     config = tiny_bert_config(40, hidden=16, layers=1, max_positions=16, type_vocab_size=2)
     model = tiny_bert(config)
@@ -159,14 +171,20 @@ def test_extra_encoder_inputs_reach_the_model_in_training_and_evaluation():
             return 8
 
         def __call__(self, rows, epoch):
-            corrupted, labels = mask_tokens(pair["input_ids"][rows], generator=g,
-                                            **{**kwargs, "special_mask": pair["special_mask"][rows]})
+            corrupted, labels = mask_tokens(
+                pair["input_ids"][rows], generator=g, **{**kwargs, "special_mask": pair["special_mask"][rows]}
+            )
             return corrupted, labels, {key: value[rows] for key, value in extra.items()}
 
     history = train_mlm(model, Schedule(), steps=3, batch_size=4, generator=g, progress=False)
     assert len(history.train_loss) == 3
-    held = HeldOut.fixed_mask(pair["input_ids"], seed=0, attention_mask=pair["attention_mask"],
-                              model_inputs={k: v for k, v in extra.items() if k != "attention_mask"}, **kwargs)
+    held = HeldOut.fixed_mask(
+        pair["input_ids"],
+        seed=0,
+        attention_mask=pair["attention_mask"],
+        model_inputs={k: v for k, v in extra.items() if k != "attention_mask"},
+        **kwargs,
+    )
     with_positions = evaluate_mlm(model, held)
     without = evaluate_mlm(model, HeldOut(held.input_ids, held.labels, held.attention_mask))
     assert with_positions["targets"] == without["targets"] > 0
@@ -185,8 +203,11 @@ def test_lesson_1s_runs_in_worker_processes_equal_the_loop():
     held = HeldOut.fixed_mask(test, seed=1, **small)
     config = tiny_bert_config(40, hidden=16, layers=1, heads=2, max_positions=16)
     options = dict(steps=4, batch_size=4, lr=3e-3, eval_every=2, progress=False)
-    jobs = [(name, seed, train, config, small, held, {"held": held}, options)
-            for seed in (0, 1) for name in ("static", "dynamic")]
+    jobs = [
+        (name, seed, train, config, small, held, {"held": held}, options)
+        for seed in (0, 1)
+        for name in ("static", "dynamic")
+    ]
     here = in_processes(masking_run, jobs, processes=1, progress=False)
     there = in_processes(masking_run, jobs, processes=2, progress=False)
     assert [r["held"] for r in here] == [r["held"] for r in there]

@@ -5,6 +5,7 @@ The build is the real command's; then every file it wrote is read for the soluti
 (`public_book.leaks`: each line of a solution, and each name only the solutions use). The same reader
 finds them in the full website (the `book_build` fixture), so a clean result means something.
 """
+
 from pathlib import Path
 
 import nbformat

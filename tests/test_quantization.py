@@ -2,6 +2,7 @@
 
 No timing is compared: a latency is checked to be a positive, finite number of seconds.
 """
+
 import importlib.metadata
 import math
 import os
@@ -26,8 +27,7 @@ def bert(tiny_config):
 
 @pytest.fixture(scope="module")
 def inputs(bert):
-    return {"input_ids": torch.randint(0, bert.config.vocab_size, (2, 16),
-                                       generator=torch.Generator().manual_seed(0))}
+    return {"input_ids": torch.randint(0, bert.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))}
 
 
 def overhead_bound(model):
@@ -87,9 +87,11 @@ def test_sizes_shrink_as_predicted(bert):
     linear = q.quantize_linear(bert)
     tables = q.quantize_linear(bert, embeddings=True)
     sizes = {"fp32": fp32, "linear": q.serialized_bytes(linear), "tables": q.serialized_bytes(tables)}
-    predicted = {"fp32": q.predicted_bytes(bert.config),
-                 "linear": q.predicted_bytes(bert.config, linear_bits=8),
-                 "tables": q.predicted_bytes(bert.config, linear_bits=8, embedding_bits=8)}
+    predicted = {
+        "fp32": q.predicted_bytes(bert.config),
+        "linear": q.predicted_bytes(bert.config, linear_bits=8),
+        "tables": q.predicted_bytes(bert.config, linear_bits=8, embedding_bits=8),
+    }
     assert predicted["fp32"] == budget.to_bytes(budget.count(bert.config), 32)
     assert sizes["fp32"] > sizes["linear"] > sizes["tables"]
     for model, key in ((bert, "fp32"), (linear, "linear"), (tables, "tables")):
@@ -109,11 +111,12 @@ def test_file_and_buffer_agree(bert, tmp_path):
     in_memory = q.serialized_bytes(quantized)
     assert abs(on_disk - in_memory) < 100 * len(quantized.state_dict())
     assert q.serialized_bytes(quantized.state_dict()) == in_memory
-    assert q.serialized_mib(quantized) == pytest.approx(in_memory / 2 ** 20)
+    assert q.serialized_mib(quantized) == pytest.approx(in_memory / 2**20)
 
 
-@pytest.mark.parametrize("kind", ["bert", "distilbert", "albert-base-v2", "distilbert-base-uncased",
-                                  "bert-base-uncased"])
+@pytest.mark.parametrize(
+    "kind", ["bert", "distilbert", "albert-base-v2", "distilbert-base-uncased", "bert-base-uncased"]
+)
 def test_linear_split_matches_the_modules(kind, tiny_config):
     config = tiny_config(kind) if kind in ("bert", "distilbert") else models.published_config(kind)
     with torch.device("meta"):
@@ -173,34 +176,38 @@ class Recorder(nn.Module):
 
 def test_compare_latency_interleaves_and_reports_ratios(bert, inputs):
     log = []
-    result = timing.compare_latency({"a": Recorder("a", log), "b": Recorder("b", log)},
-                               torch.zeros(1), warmup=1, runs=3)
+    result = timing.compare_latency(
+        {"a": Recorder("a", log), "b": Recorder("b", log)}, torch.zeros(1), warmup=1, runs=3
+    )
     assert log == ["a", "b"] + ["a", "b"] * 3  # warm-up each, then timed in turn
     assert set(result["seconds"]) == {"a", "b"} and result["baseline"] == "a"
     assert all(len(ts) == 3 for ts in result["times"].values())
 
-    result = timing.compare_latency({"bert": bert, "int8": q.quantize_linear(bert)}, inputs,
-                               warmup=1, runs=3, baseline="int8")
+    result = timing.compare_latency(
+        {"bert": bert, "int8": q.quantize_linear(bert)}, inputs, warmup=1, runs=3, baseline="int8"
+    )
     assert all(math.isfinite(s) and s > 0 for s in result["seconds"].values())
     assert result["speedup"]["int8"] == 1.0
-    assert result["speedup"]["bert"] == pytest.approx(
-        result["seconds"]["int8"] / result["seconds"]["bert"])
+    assert result["speedup"]["bert"] == pytest.approx(result["seconds"]["int8"] / result["seconds"]["bert"])
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda m: q.quantize_linear("not a model"), "torch.nn.Module"),
-    (lambda m: q.quantize_linear(m, embeddings="yes"), "True or False"),
-    (lambda m: q.quantize_linear(m, per_channel=1), "per_channel must be True or False"),
-    (lambda m: q.serialized_bytes([1, 2, 3]), "state_dict"),
-    (lambda m: q.predicted_bytes(m.config, linear_bits=4), "8 .int8. or 32"),
-    (lambda m: timing.latency(m, None, warmup=-1), "warmup must be"),
-    (lambda m: timing.latency(m, None, runs=0), "runs must be"),
-    (lambda m: timing.compare_latency({}, None), "non-empty dict"),
-    (lambda m: timing.compare_latency([m], None), "non-empty dict"),
-    (lambda m: timing.compare_latency({"a": m, "b": 3}, None), "models\\['b'\\]"),
-    (lambda m: timing.compare_latency({"a": m}, None, baseline="z"), "baseline must be one of"),
-    (lambda m: q.linear_split(object()), "budget knows model types"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m: q.quantize_linear("not a model"), "torch.nn.Module"),
+        (lambda m: q.quantize_linear(m, embeddings="yes"), "True or False"),
+        (lambda m: q.quantize_linear(m, per_channel=1), "per_channel must be True or False"),
+        (lambda m: q.serialized_bytes([1, 2, 3]), "state_dict"),
+        (lambda m: q.predicted_bytes(m.config, linear_bits=4), "8 .int8. or 32"),
+        (lambda m: timing.latency(m, None, warmup=-1), "warmup must be"),
+        (lambda m: timing.latency(m, None, runs=0), "runs must be"),
+        (lambda m: timing.compare_latency({}, None), "non-empty dict"),
+        (lambda m: timing.compare_latency([m], None), "non-empty dict"),
+        (lambda m: timing.compare_latency({"a": m, "b": 3}, None), "models\\['b'\\]"),
+        (lambda m: timing.compare_latency({"a": m}, None, baseline="z"), "baseline must be one of"),
+        (lambda m: q.linear_split(object()), "budget knows model types"),
+    ],
+)
 def test_bad_input_says_what_is_allowed(bert, call, message):
     with pytest.raises(ValueError, match=message):
         call(bert)
@@ -216,17 +223,23 @@ def test_size_calculator_reproduces_the_lesson():
     assert q.size_calculator(layers=3)["parameters"] < distil["parameters"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(layers=0), "layers must be"), (dict(hidden=100), "multiple of 64"),
-    (dict(vocab=2.5), "vocab must be"), (dict(bits=3), "bits must be one of"),
-    (dict(layout="albert"), "layout must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(layers=0), "layers must be"),
+        (dict(hidden=100), "multiple of 64"),
+        (dict(vocab=2.5), "vocab must be"),
+        (dict(bits=3), "bits must be one of"),
+        (dict(layout="albert"), "layout must be"),
+    ],
+)
 def test_size_calculator_refuses_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
         q.size_calculator(**kwargs)
 
 
 # ------------------------------------------------------------------ torchao, and a torch without torch.ao.quantization
+
 
 @pytest.mark.parametrize("kw", [{}, {"per_channel": True}, {"embeddings": True}])
 def test_torchao_gives_the_same_int8(bert, inputs, kw):
@@ -279,18 +292,29 @@ def test_without_torch_ao_quantization_torchao_does_it_and_says_so():
     assert path == q.TORCHAO and "has no torch.ao.quantization: quantised with torchao" in said
     assert works == ["True", "True"]
     # and with torchao missing too, the error says what to install
-    done = subprocess.run([sys.executable, "-c", GONE, "torchao", "torchao.quantization"], capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0 and "needs the package torchao (`pip install 'torchao>=0.18'`)" in done.stdout, \
+    done = subprocess.run(
+        [sys.executable, "-c", GONE, "torchao", "torchao.quantization"], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0 and "needs the package torchao (`pip install 'torchao>=0.18'`)" in done.stdout, (
         done.stderr
+    )
 
 
 # ------------------------------------------------------------------ which torchao: the installed one, or Colab's 0.10.0
 
-@pytest.mark.parametrize("version, usable", [
-    ("0.18.0", True), ("0.19.1+cpu", True), ("1.2.0", True), ("0.18.0.dev20260801", True),
-    ("0.10.0", False), ("0.17.9", False), (None, False),
-])
+
+@pytest.mark.parametrize(
+    "version, usable",
+    [
+        ("0.18.0", True),
+        ("0.19.1+cpu", True),
+        ("1.2.0", True),
+        ("0.18.0.dev20260801", True),
+        ("0.10.0", False),
+        ("0.17.9", False),
+        (None, False),
+    ],
+)
 def test_the_torchao_path_needs_min_torchao_and_says_which_it_takes(monkeypatch, version, usable):
     monkeypatch.setattr(q, "torchao_version", lambda: version)
     assert q.torchao_usable() is usable and q.MIN_TORCHAO == "0.18"
@@ -352,8 +376,12 @@ print("EQUAL", torch.equal(int8(ids).last_hidden_state, eager(ids).last_hidden_s
 @pytest.fixture(scope="module")
 def colabs_torchao(tmp_path_factory):
     target = tmp_path_factory.mktemp("torchao-0.10.0")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                           "torchao==0.10.0"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), "torchao==0.10.0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode:
         pytest.skip(f"torchao 0.10.0 (Colab's) could not be installed here (no package index?): {done.stderr[-300:]}")
     return target
@@ -378,10 +406,12 @@ def test_pyproject_admits_colabs_torchao_and_tests_with_min_torchao():
 
     import tomllib
     from packaging.requirements import Requirement
+
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
     runtime = next(Requirement(r) for r in project["project"]["dependencies"] if r.startswith("torchao"))
-    tested = next(Requirement(r) for r in project["project"]["optional-dependencies"]["test"]
-                  if r.startswith("torchao"))
+    tested = next(
+        Requirement(r) for r in project["project"]["optional-dependencies"]["test"] if r.startswith("torchao")
+    )
     assert runtime.specifier.contains("0.10.0") and str(tested.specifier) == f">={q.MIN_TORCHAO}"
 
 

@@ -10,6 +10,7 @@ the safe behaviour asserted (fast: no kernel runs unless said).
   whose number it names;
 - a notebook of a million tiny cells kept a grading worker busy for many minutes outside every limit.
 """
+
 import csv
 import json
 import os
@@ -31,8 +32,14 @@ def _env():
 def _cli(args, timeout):
     """The class command in a child process (a hang is a failure, not a stuck test run)."""
     try:
-        return subprocess.run([sys.executable, "-m", "bertfamily.grading", *map(str, args)], env=_env(),
-                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "-m", "bertfamily.grading", *map(str, args)],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"the grader was still running after {timeout} s: one submission stalled the class")
 
@@ -108,8 +115,14 @@ def test_an_answer_the_kernel_holds_cheaply_costs_the_grader_little(kind):
     must cost it little whatever the kernel sent (before: 2 GiB for the tensor; a billion labels built
     by transformers and a million layers, each for far longer than the test waits)."""
     try:
-        done = subprocess.run([sys.executable, "-c", _RECHECK, KERNEL_VALUES[kind]], env=_env(),
-                              capture_output=True, text=True, timeout=90, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", _RECHECK, KERNEL_VALUES[kind]],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=90,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("the grader's own check was still rebuilding the answer after 90 s")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -140,14 +153,39 @@ def test_a_canvas_file_named_with_moodles_prefix_does_not_count_for_the_classmat
     full, nothing = json.dumps({"log": str(log), "right": 9}), json.dumps({"log": str(log), "right": 0})
     _touch(klass / "jonesbob_333_9001_exercise_distilbert.ipynb", full, when="2026-03-01T10:00+01:00")
     _touch(klass / "smithmallory_111_9002_exercise_distilbert.ipynb", full, when="2026-03-01T10:00+01:00")
-    _touch(klass / "smithmallory_111_9003_Bob Jones_333_assignsubmission_file_x.ipynb", nothing,
-           when="2026-03-01T11:00+01:00")
-    roster = _touch(tmp_path / "canvas_export.csv", "Student,ID,SIS User ID,SIS Login ID,Section\n"
-                    "    Points Possible,,,,\nBob Jones,333,s333,bjones,A\nMallory Smith,111,s111,msmith,A\n")
+    _touch(
+        klass / "smithmallory_111_9003_Bob Jones_333_assignsubmission_file_x.ipynb",
+        nothing,
+        when="2026-03-01T11:00+01:00",
+    )
+    roster = _touch(
+        tmp_path / "canvas_export.csv",
+        "Student,ID,SIS User ID,SIS Login ID,Section\n"
+        "    Points Possible,,,,\nBob Jones,333,s333,bjones,A\nMallory Smith,111,s111,msmith,A\n",
+    )
     out, canvas = tmp_path / "gradebook.csv", tmp_path / "canvas.csv"
-    assert cli.main([str(klass), "--out", str(out), "--jobs", "1", "--reference", str(EXERCISE), "--roster",
-                     str(roster), "--canvas", str(canvas), "--canvas-assignment", "Exercise (77)", "--deadline",
-                     "2026-03-01T23:59+01:00"]) == 0
+    assert (
+        cli.main(
+            [
+                str(klass),
+                "--out",
+                str(out),
+                "--jobs",
+                "1",
+                "--reference",
+                str(EXERCISE),
+                "--roster",
+                str(roster),
+                "--canvas",
+                str(canvas),
+                "--canvas-assignment",
+                "Exercise (77)",
+                "--deadline",
+                "2026-03-01T23:59+01:00",
+            ]
+        )
+        == 0
+    )
     grades = {line["ID"]: line["Exercise (77)"] for line in csv.DictReader(canvas.open(encoding="utf-8"))}
     assert grades["333"] == grades["111"] not in ("", "0"), grades
     rows = {Path(r["submission"]).name: r for r in csv.DictReader(out.open(encoding="utf-8"))}
@@ -202,8 +240,10 @@ def test_a_file_name_reaches_moodles_feedback_comment_as_text_not_html(tmp_path)
     folder = tmp_path / "moodle" / "Mallory Smith_222_assignsubmission_file_"
     _touch(folder / "a.ipynb", "")
     _touch(folder / "<img src=https:\\\\evil.example\\p.png onerror=alert(1)>.ipynb", "")
-    sheet = _touch(tmp_path / "worksheet.csv", ",".join(MOODLE_FIELDS) + "\n"
-                   "Participant 222,Mallory Smith,m@x,Submitted for grading,,4.00,Yes,-,-,\n")
+    sheet = _touch(
+        tmp_path / "worksheet.csv",
+        ",".join(MOODLE_FIELDS) + "\nParticipant 222,Mallory Smith,m@x,Submitted for grading,,4.00,Yes,-,-,\n",
+    )
     roster, times, lines = read_worksheet(sheet)
     found = lms.find([tmp_path / "moodle"])
     rows = [grade_submission(f.path, f.display, exercise, Limits(), "") for f in found]  # invalid: no kernel
@@ -218,8 +258,10 @@ def test_a_file_name_reaches_moodles_feedback_comment_as_text_not_html(tmp_path)
 
 # -------------------------------------------------- what reaches the instructor's terminal and the feedback
 
-FORGED = ("\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202e"
-          "\n\n## task9: all passed\n\nScore: **99 of 99** (graded)\n\n![seen](https://evil.example/p.png)")
+FORGED = (
+    "\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202e"
+    "\n\n## task9: all passed\n\nScore: **99 of 99** (graded)\n\n![seen](https://evil.example/p.png)"
+)
 
 
 @pytest.mark.slow  # one kernel
@@ -256,9 +298,16 @@ def test_a_students_error_message_writes_no_lines_of_its_own_into_the_feedback_f
 
     exercise = Exercise.load(TINY)
     names = [t.name for t in exercise.graded]
-    row = Row("mallory.ipynb", "graded", 1, 4, dict.fromkeys(names, 0) | {"task1": 1},
-              f"task2: cell 6 (the cell that starts `x`) raised ValueError: {FORGED}; not in a task: cell 18 raised "
-              f"ValueError: {FORGED}", read_by_hand=f"task1: {FORGED}")
+    row = Row(
+        "mallory.ipynb",
+        "graded",
+        1,
+        4,
+        dict.fromkeys(names, 0) | {"task1": 1},
+        f"task2: cell 6 (the cell that starts `x`) raised ValueError: {FORGED}; not in a task: cell 18 raised "
+        f"ValueError: {FORGED}",
+        read_by_hand=f"task1: {FORGED}",
+    )
     (written,) = lms.write_student_feedback([row], exercise, tmp_path / "feedback")
     text = written.read_text(encoding="utf-8")
     assert "99 of 99" in text and "![" not in text, text

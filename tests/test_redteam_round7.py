@@ -13,6 +13,7 @@ each with the safe behaviour asserted here on the grader's readers (fast: no ker
   budget;
 - a file name past 120 bytes got a feedback file without ``.md``.
 """
+
 import os
 import tempfile
 
@@ -87,28 +88,33 @@ def test_prepare_gives_a_student_cell_with_a_course_suffix_an_id_of_its_own(exer
     assert "mine-course" not in ids and len(ids) == len(set(ids))
 
 
-@pytest.mark.parametrize("source", [
-    FORGE,
-    "from IPython import display\nfor m in [display]:\n    m.publish_display_data = print",
-    "from IPython import display\n[display][0].publish_display_data = print",
-    "import sys\nm = sys.modules['IPython.display']\nm.publish_display_data = print",
-    "import sys\nsys.modules['IPython.display'].publish_display_data = print",
-    "from IPython import display\na = display\nb = a\nb.publish_display_data = print",
-    # round 7b: the channel's attributes, whatever reaches them
-    "from IPython import display\ndef patch(m, fn):\n    m.publish_display_data = fn\npatch(display, print)",
-    "from IPython import display\nmod, _ = display, 1\nmod.publish_display_data = print",
-    "from IPython import display\n(mod := display).publish_display_data = print",
-    "import importlib\nimportlib.import_module('IPython.display').publish_display_data = print",
-    "def f():\n    from IPython import display\n    return display\nf().publish_display_data = print",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        FORGE,
+        "from IPython import display\nfor m in [display]:\n    m.publish_display_data = print",
+        "from IPython import display\n[display][0].publish_display_data = print",
+        "import sys\nm = sys.modules['IPython.display']\nm.publish_display_data = print",
+        "import sys\nsys.modules['IPython.display'].publish_display_data = print",
+        "from IPython import display\na = display\nb = a\nb.publish_display_data = print",
+        # round 7b: the channel's attributes, whatever reaches them
+        "from IPython import display\ndef patch(m, fn):\n    m.publish_display_data = fn\npatch(display, print)",
+        "from IPython import display\nmod, _ = display, 1\nmod.publish_display_data = print",
+        "from IPython import display\n(mod := display).publish_display_data = print",
+        "import importlib\nimportlib.import_module('IPython.display').publish_display_data = print",
+        "def f():\n    from IPython import display\n    return display\nf().publish_display_data = print",
+    ],
+)
 def test_a_module_attribute_replaced_through_an_alias_or_an_item_is_said(exercise, source):
     said = " ".join(integrity.suspicious(with_cell(student(exercise), source, "alias001"), exercise))
     assert ("replaces" in said or "uses .publish_display_data" in said) and "publish_display_data" in said, said
 
 
 def test_an_honest_attribute_of_the_students_own_model_is_not_a_replacement(exercise):
-    source = ("from transformers import AutoModel\nmodel = AutoModel.from_config(None)\n"
-              "model.config.output_hidden_states = True\nfor m in [model]:\n    m.training = False")
+    source = (
+        "from transformers import AutoModel\nmodel = AutoModel.from_config(None)\n"
+        "model.config.output_hidden_states = True\nfor m in [model]:\n    m.training = False"
+    )
     assert integrity.suspicious(with_cell(student(exercise), source, "honest01"), exercise) == []
 
 
@@ -116,8 +122,10 @@ def test_lines_added_to_the_colab_cell_are_read_beside_the_courses_own(exercise)
     nb = student(exercise)
     setup = next(c for c in nb.cells if c.cell_type == "code" and "colab-setup" in c.metadata.get("tags", []))
     assert "sys.modules" in setup.source and "subprocess" in setup.source  # what the course's cell holds
-    setup.source += "\nmod = sys.modules['IPython.display']\nmod.publish_display_data = print\n" \
-                    "import subprocess\nsubprocess.run(['true'])\n"
+    setup.source += (
+        "\nmod = sys.modules['IPython.display']\nmod.publish_display_data = print\n"
+        "import subprocess\nsubprocess.run(['true'])\n"
+    )
     said = " ".join(integrity.suspicious(nb, exercise))
     assert "uses sys.modules" in said and "imports subprocess" in said and "replaces" in said, said
 
@@ -180,12 +188,14 @@ def test_a_shell_line_is_said_as_a_shell_command_not_as_get_ipython(exercise):
     """A lecturer's trial: ``!ls -la {workdir}`` was said as "uses get_ipython", which the student never wrote."""
     said = " ".join(integrity.suspicious(with_cell(student(exercise), "!ls -la {workdir}", "shell001"), exercise))
     assert "runs a shell command (!)" in said and "get_ipython" not in said, said
-    said = " ".join(integrity.suspicious(with_cell(student(exercise), "get_ipython().user_ns['x'] = 1", "ns000001"),
-                                         exercise))
+    said = " ".join(
+        integrity.suspicious(with_cell(student(exercise), "get_ipython().user_ns['x'] = 1", "ns000001"), exercise)
+    )
     assert "uses get_ipython" in said, said
 
 
 # ------------------------------------------------------------------ round 7b: the fixes, attacked again
+
 
 def test_a_module_the_course_cell_imports_is_said_where_a_student_cell_uses_it(exercise):
     source = "subprocess.run(['true'])\nimportlib.import_module('ctypes')"

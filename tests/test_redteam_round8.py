@@ -13,6 +13,7 @@ more than text. Each safe behaviour is asserted on the grader's readers and writ
   formula), a Markdown link in a file name in the feedback's title, and invisible characters (tags,
   Hangul fillers) that made ``bob<tag>.ipynb`` look like ``bob.ipynb``.
 """
+
 import csv
 import json
 
@@ -38,13 +39,16 @@ def with_cell(nb, source, cid="attack01"):
     return nb
 
 
-@pytest.mark.parametrize("source, attribute", [
-    ("import json\ndef install(m, f):\n    m.dumps = f\ninstall(json, lambda *a, **k: '{}')", "dumps"),
-    ("import io\ndef install(m, f):\n    m.open_code = f\ninstall(io, lambda p: io.BytesIO(b''))", "open_code"),
-    ("import json\nmod, _ = json, 1\nmod.JSONEncoder.encode = lambda self, o: '{}'", "encode"),
-    ("import runpy\nwith __import__('contextlib').nullcontext(runpy) as r:\n    r.run_path = print", "run_path"),
-    ("import os\ndef fake(p): return 66362880\ndef put(m): m.getsize = fake\nput(os.path)", "getsize"),
-])
+@pytest.mark.parametrize(
+    "source, attribute",
+    [
+        ("import json\ndef install(m, f):\n    m.dumps = f\ninstall(json, lambda *a, **k: '{}')", "dumps"),
+        ("import io\ndef install(m, f):\n    m.open_code = f\ninstall(io, lambda p: io.BytesIO(b''))", "open_code"),
+        ("import json\nmod, _ = json, 1\nmod.JSONEncoder.encode = lambda self, o: '{}'", "encode"),
+        ("import runpy\nwith __import__('contextlib').nullcontext(runpy) as r:\n    r.run_path = print", "run_path"),
+        ("import os\ndef fake(p): return 66362880\ndef put(m): m.getsize = fake\nput(os.path)", "getsize"),
+    ],
+)
 def test_what_the_exporter_runs_through_replaced_through_a_parameter_is_said(exercise, source, attribute):
     nb = with_cell(grading.student_version(exercise.reference), source)
     said = " ".join(integrity.suspicious(nb, exercise))
@@ -53,8 +57,10 @@ def test_what_the_exporter_runs_through_replaced_through_a_parameter_is_said(exe
 
 def test_the_reference_and_honest_attribute_stores_are_not_said(exercise):
     assert integrity.suspicious(exercise.reference, exercise) == []
-    honest = ("from transformers import AutoModel\nmodel = AutoModel.from_config(None)\n"
-              "model.config.output_hidden_states = True\nmodel.training = False\nstats = {}\nstats['size'] = 3")
+    honest = (
+        "from transformers import AutoModel\nmodel = AutoModel.from_config(None)\n"
+        "model.config.output_hidden_states = True\nmodel.training = False\nstats = {}\nstats['size'] = 3"
+    )
     nb = with_cell(grading.student_version(exercise.reference), honest)
     assert integrity.suspicious(nb, exercise) == []
 
@@ -104,8 +110,9 @@ def test_a_model_summary_past_a_thousand_layers_is_not_rebuilt():
 
 def test_a_semicolon_keeps_a_csv_cell_one_text_cell(tmp_path):
     out = tmp_path / "gradebook.csv"
-    gradebook.write_csv_atomically(out, [["submission", "score", "detail"],
-                                         ["class/e1;=1+1;.ipynb", 9, "task7: fp32;=HYPERLINK(\"x\");"]], False)
+    gradebook.write_csv_atomically(
+        out, [["submission", "score", "detail"], ["class/e1;=1+1;.ipynb", 9, "task7: fp32;=HYPERLINK(\"x\");"]], False
+    )
     text = out.read_text(encoding="utf-8")
     for delimiter in (",", ";"):  # as Excel reads it where the list separator is a comma, or a semicolon
         rows = list(csv.reader(text.splitlines(), delimiter=delimiter))
@@ -132,13 +139,19 @@ def test_a_file_name_in_the_feedback_title_is_text(exercise, tmp_path):
 
 # round 8b: the helper's re-check of these fixes
 
-@pytest.mark.parametrize("source, said", [
-    ("import json\nfrom unittest import mock\nmock.patch.object(json, 'dumps', lambda *a, **k: '{}').start()",
-     "imports unittest"),
-    ("import io, unittest.mock\nunittest.mock.patch.object(io, 'open_code', print).start()", "imports unittest"),
-    ("import sys\nsys.path_hooks.insert(0, lambda path: None)", "uses sys.path_hooks"),
-    ("import sys\nsys.meta_path.insert(0, object())", "uses sys.meta_path"),
-])
+
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        (
+            "import json\nfrom unittest import mock\nmock.patch.object(json, 'dumps', lambda *a, **k: '{}').start()",
+            "imports unittest",
+        ),
+        ("import io, unittest.mock\nunittest.mock.patch.object(io, 'open_code', print).start()", "imports unittest"),
+        ("import sys\nsys.path_hooks.insert(0, lambda path: None)", "uses sys.path_hooks"),
+        ("import sys\nsys.meta_path.insert(0, object())", "uses sys.meta_path"),
+    ],
+)
 def test_a_function_replaced_by_its_name_or_an_import_hook_is_said(exercise, source, said):
     nb = with_cell(grading.student_version(exercise.reference), source)
     assert said in " ".join(integrity.suspicious(nb, exercise))

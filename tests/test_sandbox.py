@@ -7,6 +7,7 @@ the model answer; what it would gain if it worked is full marks, a classmate's z
 run. Here: the honest rows have full marks, the cheats gain nothing and are flagged, a crash stays
 in its own row. test_grading_kinds.py checks that nothing is left behind or changed.
 """
+
 import csv
 import os
 from pathlib import Path
@@ -18,9 +19,10 @@ from grading_class import MEMORY_MIB, TINY, added, full, row, tiny
 from bertfamily import grading
 from bertfamily.grading import mounts, sandbox
 
-pytestmark = [pytest.mark.skipif(sandbox.sandbox_problem() is not None,
-                                 reason=f"no sandbox here: {sandbox.sandbox_problem()}"),
-              pytest.mark.slow]  # kernels in the sandbox: left out by make unit
+pytestmark = [
+    pytest.mark.skipif(sandbox.sandbox_problem() is not None, reason=f"no sandbox here: {sandbox.sandbox_problem()}"),
+    pytest.mark.slow,
+]  # kernels in the sandbox: left out by make unit
 
 
 def test_honest_students_keep_every_mark(graded_tiny):
@@ -29,17 +31,20 @@ def test_honest_students_keep_every_mark(graded_tiny):
         assert full(r) and r["flags"] == "", r
 
 
-@pytest.mark.parametrize("name, said", [
-    ("mallory_markdown", ""),
-    ("mallory_tricks", "defines globals"),
-    ("mallory_tricks", "asks bertfamily.checks for expected_counts (the answer key)"),
-    ("mallory_forge", "sent a message in the grader's answers format: forged"),
-    ("mallory_forge", "task3: 2 answer messages in one check cell"),
-    ("mallory_nbval", ""),
-    ("mallory_copy", "names '/proc"),
-    ("mallory_exporter", "imports runpy"),
-    ("mallory_vandal", ""),
-])
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("mallory_markdown", ""),
+        ("mallory_tricks", "defines globals"),
+        ("mallory_tricks", "asks bertfamily.checks for expected_counts (the answer key)"),
+        ("mallory_forge", "sent a message in the grader's answers format: forged"),
+        ("mallory_forge", "task3: 2 answer messages in one check cell"),
+        ("mallory_nbval", ""),
+        ("mallory_copy", "names '/proc"),
+        ("mallory_exporter", "imports runpy"),
+        ("mallory_vandal", ""),
+    ],
+)
 def test_cheats_gain_nothing_and_are_flagged(graded_tiny, name, said):
     r = row(graded_tiny, name)
     assert r["status"] == "graded" and r["score"] == "0", r
@@ -52,13 +57,16 @@ def test_cheats_gain_nothing_and_are_flagged(graded_tiny, name, said):
         assert r["detail"].count("raised SystemExit: not graded?") == 3, r["detail"]
 
 
-@pytest.mark.parametrize("name, status, words", [
-    ("mallory_killer", "graded", ""),  # it sees no process of the grader's: only its own namespace
-    ("mallory_hog", "error", f"out of memory: the run used more than {MEMORY_MIB} MiB"),
-    ("mallory_forkbomb", "error", "too many processes"),
-    ("mallory_memfd", "error", f"out of memory: the run used more than {MEMORY_MIB} MiB"),
-    ("mallory_link", "invalid", "symbolic link"),
-])
+@pytest.mark.parametrize(
+    "name, status, words",
+    [
+        ("mallory_killer", "graded", ""),  # it sees no process of the grader's: only its own namespace
+        ("mallory_hog", "error", f"out of memory: the run used more than {MEMORY_MIB} MiB"),
+        ("mallory_forkbomb", "error", "too many processes"),
+        ("mallory_memfd", "error", f"out of memory: the run used more than {MEMORY_MIB} MiB"),
+        ("mallory_link", "invalid", "symbolic link"),
+    ],
+)
 def test_a_crash_is_contained_in_its_own_row(graded_tiny, name, status, words):
     r = row(graded_tiny, name)
     assert r["status"] == status and words in r["detail"], r
@@ -81,8 +89,9 @@ def test_csv_cells_are_never_formulas(graded_tiny):
 
 
 def test_no_sandbox_refuses_unless_asked(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: apt-get install "
-                                                            "bubblewrap")
+    monkeypatch.setattr(
+        sandbox, "sandbox_problem", lambda: "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    )
     code = grading.main([str(TINY), "--out", str(tmp_path / "g.csv"), "--reference", str(TINY)])
     err = capsys.readouterr().err
     assert code == 2 and "apt-get install bubblewrap" in err and sandbox.UNSAFE_FLAG in err
@@ -92,7 +101,9 @@ def test_no_sandbox_refuses_unless_asked(monkeypatch, tmp_path, capsys):
 def test_processes_left_spinning_cannot_take_a_classmates_cpu(tmp_path, monkeypatch):
     """Spinning daemons use more than the run's share of cores: the run is stopped, saying so. (The
     share is set low here so that the test does not depend on the machine's load.)"""
-    nb = added(grading.student_version(tiny().reference), """
+    nb = added(
+        grading.student_version(tiny().reference),
+        """
         import os
         import time
         for _ in range(4):
@@ -101,7 +112,9 @@ def test_processes_left_spinning_cannot_take_a_classmates_cpu(tmp_path, monkeypa
                 while True:
                     pass
         time.sleep(120)
-        """, where=2)
+        """,
+        where=2,
+    )
     path = tmp_path / "spinner.ipynb"
     nbformat.write(nb, path)
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
@@ -124,7 +137,8 @@ def test_the_sandbox_is_read_only_but_for_its_own_capped_files(tmp_path, monkeyp
         "said.append(str(subprocess.run(['unshare', '-U', 'true']).returncode != 0))\n"
         "fs = os.statvfs('/')\nsaid.append(str(fs.f_blocks * fs.f_frsize <= 32 * 2**20))\n"
         "said.append(str(sorted(os.listdir('/etc'))[:3]))\n"
-        "print(' | '.join(said))")
+        "print(' | '.join(said))"
+    )
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     run = grading.run_sandboxed(nb, grading.Limits(cell_timeout=60, timeout=120, disk_mib=32), "")
     assert run["status"] == "" and run["exit_code"] == 0, run["log"]

@@ -2,6 +2,7 @@
 a file the notebook saved and kept. A lecturer's trial found honest students with ✓ on every task losing four
 points for sizes measured in memory (``io.BytesIO``) or of a temporary file deleted by its ``with`` block; now
 their own check says so, in the grader's words, before they hand in."""
+
 import io
 import os
 import tempfile

@@ -1,4 +1,5 @@
 """ALBERT's factorisation and sharing arithmetic, checked against real transformers models (tiny)."""
+
 import pytest
 import torch
 from transformers import AlbertConfig, AlbertModel, BertModel
@@ -21,11 +22,11 @@ def albert_config(tiny_config):
 
 
 def ids(model, n=11):
-    return {"input_ids": torch.randint(0, model.config.vocab_size, (2, n),
-                                       generator=torch.Generator().manual_seed(0))}
+    return {"input_ids": torch.randint(0, model.config.vocab_size, (2, n), generator=torch.Generator().manual_seed(0))}
 
 
 # --------------------------------------------------------------------------- factorisation
+
 
 def test_embedding_parameters_factorised_and_not():
     assert sharing.embedding_parameters(30000, 768) == 30000 * 768
@@ -51,6 +52,7 @@ def test_bad_sizes_are_refused(bad):
 
 
 # --------------------------------------------------------------------------- counting what is stored
+
 
 def test_distinct_parameters_match_parameters_and_budget(bert_config, albert_config):
     for model in (AlbertModel(albert_config()), BertModel(bert_config)):
@@ -88,8 +90,11 @@ def test_layer_applications_needs_a_layer():
 
 
 def test_count_with_groups_matches_transformers(albert_config):
-    for config in (albert_config(), sharing.unshared(albert_config()),
-                   albert_config(num_hidden_layers=4, num_hidden_groups=2)):
+    for config in (
+        albert_config(),
+        sharing.unshared(albert_config()),
+        albert_config(num_hidden_layers=4, num_hidden_groups=2),
+    ):
         assert sharing.count(config) == models.count_parameters(AlbertModel(config))
     with pytest.raises(ValueError, match="divisible"):
         sharing.count(albert_config(num_hidden_layers=3, num_hidden_groups=2))
@@ -98,8 +103,14 @@ def test_count_with_groups_matches_transformers(albert_config):
 def test_published_albert_counts():
     assert sharing.count(models.published_config("albert-base-v2")) == 11_683_584
     assert sharing.count(models.published_config("albert-large-v2")) == 17_683_968
-    xxlarge = AlbertConfig(vocab_size=30000, embedding_size=128, hidden_size=4096,
-                           num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384)
+    xxlarge = AlbertConfig(
+        vocab_size=30000,
+        embedding_size=128,
+        hidden_size=4096,
+        num_hidden_layers=12,
+        num_attention_heads=64,
+        intermediate_size=16384,
+    )
     assert sharing.count(xxlarge) == 222_595_584  # the paper prints 235M
 
 
@@ -110,11 +121,16 @@ def test_unshared_refuses_non_albert(bert_config):
 
 # --------------------------------------------------------------------------- compute
 
+
 @pytest.mark.parametrize("kind", ["bert", "albert", "unshared albert", "distilbert"])
 @pytest.mark.parametrize("seq_len", [1, 13])
 def test_analytic_macs_match_the_flop_counter(kind, seq_len, bert_config, albert_config, tiny_config):
-    config = {"bert": bert_config, "albert": albert_config(), "unshared albert": sharing.unshared(albert_config()),
-              "distilbert": tiny_config("distilbert")}[kind]
+    config = {
+        "bert": bert_config,
+        "albert": albert_config(),
+        "unshared albert": sharing.unshared(albert_config()),
+        "distilbert": tiny_config("distilbert"),
+    }[kind]
     model = models.transformers.AutoModel.from_config(config).eval()
     measured = sharing.measured_macs(model, seq_len, batch=2)
     assert measured["total"] == sum(sharing.encoder_macs(model.config, seq_len, batch=2).values())
@@ -125,8 +141,14 @@ def test_sharing_does_not_change_compute_and_depth_does(albert_config):
     assert sharing.encoder_macs(shared, 20) == sharing.encoder_macs(unshared, 20)
     one = sum(sharing.encoder_macs(sharing.with_depth(shared, 1), 20).values())
     six = sum(sharing.encoder_macs(sharing.with_depth(shared, 6), 20).values())
-    per_layer = sum(v for k, v in sharing.encoder_macs(shared, 20).items()
-                    if k in ("attention projections", "attention scores and sums", "feed-forward")) // 3
+    per_layer = (
+        sum(
+            v
+            for k, v in sharing.encoder_macs(shared, 20).items()
+            if k in ("attention projections", "attention scores and sums", "feed-forward")
+        )
+        // 3
+    )
     assert six - one == 5 * per_layer
     assert sharing.count(sharing.with_depth(shared, 6)) == sharing.count(shared)
 
@@ -195,11 +217,14 @@ def test_unknown_model_type_is_refused():
 
 # --------------------------------------------------------------------------- tiny models
 
+
 def test_shared_and_unshared_tiny_albert_differ_only_in_stored_layers():
-    shared = sharing.tiny_albert(50, shared=True, layers=3, hidden_size=16, heads=2,
-                                 intermediate_size=24, embedding_size=8, max_len=16)
-    own = sharing.tiny_albert(50, shared=False, layers=3, hidden_size=16, heads=2,
-                              intermediate_size=24, embedding_size=8, max_len=16)
+    shared = sharing.tiny_albert(
+        50, shared=True, layers=3, hidden_size=16, heads=2, intermediate_size=24, embedding_size=8, max_len=16
+    )
+    own = sharing.tiny_albert(
+        50, shared=False, layers=3, hidden_size=16, heads=2, intermediate_size=24, embedding_size=8, max_len=16
+    )
     layer = sum(budget.layer_parameters(16, 24).values())
     assert models.count_parameters(own) - models.count_parameters(shared) == 2 * layer
     assert models.count_parameters(shared) == sharing.count(shared.config, mlm_head=True)

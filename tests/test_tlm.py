@@ -1,4 +1,5 @@
 """The XLM lesson's experiment helpers (bertfamily.tlm), on tiny configs: each test runs in seconds."""
+
 import subprocess
 import sys
 
@@ -101,8 +102,10 @@ def test_training_batch_packs_the_same_text_two_ways():
     tlm_batch = tlm.training_batch(first, second, [0, 2], "tlm")
     mlm_batch = tlm.training_batch(first, second, [0, 2], "mlm")
     assert tlm_batch["input_ids"].shape[0] == 2 and mlm_batch["input_ids"].shape[0] == 4
+
     def text(b):
         return sorted(t for t in b["input_ids"].flatten().tolist() if t >= len(pairs.SPECIAL_TOKENS))
+
     assert text(tlm_batch) == text(mlm_batch) == [5, 6, 8, 9, 10, 11, 14]
     assert mlm_batch["language_ids"][:, 0].tolist() == [0, 0, 1, 1]
     with pytest.raises(ValueError, match=r"objective must be one of \('mlm', 'tlm'\)"):
@@ -140,7 +143,7 @@ def test_predictions_on_some_rows_are_those_rows_of_all():
     blanks = tlm.italian_blanks(first, second, "with")
     model = tiny_model(12).eval()
     every = tlm.blank_predictions(model, blanks)
-    keep = torch.tensor([True, False, True, False, True, True])[:len(blanks)]
+    keep = torch.tensor([True, False, True, False, True, True])[: len(blanks)]
     assert torch.equal(tlm.blank_predictions(model, blanks, rows=keep), every[keep])
     assert torch.equal(tlm.blank_predictions(model, blanks, rows=torch.tensor([2, 0])), every[[2, 0]])
 
@@ -150,8 +153,18 @@ def test_train_pairs_is_deterministic_and_checks_input():
     runs = []
     for _ in range(2):
         model = tiny_model(12)
-        runs.append(tlm.train_pairs(model, first, second, "tlm", steps=5, batch_size=4,
-                                    generator=torch.Generator().manual_seed(0), progress=False))
+        runs.append(
+            tlm.train_pairs(
+                model,
+                first,
+                second,
+                "tlm",
+                steps=5,
+                batch_size=4,
+                generator=torch.Generator().manual_seed(0),
+                progress=False,
+            )
+        )
     assert runs[0] == runs[1] and len(runs[0]) == 5
     with pytest.raises(ValueError, match="batch_size must be between 1 and the 8 pairs"):
         tlm.train_pairs(tiny_model(12), first, second, "tlm", steps=1, batch_size=9)
@@ -184,8 +197,16 @@ def test_alternating_objective_takes_mlm_and_tlm_steps_in_turn(monkeypatch):
         return lambda rows, objective: layouts.append(objective) or serve(rows, objective)
 
     monkeypatch.setattr(tlm, "laid_out", recorded)
-    losses = tlm.train_pairs(tiny_model(12), first, second, tlm.ALTERNATING, steps=5, batch_size=4,
-                             generator=torch.Generator().manual_seed(0), progress=False)
+    losses = tlm.train_pairs(
+        tiny_model(12),
+        first,
+        second,
+        tlm.ALTERNATING,
+        steps=5,
+        batch_size=4,
+        generator=torch.Generator().manual_seed(0),
+        progress=False,
+    )
     assert layouts == ["mlm", "tlm", "mlm", "tlm", "mlm"] and len(losses) == 5
     assert tlm.ALTERNATING in tlm.TRAINING_OBJECTIVES and tlm.ALTERNATING not in tlm.OBJECTIVES
 
@@ -202,11 +223,22 @@ def test_tlm_learns_to_read_the_other_side_and_mlm_cannot():
     scores = {}
     for objective in tlm.OBJECTIVES:
         model = tiny_model(vocab, layers=1)
-        tlm.train_pairs(model, first[:128], second[:128], objective, steps=300, batch_size=32,
-                        lr=5e-3, probability=0.3, generator=torch.Generator().manual_seed(1), progress=False)
-        scores[objective] = {c: tlm.blank_accuracy(model, tlm.italian_blanks(first[128:], second[128:], c))
-                             .float().mean().item()
-                             for c in ("with", "without")}
+        tlm.train_pairs(
+            model,
+            first[:128],
+            second[:128],
+            objective,
+            steps=300,
+            batch_size=32,
+            lr=5e-3,
+            probability=0.3,
+            generator=torch.Generator().manual_seed(1),
+            progress=False,
+        )
+        scores[objective] = {
+            c: tlm.blank_accuracy(model, tlm.italian_blanks(first[128:], second[128:], c)).float().mean().item()
+            for c in ("with", "without")
+        }
     assert scores["tlm"]["with"] > 0.8, scores
     assert scores["tlm"]["without"] < 0.3 and scores["mlm"]["with"] < 0.3, scores
 
@@ -244,8 +276,9 @@ def test_train_models_in_processes_equals_the_serial_loop(one_thread):
         for a, b in zip(parallel_models[job].parameters(), serial_models[job].parameters(), strict=True):
             assert torch.equal(a, b)
     model = tlm.tiny_model(12, seed=1, max_positions=16)  # one thread, as in the workers
-    direct = tlm.train_pairs(model, first, second, "tlm", steps=4, batch_size=4,
-                             generator=torch.Generator().manual_seed(1), progress=False)
+    direct = tlm.train_pairs(
+        model, first, second, "tlm", steps=4, batch_size=4, generator=torch.Generator().manual_seed(1), progress=False
+    )
     assert direct == serial["tlm", 1]
     assert not parallel_models["mlm", 0].training
     with pytest.raises(ValueError, match="distinct"):
@@ -275,7 +308,9 @@ def test_train_models_workers_are_not_forks_of_the_caller():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[1, 2, 3]" in done.stdout
     assert parallel.START_METHOD != "fork"
-    forked = code.replace("from bertfamily.parallel import in_processes", "from bertfamily import parallel\n"
-                          "parallel.START_METHOD = 'fork'\nin_processes = parallel.in_processes")
+    forked = code.replace(
+        "from bertfamily.parallel import in_processes",
+        "from bertfamily import parallel\nparallel.START_METHOD = 'fork'\nin_processes = parallel.in_processes",
+    )
     done = subprocess.run([sys.executable, "-c", forked], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "BrokenProcessPool" in done.stderr, "the hook must end forked workers"

@@ -5,6 +5,7 @@ cuts text into the same WordPiece ids as the Python tokenizer and gives the same
 the same probabilities as ``fill.guess`` in torch: on a tiny random model (fast) and on the course
 model itself (slow: it loads the course data). tests/test_browser_fill.py runs it in Chromium.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,19 +29,36 @@ RUNNER = ROOT / "tests" / "fillmask_node.js"
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="Node.js is not installed (apt-get install nodejs)")
 
-TEXT = ("the minister said on tuesday that the government would publish its plans for the railway network "
-        "before parliament returns in september and that ticket prices would not rise. the chancellor said "
-        "the economy would grow by 3% next year; manchester united won the match 2-1.")
+TEXT = (
+    "the minister said on tuesday that the government would publish its plans for the railway network "
+    "before parliament returns in september and that ticket prices would not rise. the chancellor said "
+    "the economy would grow by 3% next year; manchester united won the match 2-1."
+)
 #: Texts on which the browser's tokenizer must cut exactly as the Python one (no model needed).
-TRICKY = ["Café Zürich, naïve résumé!", "He said: \u201cdon't\u201d \u2014 ok\u2026", "tab\there\nnew line",
-          "北京 is in China", "emoji \U0001F600 and \u00e9\u0301", "[MASK][MASK] [CLS] [mask]",
-          "x" * 120 + " short", "self-driving cars' 10.5% rise (q3)", "unaffable reestablishment",
-          "\u00a0non\u00a0breaking\u200bzero", "Ünïcödé ÅNGSTRÖM ß ﬁ"]
+TRICKY = [
+    "Café Zürich, naïve résumé!",
+    "He said: \u201cdon't\u201d \u2014 ok\u2026",
+    "tab\there\nnew line",
+    "北京 is in China",
+    "emoji \U0001f600 and \u00e9\u0301",
+    "[MASK][MASK] [CLS] [mask]",
+    "x" * 120 + " short",
+    "self-driving cars' 10.5% rise (q3)",
+    "unaffable reestablishment",
+    "\u00a0non\u00a0breaking\u200bzero",
+    "Ünïcödé ÅNGSTRÖM ß ﬁ",
+]
 
 
 def run_node(folder, texts) -> list:
-    out = subprocess.run([NODE, str(RUNNER), str(SCRIPT), str(folder)], input=json.dumps(texts), text=True,
-                         capture_output=True, timeout=300, check=True)
+    out = subprocess.run(
+        [NODE, str(RUNNER), str(SCRIPT), str(folder)],
+        input=json.dumps(texts),
+        text=True,
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
     return json.loads(out.stdout)["results"]
 
 
@@ -49,8 +67,13 @@ def tiny(tmp_path_factory):
     """A tiny random BERT over a compact vocabulary of TEXT's pieces, float16-exact, exported."""
     tokenizer = minilm_tokenizer()
     ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
-    keep = [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id,
-            tokenizer.mask_token_id]
+    keep = [
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+        tokenizer.cls_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.mask_token_id,
+    ]
     words = CompactVocabulary(ids, keep=keep, unk_id=tokenizer.unk_token_id)
     model = tiny_bert(tiny_bert_config(words.size, hidden=32, layers=2, heads=4, max_positions=40), seed=1)
     halve(model)
@@ -131,6 +154,7 @@ def test_browser_says_what_is_wrong_as_python_does(tiny):
 @pytest.mark.slow
 def test_browser_guesses_equal_torch_on_the_course_model(tmp_path):
     from bertfamily.checkpoints.course import course_data, load_course_model
+
     done = webmodel.site_export(tmp_path)
     data = course_data()
     model = load_course_model(data)
@@ -139,8 +163,10 @@ def test_browser_guesses_equal_torch_on_the_course_model(tmp_path):
     assert webmodel.site_export(tmp_path) == done  # the same checkpoint: the export is reused
 
 
-needs_chromium = pytest.mark.skipif(not Path(os.environ.get("CHROMIUM", "/usr/bin/chromium")).is_file(),
-                                    reason="no Chromium (apt-get install chromium, or set CHROMIUM)")
+needs_chromium = pytest.mark.skipif(
+    not Path(os.environ.get("CHROMIUM", "/usr/bin/chromium")).is_file(),
+    reason="no Chromium (apt-get install chromium, or set CHROMIUM)",
+)
 
 
 @needs_chromium
@@ -150,6 +176,7 @@ def test_benchmark_measures_the_box_in_chromium_offline(tiny, playwright_driver)
     from benchmarks.browser import browser_fill_record, browser_fill_times
     from benchmarks.report import markdown
     from benchmarks.verdicts import BUDGETS, summarize
+
     tokenizer, words, model, folder, _ = tiny
     sentences = SENTENCES[:3]
     result = browser_fill_times(folder, sentences, driver=playwright_driver)
@@ -162,11 +189,25 @@ def test_benchmark_measures_the_box_in_chromium_offline(tiny, playwright_driver)
     for text, shown in zip(sentences, result["guesses"], strict=True):
         expected = fill.guess(model, text, words, tokenizer)
         assert [[p for p, _ in g] for g in shown] == [[p for p, _ in g] for g in expected], text
-    record = {"budgets": dict(BUDGETS), "notebooks": [], "sample_interval_s": 0.05,
-              "browser_fill": browser_fill_record(result),
-              "machine": {"date": "d", "cpu_model": "c", "cores_used": 2, "cpu_count": 2, "torch_threads": 2,
-                          "memory_gib": 1, "python": "3", "torch": "t", "transformers": "t", "offline": True,
-                          "loadavg_before": [0]}}
+    record = {
+        "budgets": dict(BUDGETS),
+        "notebooks": [],
+        "sample_interval_s": 0.05,
+        "browser_fill": browser_fill_record(result),
+        "machine": {
+            "date": "d",
+            "cpu_model": "c",
+            "cores_used": 2,
+            "cpu_count": 2,
+            "torch_threads": 2,
+            "memory_gib": 1,
+            "python": "3",
+            "torch": "t",
+            "transformers": "t",
+            "offline": True,
+            "loadavg_before": [0],
+        },
+    }
     summarize(record)
     assert record["browser_fill"]["guesses"] == sum(s.count("[MASK]") for s in sentences)
     text = markdown(record)

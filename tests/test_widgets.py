@@ -15,6 +15,7 @@ as with 8. What it does not: that Colab's front end draws them (no browser runs 
 the callbacks, which need the lesson's state: nbval runs them under 8 (`make test`), and
 `make colab-check` runs every lesson on Colab's package set, ipywidgets 7.7.1 included.
 """
+
 import json
 import os
 import subprocess
@@ -62,6 +63,7 @@ print("RESULT", json.dumps({"version": ipywidgets.__version__, "widgets": out}))
 
 def widget_cells() -> list[tuple[str, int]]:
     import nbformat
+
     found = []
     for path in nbtools.toc_notebooks():
         nb = nbformat.read(path, as_version=4)
@@ -73,18 +75,23 @@ def build(cells, pythonpath=None) -> dict:
     env = dict(os.environ, MPLBACKEND="Agg")
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-c", BUILD, json.dumps(cells)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", BUILD, json.dumps(cells)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert done.returncode == 0 and line, done.stderr[-3000:]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.fixture(scope="module")
 def colab_widgets(tmp_path_factory):
     target = tmp_path_factory.mktemp("ipywidgets7")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                           *COLAB_WIDGETS], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), *COLAB_WIDGETS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode:
         pytest.skip(f"ipywidgets 7.7.1 could not be installed here (no package index?): {done.stderr[-300:]}")
     return target
@@ -93,6 +100,7 @@ def colab_widgets(tmp_path_factory):
 def browser_widget_cells() -> dict[str, list[str]]:
     """The cells of each lesson that show a widget computing in the browser (``bertfamily.widgets``)."""
     import nbformat
+
     found = {}
     for path in nbtools.toc_notebooks():
         nb = nbformat.read(path, as_version=4)
@@ -107,6 +115,7 @@ def test_the_lessons_have_widgets():
     cell's stored output being the widget's HTML with its readout; ipywidgets are left where a widget
     needs the kernel (the course model's guesses)."""
     import nbformat
+
     found = browser_widget_cells()
     assert {"01_dynamic_masking.ipynb", "02_distillation.ipynb", "03_compression.ipynb"} <= set(found)
     for name, ids in found.items():

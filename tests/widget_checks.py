@@ -6,6 +6,7 @@ course's Python computes for the same values; it returns a list of problems. The
 (tests/test_browser.py) and a page written here from the package (tests/test_browser_widgets.py) go
 through the same checks.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -34,10 +35,12 @@ def ready_problems(root, name: str) -> list[str]:
     unlabelled = root.evaluate(
         "r => Array.from(r.querySelectorAll('input, select, button')).filter(e => e.tagName === 'BUTTON'"
         " ? !e.textContent.trim() : !(e.id && r.querySelector('label[for=\"' + e.id + '\"]')))"
-        ".map(e => e.outerHTML.slice(0, 80))")
+        ".map(e => e.outerHTML.slice(0, 80))"
+    )
     problems = [f"{name}: control without a label: {u}" for u in unlabelled]
-    untabbable = root.evaluate("r => Array.from(r.querySelectorAll('input, select, button'))"
-                               ".filter(e => e.tabIndex < 0 || e.disabled).length")
+    untabbable = root.evaluate(
+        "r => Array.from(r.querySelectorAll('input, select, button')).filter(e => e.tabIndex < 0 || e.disabled).length"
+    )
     if untabbable:
         problems.append(f"{name}: {untabbable} controls cannot be reached with the Tab key")
     return problems
@@ -86,10 +89,22 @@ def size_combinations(count: int = 40, seed: int = 0) -> list[dict]:
     layers = range(c["layers"][0], c["layers"][1] + 1, c["layers"][2])
     hidden = range(c["hidden"][0], c["hidden"][1] + 1, c["hidden"][2])
     rng = random.Random(seed)
-    picks = [dict(layers=rng.choice(layers), hidden=rng.choice(hidden), vocab=rng.choice(c["vocab"]),
-                  bits=rng.choice(c["bits"]), layout=rng.choice(c["layout"])) for _ in range(count)]
-    corners = [dict(layers=L, hidden=H, vocab=V, bits=b, layout=lay) for L, H, V, b, lay in itertools.product(
-        (layers[0], layers[-1]), (hidden[0], hidden[-1]), (c["vocab"][0], c["vocab"][-1]), (32, 4), c["layout"])]
+    picks = [
+        dict(
+            layers=rng.choice(layers),
+            hidden=rng.choice(hidden),
+            vocab=rng.choice(c["vocab"]),
+            bits=rng.choice(c["bits"]),
+            layout=rng.choice(c["layout"]),
+        )
+        for _ in range(count)
+    ]
+    corners = [
+        dict(layers=L, hidden=H, vocab=V, bits=b, layout=lay)
+        for L, H, V, b, lay in itertools.product(
+            (layers[0], layers[-1]), (hidden[0], hidden[-1]), (c["vocab"][0], c["vocab"][-1]), (32, 4), c["layout"]
+        )
+    ]
     return picks + corners
 
 
@@ -129,18 +144,22 @@ def mask_with_draws(ids, vocab: dict, draws: dict) -> tuple[torch.Tensor, torch.
     """``mask_tokens`` itself, its three random draws replaced by the page's (``torch.rand`` twice,
     then ``torch.randint``), in the order it makes them."""
     shape = (1, len(ids))
-    rands = iter([torch.tensor([draws["select"]], dtype=torch.float64),
-                  torch.tensor([draws["action"]], dtype=torch.float64)])
+    rands = iter(
+        [torch.tensor([draws["select"]], dtype=torch.float64), torch.tensor([draws["action"]], dtype=torch.float64)]
+    )
     random_ids = torch.tensor([draws["random_ids"]], dtype=torch.long)
-    with mock.patch("torch.rand", side_effect=lambda s, generator=None: next(rands)), \
-            mock.patch("torch.randint", side_effect=lambda high, s, generator=None: random_ids):
+    with (
+        mock.patch("torch.rand", side_effect=lambda s, generator=None: next(rands)),
+        mock.patch("torch.randint", side_effect=lambda high, s, generator=None: random_ids),
+    ):
         corrupted, labels = mask_tokens(torch.tensor([ids]), probability=draws["probability"], **vocab)
     assert corrupted.shape == shape
     return corrupted[0], labels[0]
 
 
-def remask_problems(root, tokenizer, probabilities=(0.05, 0.15, 0.3, 0.6), clicks: int = 15,
-                    many: int = 150) -> list[str]:
+def remask_problems(
+    root, tokenizer, probabilities=(0.05, 0.15, 0.3, 0.6), clicks: int = 15, many: int = 150
+) -> list[str]:
     """Lesson 1's button at several probabilities: each mask the page shows is the one ``mask_tokens``
     makes from the same draws; the running tally adds those masks up; over ``many`` clicks the share
     chosen and the 80/10/10 split are within five standard errors of the rule's."""
@@ -175,9 +194,11 @@ def remask_problems(root, tokenizer, probabilities=(0.05, 0.15, 0.3, 0.6), click
                 problems.append(f"p = {p}, click {k}: {count!r} for {int(codes.ne(0).sum())} chosen")
         chosen = int(total[1:].sum())
         c = max(chosen, 1)
-        want = (f"Over {clicks} masks at probability {p:.2f}: {chosen / (clicks * choosable):.1%} of the "
-                f"pieces chosen; of those, {int(total[1]) / c:.0%} [MASK], {int(total[2]) / c:.0%} random, "
-                f"{int(total[3]) / c:.0%} kept.")
+        want = (
+            f"Over {clicks} masks at probability {p:.2f}: {chosen / (clicks * choosable):.1%} of the "
+            f"pieces chosen; of those, {int(total[1]) / c:.0%} [MASK], {int(total[2]) / c:.0%} random, "
+            f"{int(total[3]) / c:.0%} kept."
+        )
         if root.locator(".bf-tally").text_content() != want:
             problems.append(f"tally: page {root.locator('.bf-tally').text_content()!r}, expected {want!r}")
     if not many:
@@ -189,11 +210,15 @@ def remask_problems(root, tokenizer, probabilities=(0.05, 0.15, 0.3, 0.6), click
         button.click()
         draws = json.loads(root.get_attribute("data-draws"))
         corrupted, labels = mask_with_draws(data["ids"], vocab, draws)
-        counts += torch.bincount(actions(torch.tensor(data["ids"]), corrupted, labels, vocab["mask_token_id"]),
-                                 minlength=4)
+        counts += torch.bincount(
+            actions(torch.tensor(data["ids"]), corrupted, labels, vocab["mask_token_id"]), minlength=4
+        )
     n, chosen = many * choosable, int(counts[1:].sum())
-    for what, k, trials, rate in (("chosen", chosen, n, 0.5), ("[MASK]", int(counts[1]), chosen, 0.8),
-                                  ("random", int(counts[2]), chosen, 0.1)):
+    for what, k, trials, rate in (
+        ("chosen", chosen, n, 0.5),
+        ("[MASK]", int(counts[1]), chosen, 0.8),
+        ("random", int(counts[2]), chosen, 0.1),
+    ):
         sd = (rate * (1 - rate) / trials) ** 0.5
         if abs(k / trials - rate) > 5 * sd:
             problems.append(f"{what}: {k / trials:.3f} of {trials}, the rule's {rate} (5 sd = {5 * sd:.3f})")

@@ -10,6 +10,7 @@ after round until nothing is left (:func:`close_host`). :func:`replaced` and :fu
 read what a notebook's first cell changed there; :func:`describe_host` says where the host differs
 from Colab. The whole argument is in :mod:`tools.standalone`'s docstring.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,6 +46,7 @@ def lifted_pins(spec: dict, requires: dict[str, list[str]]) -> dict[str, str]:
     ``setuptools>=77.0.3``, Colab has 75.2.0): name -> why. ``requires``: stand-in -> its
     ``Requires-Dist`` lines. The host installs those packages at what the stand-in needs, and says so."""
     from packaging.requirements import Requirement
+
     out = {}
     for standin, lines in requires.items():
         for line in lines:
@@ -52,10 +54,15 @@ def lifted_pins(spec: dict, requires: dict[str, list[str]]) -> dict[str, str]:
             if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
                 continue  # an extra's, or another platform's
             name = normalise(requirement.name)
-            if name in spec["packages"] and name not in spec["stand_ins"] and \
-                    not requirement.specifier.contains(spec["packages"][name], prereleases=True):
-                out[name] = (f"Colab's {spec['packages'][name]}; the stand-in {standin} "
-                             f"{colab_version(spec, standin)} needs {requirement.name}{requirement.specifier}")
+            if (
+                name in spec["packages"]
+                and name not in spec["stand_ins"]
+                and not requirement.specifier.contains(spec["packages"][name], prereleases=True)
+            ):
+                out[name] = (
+                    f"Colab's {spec['packages'][name]}; the stand-in {standin} "
+                    f"{colab_version(spec, standin)} needs {requirement.name}{requirement.specifier}"
+                )
     return out
 
 
@@ -63,9 +70,23 @@ def stand_in_requires(python: Path, spec: dict, env: dict) -> dict[str, list[str
     """Each stand-in's ``Requires-Dist``, from pip's dry run of it (nothing installed)."""
     out = {}
     for name in spec["stand_ins"]:
-        done = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
-                               "--no-deps", f"{name}=={colab_version(spec, name)}"],
-                              env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--quiet",
+                "--report",
+                "-",
+                "--no-deps",
+                f"{name}=={colab_version(spec, name)}",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode == 0:
             items = json.loads(done.stdout)["install"]
             out[name] = [line for item in items for line in item["metadata"].get("requires_dist") or []]
@@ -76,16 +97,20 @@ def cell_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[tuple[l
     """What the first cell pip-installs after the course itself, as ``(requirements, no_deps)`` groups:
     :func:`bertfamily.install.install_requirements` on this working tree's ``pyproject.toml``."""
     from bertfamily import install  # imports no torch
+
     deps = toml_reader().loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
     wanted = [d.split(";")[0].strip() for d in deps if install.name_of(d) != "torch"]
-    return [([r for r in wanted if install.name_of(r) not in install.FILES_ONLY], False),
-            ([r for r in wanted if install.name_of(r) in install.FILES_ONLY], True)]
+    return [
+        ([r for r in wanted if install.name_of(r) not in install.FILES_ONLY], False),
+        ([r for r in wanted if install.name_of(r) in install.FILES_ONLY], True),
+    ]
 
 
 def host_roots(spec: dict, groups: list[tuple[list[str], bool]]) -> list[str]:
     """The names the host starts from (at Colab's versions, with their dependencies): torch, the
     runner's packages, and every requirement of the first cell that Colab has."""
     from packaging.requirements import Requirement
+
     names = ["torch", *RUNNER_PACKAGES] + [normalise(Requirement(r).name) for reqs, _ in groups for r in reqs]
     return [n for n in dict.fromkeys(names) if n in spec["packages"]]
 
@@ -95,9 +120,23 @@ def dry_run(python: Path, requirements: list[str], env: dict, no_deps: bool = Fa
     (normalised name -> version), installing nothing (``--dry-run --report``)."""
     if not requirements:
         return {}
-    done = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
-                           *(["--no-deps"] if no_deps else []), *requirements],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--report",
+            "-",
+            *(["--no-deps"] if no_deps else []),
+            *requirements,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise RuntimeError(f"pip's dry run of the first cell failed: {done.stderr.strip()[-600:]}")
     report = json.loads(done.stdout)
@@ -129,8 +168,10 @@ def close_host(spec: dict, groups, have, would_install, add, rounds: int = ROUND
 
 def installed(python: Path, env: dict) -> dict[str, str]:
     """Every distribution in ``python``'s environment, as ``pip freeze`` lists it: normalised name -> version."""
-    code = ("import importlib.metadata as m, json; "
-            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))")
+    code = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() if d.metadata['Name']}))"
+    )
     out = subprocess.run([str(python), "-c", code], env=env, check=True, capture_output=True, text=True).stdout
     return {normalise(k): v for k, v in json.loads(out).items()}
 
@@ -143,19 +184,26 @@ def replaced(names, before: dict, after: dict) -> list[str]:
 def added_otherwise(spec: dict, before: dict, after: dict) -> list[str]:
     """Packages of the manifest the host lacked that the cell added at another version than Colab's
     (on Colab, a replacement), as ``"scipy 1.16.3 -> 1.17.0 (Colab's, not installed here)"``."""
-    return [f"{n} {colab_version(spec, n)} -> {after[n]} (Colab's, not installed here)"
-            for n in sorted(set(after) - set(before)) if n in spec["packages"] and after[n] != colab_version(spec, n)]
+    return [
+        f"{n} {colab_version(spec, n)} -> {after[n]} (Colab's, not installed here)"
+        for n in sorted(set(after) - set(before))
+        if n in spec["packages"] and after[n] != colab_version(spec, n)
+    ]
 
 
 def _pip_install(python: str, names: list[str], constraint: Path, env: dict, spec: dict) -> list[str]:
     """Install ``names`` under the constraints; what cannot be had on this Python is said, not faked."""
-    if not names or subprocess.run([python, "-m", "pip", "install", "-q", "-c", str(constraint), *names],
-                                   env=env).returncode == 0:
+    if (
+        not names
+        or subprocess.run([python, "-m", "pip", "install", "-q", "-c", str(constraint), *names], env=env).returncode
+        == 0
+    ):
         return []
     missing = []
     for name in names:  # all at once failed: one at a time, to say which cannot be had here
-        done = subprocess.run([python, "-m", "pip", "install", "-q", "-c", str(constraint), name], env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [python, "-m", "pip", "install", "-q", "-c", str(constraint), name], env=env, capture_output=True, text=True
+        )
         if done.returncode:
             why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "pip failed"
             missing.append(f"{name}=={colab_version(spec, name)} ({why})")
@@ -174,28 +222,41 @@ def make_host(venv: Path, spec: dict, env: dict, groups=None) -> tuple[float, li
     constraint.write_text("\n".join(constraints(spec, lifted)) + "\n", encoding="utf-8")
     roots = host_roots(spec, groups)
     missing = _pip_install(python, roots, constraint, env, spec)
-    extra = close_host(spec, groups, lambda: installed(Path(python), env),
-                       lambda reqs, no_deps: dry_run(Path(python), reqs, env, no_deps),
-                       lambda names: missing.extend(_pip_install(python, names, constraint, env, spec)))
+    extra = close_host(
+        spec,
+        groups,
+        lambda: installed(Path(python), env),
+        lambda reqs, no_deps: dry_run(Path(python), reqs, env, no_deps),
+        lambda names: missing.extend(_pip_install(python, names, constraint, env, spec)),
+    )
     return time.perf_counter() - start, roots, extra, missing, lifted
 
 
-def describe_host(spec: dict, missing: list[str], host: dict | None = None, roots=(), extra=(),
-                  lifted=None) -> list[str]:
+def describe_host(
+    spec: dict, missing: list[str], host: dict | None = None, roots=(), extra=(), lifted=None
+) -> list[str]:
     """What the environment stands for, and where it differs from Colab's (printed before the run)."""
     src = spec["source"]
-    lines = [f"Colab's package set: {src['name']}, snapshot of {src['snapshot']} ({len(spec['packages'])} packages)",
-             f"  Python {src['python']} on Colab, {sys.version.split()[0]} here: the interpreter is not checked"]
-    lines += [f"  stand-in: {n} {v} for Colab's {spec['packages'][n]} ({why})"
-              for n, (v, why) in spec["stand_ins"].items()]
+    lines = [
+        f"Colab's package set: {src['name']}, snapshot of {src['snapshot']} ({len(spec['packages'])} packages)",
+        f"  Python {src['python']} on Colab, {sys.version.split()[0]} here: the interpreter is not checked",
+    ]
+    lines += [
+        f"  stand-in: {n} {v} for Colab's {spec['packages'][n]} ({why})" for n, (v, why) in spec["stand_ins"].items()
+    ]
     lines += [f"  not pinned to Colab's version: {n} ({why})" for n, why in (lifted or {}).items()]
     if host is not None:
         present = sorted(n for n in spec["packages"] if n in host)
-        lines.append(f"  installed here at Colab's versions: {len(present)} of its packages (from {', '.join(roots)}"
-                     + (f"; the first cell's dry run added {', '.join(extra)}" if extra else "") + "); the other "
-                     f"{len(spec['packages']) - len(present)} are out of the first cell's reach")
-        lines += [f"  differs from Colab's: {n} {host[n]} here, {colab_version(spec, n)} there"
-                  for n in present if host[n] != colab_version(spec, n) and n not in spec["stand_ins"]
-                  and n not in (lifted or {})]
+        lines.append(
+            f"  installed here at Colab's versions: {len(present)} of its packages (from {', '.join(roots)}"
+            + (f"; the first cell's dry run added {', '.join(extra)}" if extra else "")
+            + "); the other "
+            f"{len(spec['packages']) - len(present)} are out of the first cell's reach"
+        )
+        lines += [
+            f"  differs from Colab's: {n} {host[n]} here, {colab_version(spec, n)} there"
+            for n in present
+            if host[n] != colab_version(spec, n) and n not in spec["stand_ins"] and n not in (lifted or {})
+        ]
     lines += [f"  not installed here, so not checked: {m}" for m in missing]
     return lines

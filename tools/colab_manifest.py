@@ -7,6 +7,7 @@ from a newer freeze (``python -m tools.standalone --manifest-from ...``), keepin
 ``make colab-check`` (:mod:`tools.standalone`) installs what a first cell can reach at these versions
 (:mod:`tools.colab_host`).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,12 @@ def manifest(path: Path = MANIFEST) -> dict:
     installed from a URL) and ``stand_ins`` (name -> (version installed instead, why))."""
     data = toml_reader().loads(path.read_text(encoding="utf-8"))
     stand_ins = {normalise(k): (v["version"], v["why"]) for k, v in data.get("stand-ins", {}).items()}
-    return {"source": data["source"], "packages": {normalise(k): v for k, v in data["packages"].items()},
-            "direct": {normalise(k): v for k, v in data.get("direct", {}).items()}, "stand_ins": stand_ins}
+    return {
+        "source": data["source"],
+        "packages": {normalise(k): v for k, v in data["packages"].items()},
+        "direct": {normalise(k): v for k, v in data.get("direct", {}).items()},
+        "stand_ins": stand_ins,
+    }
 
 
 #: A wheel's or an sdist's file name at the end of a direct reference: its version.
@@ -91,25 +96,44 @@ MANIFEST_HEADER = """\
 """
 
 
-def manifest_text(freeze: str, snapshot: str, commit: str, python: str, stand_ins: dict,
-                  name: str = "googlecolab/backend-info", file: str = "pip-freeze.txt") -> str:
+def manifest_text(
+    freeze: str,
+    snapshot: str,
+    commit: str,
+    python: str,
+    stand_ins: dict,
+    name: str = "googlecolab/backend-info",
+    file: str = "pip-freeze.txt",
+) -> str:
     """The manifest's text from a ``pip freeze`` of Colab's image (:func:`parse_freeze`), with its
     source, and ``stand_ins`` (name -> (version, why)) as they were."""
     versions, direct = parse_freeze(freeze)
-    lines = [MANIFEST_HEADER, "[source]", f'name = "{name}"', f'url = "https://github.com/{name}"',
-             f'file = "{file}"', f'commit = "{commit}"', f'snapshot = "{snapshot}"',
-             "# Colab's Python. Not checked here: the check's environment runs this machine's Python.",
-             f'python = "{python}"', "",
-             f"# {len(set(versions) | set(direct))} packages: {len(versions)} with a version here, "
-             f"{len(set(direct) - set(versions))} without one (a git URL: in [direct] only)",
-             "[packages]"]
+    lines = [
+        MANIFEST_HEADER,
+        "[source]",
+        f'name = "{name}"',
+        f'url = "https://github.com/{name}"',
+        f'file = "{file}"',
+        f'commit = "{commit}"',
+        f'snapshot = "{snapshot}"',
+        "# Colab's Python. Not checked here: the check's environment runs this machine's Python.",
+        f'python = "{python}"',
+        "",
+        f"# {len(set(versions) | set(direct))} packages: {len(versions)} with a version here, "
+        f"{len(set(direct) - set(versions))} without one (a git URL: in [direct] only)",
+        "[packages]",
+    ]
     lines += [f"{_key(n)} = {json.dumps(v)}" for n, v in sorted(versions.items(), key=lambda kv: normalise(kv[0]))]
     lines += ["", "# Installed from a URL, as the list names it (a git URL has no version to read).", "[direct]"]
     lines += [f"{_key(n)} = {json.dumps(u)}" for n, u in sorted(direct.items(), key=lambda kv: normalise(kv[0]))]
-    lines += ["", "# What the check installs where Colab's own build cannot be had on this machine, and why.",
-              "[stand-ins]"]
-    lines += [f"{_key(n)} = {{ version = {json.dumps(v)}, why = {json.dumps(why)} }}"
-              for n, (v, why) in stand_ins.items()]
+    lines += [
+        "",
+        "# What the check installs where Colab's own build cannot be had on this machine, and why.",
+        "[stand-ins]",
+    ]
+    lines += [
+        f"{_key(n)} = {{ version = {json.dumps(v)}, why = {json.dumps(why)} }}" for n, (v, why) in stand_ins.items()
+    ]
     return "\n".join(lines) + "\n"
 
 

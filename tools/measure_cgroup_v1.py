@@ -8,6 +8,7 @@ Each kind of holding runs in a child process in a run's groups (:class:`bertfami
 256 MiB, 64 tasks) and the script prints what the kernel did: killed it (OOM), refused a task, or
 charged it (the group's usage before and after).
 """
+
 from __future__ import annotations
 
 import os
@@ -69,8 +70,11 @@ def charged(pairs=1000):
         before, kmem = group.usage(), cgroupv1._number(group.memory / "memory.kmem.usage_in_bytes")
         held = sockets(pairs)
         grown = cgroupv1._number(group.memory / "memory.kmem.usage_in_bytes") - kmem
-        print(f"  {len(held)} filled Unix socketpairs: the group's usage grew by {(group.usage() - before) >> 20} "
-              f"MiB, its kernel memory (memory.kmem.usage_in_bytes) by {grown >> 20} MiB", flush=True)
+        print(
+            f"  {len(held)} filled Unix socketpairs: the group's usage grew by {(group.usage() - before) >> 20} "
+            f"MiB, its kernel memory (memory.kmem.usage_in_bytes) by {grown >> 20} MiB",
+            flush=True,
+        )
         os._exit(0)
     os.waitpid(pid, 0)
     group.close()
@@ -80,10 +84,16 @@ def main() -> int:
     if cgroupv1.parents() is None:
         print("no writable cgroup v1 memory and pids hierarchies here (not root, or cgroup v2 only)")
         return 1
-    print(f"Linux {os.uname().release}; each child in a group of memory.limit_in_bytes {LIMIT >> 20} MiB, "
-          f"pids.max {TASKS}")
-    for name, work in (("400 MiB of anonymous memory", anonymous), ("400 MiB written to /dev/shm", shared),
-                       ("2000 Unix socketpairs filled", sockets), ("200 threads", threads)):
+    print(
+        f"Linux {os.uname().release}; each child in a group of memory.limit_in_bytes {LIMIT >> 20} MiB, "
+        f"pids.max {TASKS}"
+    )
+    for name, work in (
+        ("400 MiB of anonymous memory", anonymous),
+        ("400 MiB written to /dev/shm", shared),
+        ("2000 Unix socketpairs filled", sockets),
+        ("200 threads", threads),
+    ):
         group = cgroupv1.v1_run_group(LIMIT, TASKS)
         pid = os.fork()
         if pid == 0:
@@ -95,9 +105,12 @@ def main() -> int:
             os._exit(0)
         _, status = os.waitpid(pid, 0)
         killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
-        print(f"{name}: {'killed by the OOM killer' if group.out_of_memory() else 'not killed'}"
-              f"{' (SIGKILL)' if killed else ''}; peak {group.peak() >> 20} MiB; a task refused by pids.max: "
-              f"{group.tasks_refused()}", flush=True)
+        print(
+            f"{name}: {'killed by the OOM killer' if group.out_of_memory() else 'not killed'}"
+            f"{' (SIGKILL)' if killed else ''}; peak {group.peak() >> 20} MiB; a task refused by pids.max: "
+            f"{group.tasks_refused()}",
+            flush=True,
+        )
         group.close()
     print("Unix socket buffers under a 4 GiB limit:")
     charged()

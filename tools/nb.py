@@ -9,6 +9,7 @@
 
 ``python tools/nb.py ...`` runs the same: this module imports nothing of the repository but ``bertfamily``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ FIRST_CELL_TAGS = ["hide-output", "nbval-ignore-output", "colab-setup"]
 def toc_notebooks() -> list[Path]:
     """Every .ipynb that _toc.yml lists, in reading order."""
     import yaml
+
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     names = []
 
@@ -42,6 +44,7 @@ def toc_notebooks() -> list[Path]:
         elif isinstance(node, list):
             for item in node:
                 walk(item)
+
     walk(toc)
     return [ROOT / f"{n}.ipynb" for n in names if (ROOT / f"{n}.ipynb").is_file()]
 
@@ -52,14 +55,17 @@ def _targets(paths):
 
 def _client(nb, path, **kw):
     from nbclient import NotebookClient
-    return NotebookClient(nb, timeout=600, kernel_name="python3",
-                          resources={"metadata": {"path": str(path.parent)}}, **kw)
+
+    return NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}, **kw
+    )
 
 
 def execute(paths) -> None:
     import nbformat
 
     from bertfamily import kernels
+
     os.environ.update(kernels.pinned_environ())  # the kernels inherit it: pinned before torch starts
     for path in _targets(paths):
         nb = nbformat.read(path, as_version=4)
@@ -77,13 +83,26 @@ def benchmark(paths) -> int:
     benchmark reads this module's list of notebooks.
     """
     import subprocess
-    return subprocess.run([sys.executable, "-m", "benchmarks.run", *(str(Path(p).resolve()) for p in paths),
-                           "--skip-book", "--skip-masking", "--skip-unit",
-                           "--out", str(ROOT / "_build" / "benchmark.json")], cwd=ROOT).returncode
+
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.run",
+            *(str(Path(p).resolve()) for p in paths),
+            "--skip-book",
+            "--skip-masking",
+            "--skip-unit",
+            "--out",
+            str(ROOT / "_build" / "benchmark.json"),
+        ],
+        cwd=ROOT,
+    ).returncode
 
 
 def repository_url() -> str:
     import yaml
+
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     return config["repository"]["url"].rstrip("/")
 
@@ -108,6 +127,7 @@ def colab_cell_source() -> str:
 
 def colab_cell(check: bool) -> int:
     import nbformat
+
     source, stale = colab_cell_source(), []
     for path in toc_notebooks():
         nb = nbformat.read(path, as_version=4)
@@ -138,10 +158,18 @@ def environment_text() -> str:
         import tomli as tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     deps = project["dependencies"] + project["optional-dependencies"]["book"]
-    lines = ["# Binder's environment. Generated from pyproject.toml by `python tools/nb.py environment`;",
-             "# a test checks that the two agree. postBuild installs the course package itself.",
-             "name: bert-family", "channels:", "  - conda-forge", "dependencies:", "  - python=3.11", "  - pip",
-             "  - pip:", "    - --extra-index-url https://download.pytorch.org/whl/cpu"]
+    lines = [
+        "# Binder's environment. Generated from pyproject.toml by `python tools/nb.py environment`;",
+        "# a test checks that the two agree. postBuild installs the course package itself.",
+        "name: bert-family",
+        "channels:",
+        "  - conda-forge",
+        "dependencies:",
+        "  - python=3.11",
+        "  - pip",
+        "  - pip:",
+        "    - --extra-index-url https://download.pytorch.org/whl/cpu",
+    ]
     lines += [f"    - {d}" for d in deps]
     return "\n".join(lines) + "\n"
 
@@ -167,15 +195,34 @@ UNFORMATTED = ("book/exercise_distilbert.ipynb",)
 
 def _formattable(cell) -> bool:
     tags = cell.metadata.get("tags", [])
-    return (cell.cell_type == "code" and "colab-setup" not in tags
-            and not any(line.lstrip().startswith(("%", "!")) for line in cell.source.splitlines()))
+    return (
+        cell.cell_type == "code"
+        and "colab-setup" not in tags
+        and not any(line.lstrip().startswith(("%", "!")) for line in cell.source.splitlines())
+    )
 
 
 def format_cell(source: str) -> str:
     """``source`` as ``ruff format --line-length 88`` writes it (no final newline, as notebooks keep it)."""
     import subprocess
-    done = subprocess.run([sys.executable, "-m", "ruff", "format", "--line-length", str(CODE_WIDTH), "--no-cache",
-                           "--stdin-filename", "cell.py", "-"], input=source, capture_output=True, text=True)
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--line-length",
+            str(CODE_WIDTH),
+            "--no-cache",
+            "--stdin-filename",
+            "cell.py",
+            "-",
+        ],
+        input=source,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise ValueError(f"ruff could not format a cell:\n{source[:400]}\n{done.stderr}")
     return done.stdout.rstrip("\n")
@@ -185,6 +232,7 @@ def format_notebooks(paths, check: bool) -> int:
     """Format the code cells of the lessons (not the exercise, not the Colab cell) to 88 columns; with
     ``check``, list the cells that would change and the lines still wider than 88 (strings, comments)."""
     import nbformat
+
     problems = []
     for path in _targets(paths):
         name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
@@ -212,8 +260,7 @@ def format_notebooks(paths, check: bool) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["list", "execute", "benchmark", "colab-cell", "environment",
-                                                       "format"])
+    parser.add_argument("command", choices=["list", "execute", "benchmark", "colab-cell", "environment", "format"])
     parser.add_argument("notebooks", nargs="*")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)

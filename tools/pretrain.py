@@ -19,6 +19,7 @@ The small runs pin the kernels, so on an AVX2 machine a re-run writes the same n
 its students train with bfloat16 products on the machine's own kernels (``Experiment.native``).
 ``tests/test_checkpoints.py`` re-runs the start of each experiment and compares it with the log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,25 +34,36 @@ from pathlib import Path
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
-README_MARKS = ("<!-- pretrain-times: written by `python -m tools.pretrain --readme` from the logs -->",
-                "<!-- /pretrain-times -->")
+README_MARKS = (
+    "<!-- pretrain-times: written by `python -m tools.pretrain --readme` from the logs -->",
+    "<!-- /pretrain-times -->",
+)
 #: --dry-run: what each experiment's settings become, two steps (the course's in float32; one seed of lessons
 #: 1 and 4, three of course-scarce's runs), so that every line of every run is gone through in minutes, not hours.
 SHORT = {"steps": 2, "eval_every": 1}
-DRY = {"masking": {**SHORT, "seeds": (0,)}, "tlm": {"steps": 2}, "sharing": {**SHORT, "seeds": (0,)},
-       "course": {**SHORT, "autocast": None},
-       "course-distil": {**SHORT, "autocast": None}, "course-control": {**SHORT, "autocast": None},
-       "course-scarce": {**SHORT, "autocast": None,
-                         "jobs": (("hard labels", 0), ("distilled", 0), ("first guesses", 0))}}
+DRY = {
+    "masking": {**SHORT, "seeds": (0,)},
+    "tlm": {"steps": 2},
+    "sharing": {**SHORT, "seeds": (0,)},
+    "course": {**SHORT, "autocast": None},
+    "course-distil": {**SHORT, "autocast": None},
+    "course-control": {**SHORT, "autocast": None},
+    "course-scarce": {**SHORT, "autocast": None, "jobs": (("hard labels", 0), ("distilled", 0), ("first guesses", 0))},
+}
 
 
 def machine() -> dict:
     import torch
 
     from benchmarks.machine import cpu_model
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_model(),
-            "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "capability": torch.backends.cpu.get_cpu_capability()}
+
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu_model(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def recorder(name: str):
@@ -64,6 +76,7 @@ def recorder(name: str):
     def record(log: dict) -> Path:
         log.update(machine=machine(), seconds=round(time.perf_counter() - start, 1))
         return write_log(name, log)
+
     return record
 
 
@@ -109,8 +122,10 @@ def runtimes_table() -> str:
     for name, experiment in EXPERIMENTS.items():
         log = experiment.read()
         m = log["machine"]
-        lines.append(f"| `{name}` | {experiment.lessons} | {log['seconds'] / 60:.0f} | {m['threads']} | "
-                     f"{m['capability']} | {m['cpu']} | {m['date'][:10]} |")
+        lines.append(
+            f"| `{name}` | {experiment.lessons} | {log['seconds'] / 60:.0f} | {m['threads']} | "
+            f"{m['capability']} | {m['cpu']} | {m['date'][:10]} |"
+        )
     return "\n".join(lines)
 
 
@@ -126,23 +141,39 @@ def readme_with_runtimes(text: str) -> str:
 def main(argv=None) -> int:
     from bertfamily.checkpoints import EXPERIMENTS
 
-    parser = argparse.ArgumentParser(prog="python -m tools.pretrain", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiments", nargs="*",
-                        help=f"which to train, of {', '.join(EXPERIMENTS)} (default: all of them)")
-    parser.add_argument("--readme", action="store_true",
-                        help="only rewrite the README's table of run times from the logs")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads (default: the pinned 2; the log records what was used)")
-    parser.add_argument("--showcase-steps", type=int, nargs="+", default=None, metavar="STEP",
-                        help="only re-run the course model's first max(STEP) steps, logging lesson 1's showcase "
-                             "guesses at each STEP into course-showcase.json (its own kernels)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="run the experiments cut to two steps into a scratch folder, and check that each "
-                             "log is shaped as the stored one (minutes; nothing stored is touched)")
-    parser.add_argument("--native", action="store_true",
-                        help="keep the machine's own kernels (AMX, AVX-512) instead of pinning AVX2; "
-                             "the course model and its students always train so")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "experiments", nargs="*", help=f"which to train, of {', '.join(EXPERIMENTS)} (default: all of them)"
+    )
+    parser.add_argument(
+        "--readme", action="store_true", help="only rewrite the README's table of run times from the logs"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: the pinned 2; the log records what was used)"
+    )
+    parser.add_argument(
+        "--showcase-steps",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="STEP",
+        help="only re-run the course model's first max(STEP) steps, logging lesson 1's showcase "
+        "guesses at each STEP into course-showcase.json (its own kernels)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run the experiments cut to two steps into a scratch folder, and check that each "
+        "log is shaped as the stored one (minutes; nothing stored is touched)",
+    )
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="keep the machine's own kernels (AMX, AVX-512) instead of pinning AVX2; "
+        "the course model and its students always train so",
+    )
     args = parser.parse_args(argv)
     if args.showcase_steps and args.dry_run:
         parser.error("--showcase-steps and --dry-run: one at a time")
@@ -157,14 +188,16 @@ def main(argv=None) -> int:
         readme.write_text(readme_with_runtimes(readme.read_text(encoding="utf-8")), encoding="utf-8")
         return 0
     from bertfamily import kernels
+
     native = [name for name in args.experiments if EXPERIMENTS[name].native]
     pinned = [name for name in args.experiments if not EXPERIMENTS[name].native]
     # the pinned runs here, the native ones in a process of their own (afterwards); a dry run all here
     if native and pinned and not args.dry_run:
         threads = ["--threads", str(args.threads)] if args.threads else []  # both halves run with --threads
         code = main([*pinned, *threads])
-        return code or subprocess.call([sys.executable, "-m", "tools.pretrain", "--native", *native, *threads],
-                                       cwd=ROOT)
+        return code or subprocess.call(
+            [sys.executable, "-m", "tools.pretrain", "--native", *native, *threads], cwd=ROOT
+        )
     if args.showcase_steps and (min(args.showcase_steps) < 0 or max(args.showcase_steps) < 1):
         parser.error(f"--showcase-steps must be steps >= 0, the largest >= 1, got {args.showcase_steps}")
     if args.native or native or args.showcase_steps or args.dry_run:
@@ -173,11 +206,13 @@ def main(argv=None) -> int:
         kernels.pin()
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
+
     torch.set_num_threads(args.threads or int(kernels.PINNED["OMP_NUM_THREADS"]))
     from tqdm.auto import tqdm
 
     if args.showcase_steps:
         from bertfamily.checkpoints.course import rerun_showcase
+
         result = rerun_showcase(tqdm.write, sorted(set(args.showcase_steps)), machine)
         print(f"wrote course-showcase.json ({result['seconds'][-1]:.0f} s)")
         return 0

@@ -14,6 +14,7 @@ buttons (Binder, Colab, Live Code): they would open the notebook of the reposito
 The website lands in OUT/_build/html (default ``_build/public/_build/html``); OUT is replaced.
 This file is also the Sphinx extension that drops the exercise page's launch buttons.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ MIN_LINE, MIN_NAME = 16, 5
 
 # ---------------------------------------------------------------- the Sphinx extension
 
+
 def _drop_launch_buttons(app, pagename, templatename, context, doctree):
     if pagename == EXERCISE and "header_buttons" in context:
         context["header_buttons"] = [b for b in context["header_buttons"] if b.get("label") != "launch-buttons"]
@@ -47,13 +49,17 @@ def setup(app):
 
 # ---------------------------------------------------------------- what a solution is
 
+
 def _code_lines(source: str) -> list[str]:
     return [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
 def _prose_lines(source: str) -> list[str]:
-    return [line.strip() for line in source.splitlines()
-            if line.strip() and not re.match(r"^[`:]{3,}|^:\w[\w-]*:", line.strip())]
+    return [
+        line.strip()
+        for line in source.splitlines()
+        if line.strip() and not re.match(r"^[`:]{3,}|^:\w[\w-]*:", line.strip())
+    ]
 
 
 def _text_of_notebook(nb) -> str:
@@ -105,8 +111,9 @@ def solution_needles(reference, public_text: str) -> tuple[list[str], list[str]]
         if cell.cell_type == "code":
             code = "\n".join(found)
             code = re.sub(r"(\"[^\"\n]*\"|'[^'\n]*')", " ", code)  # names, not words inside strings
-            names |= {w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code)
-                      if len(w) >= MIN_NAME and w not in public_words}
+            names |= {
+                w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code) if len(w) >= MIN_NAME and w not in public_words
+            }
     return sorted(set(lines)), sorted(names)
 
 
@@ -116,6 +123,7 @@ def _file_text(path: Path) -> str:
     raw = path.read_bytes().decode("utf-8", errors="replace")
     if path.suffix == ".ipynb":
         import nbformat
+
         try:
             return _text_of_notebook(nbformat.reads(raw, as_version=4))
         except Exception:  # not a notebook after all: read as it is
@@ -145,12 +153,15 @@ def leaks(site: Path, reference) -> list[str]:
         theirs = "_static" in path.relative_to(site).parts  # the theme's scripts use words of their own
         hits += [] if theirs else sorted(set(names) & _words(text))
         if hits:
-            found.append(f"{path.relative_to(site)}: {', '.join(repr(h) for h in hits[:5])}"
-                         + (f" and {len(hits) - 5} more" if len(hits) > 5 else ""))
+            found.append(
+                f"{path.relative_to(site)}: {', '.join(repr(h) for h in hits[:5])}"
+                + (f" and {len(hits) - 5} more" if len(hits) > 5 else "")
+            )
     return found
 
 
 # ---------------------------------------------------------------- the build
+
 
 def stage(out: Path) -> Path:
     """A copy of the book's sources in OUT/source, the exercise solution-free; returns its folder."""
@@ -171,8 +182,7 @@ def stage(out: Path) -> Path:
     config = yaml.safe_load((source / "_config.yml").read_text(encoding="utf-8"))
     sphinx = config.setdefault("sphinx", {})
     sphinx.setdefault("local_extensions", {})["public_book"] = str(Path(__file__).resolve().parent)
-    (source / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True),
-                                        encoding="utf-8")
+    (source / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return source
 
 
@@ -200,8 +210,9 @@ def build(out: Path, strict: bool = False) -> Path:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Build the website without the exercise's solutions.")
-    parser.add_argument("--out", default=str(ROOT / "_build" / "public"),
-                        help="the folder to build in (replaced; default %(default)s)")
+    parser.add_argument(
+        "--out", default=str(ROOT / "_build" / "public"), help="the folder to build in (replaced; default %(default)s)"
+    )
     parser.add_argument("--strict", action="store_true", help="warnings are errors (as the tests build)")
     args = parser.parse_args(argv)
     try:

@@ -50,6 +50,7 @@ in a copy of the repository. Not checked here: conda itself, Python 3.11 and rep
 Nothing in the repository is written (except by ``--manifest-from``). Exit status 1 when a notebook
 fails; a table says why.
 """
+
 from __future__ import annotations
 
 if __name__ == "__main__" and not __package__:
@@ -57,6 +58,7 @@ if __name__ == "__main__" and not __package__:
     # package: the command runs again as the module it is (python -m tools.standalone), from the root
     import os
     import sys
+
     if os.path.realpath(os.getcwd()) != os.path.dirname(os.path.dirname(os.path.realpath(__file__))):
         sys.exit("run it from the repository root: python -m tools.standalone ...")
     os.execv(sys.executable, [sys.executable, "-m", "tools.standalone", *sys.argv[1:]])
@@ -127,23 +129,38 @@ def run(cmd, **kw):
 
 def clean_env(home: Path, venv: Path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k.startswith(PASSED)}
-    env.update(PATH=f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", HOME=str(home), LANG="C.UTF-8",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", **extra)
+    env.update(
+        PATH=f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        HOME=str(home),
+        LANG="C.UTF-8",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        **extra,
+    )
     return env
 
 
 def snapshot(dest: Path) -> Path:
     """A git repository holding this working tree as it is (tracked and untracked, not ignored)."""
     dest.mkdir(parents=True)
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, names):
         source = ROOT / name
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
-    ident = {"GIT_AUTHOR_NAME": "check", "GIT_AUTHOR_EMAIL": "check@localhost",
-             "GIT_COMMITTER_NAME": "check", "GIT_COMMITTER_EMAIL": "check@localhost"}
+    ident = {
+        "GIT_AUTHOR_NAME": "check",
+        "GIT_AUTHOR_EMAIL": "check@localhost",
+        "GIT_COMMITTER_NAME": "check",
+        "GIT_COMMITTER_EMAIL": "check@localhost",
+    }
     git_env = {**os.environ, **ident}
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "snapshot"]):
         run(cmd, cwd=dest, env=git_env, stdout=subprocess.DEVNULL)
@@ -158,18 +175,22 @@ def make_venv(venv: Path, packages: list[str], env: dict) -> float:
 
 
 def execute(python: Path, notebook: Path, cwd: Path, env: dict) -> dict:
-    done = subprocess.run([str(python), "-c", RUNNER, notebook.name, str(CELL_TIMEOUT)], cwd=cwd, env=env,
-                          text=True, capture_output=True)
+    done = subprocess.run(
+        [str(python), "-c", RUNNER, notebook.name, str(CELL_TIMEOUT)], cwd=cwd, env=env, text=True, capture_output=True
+    )
     line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
     if line is None:
         return {"seconds": 0.0, "error": f"runner failed: {done.stderr.strip()[-400:]}", "first_cell": ""}
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def report(stem: str, result: dict) -> None:
     """One notebook's line, and a second one where it stalled once and ran again."""
-    print(f"  {stem:<24} {'ok' if not result['error'] else 'FAILED':<7} {result['seconds']:6.1f} s  "
-          f"{result['error'] or ''}", flush=True)
+    print(
+        f"  {stem:<24} {'ok' if not result['error'] else 'FAILED':<7} {result['seconds']:6.1f} s  "
+        f"{result['error'] or ''}",
+        flush=True,
+    )
     if result.get("stalled"):
         print(f"  {stem}: stalled once: {result['stalled']}", flush=True)
 
@@ -208,8 +229,10 @@ def colab(notebooks: list[Path], work: Path) -> list[tuple[str, dict]]:
     python = venv / "bin" / "python"
     state = installed(python, env)
     print("\n".join(describe_host(spec, missing, state, roots, extra, lifted)), flush=True)
-    print(f"Colab-like environment built in {seconds:.0f} s; {url} is fetched from a snapshot of this working tree",
-          flush=True)
+    print(
+        f"Colab-like environment built in {seconds:.0f} s; {url} is fetched from a snapshot of this working tree",
+        flush=True,
+    )
     results = []
     for path in notebooks:
         folder = work / "readers" / path.stem
@@ -230,6 +253,7 @@ def colab(notebooks: list[Path], work: Path) -> list[tuple[str, dict]]:
 
 def binder_requirements() -> list[str]:
     import yaml
+
     spec = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
     pip = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict) and "pip" in d)
     return [line for line in pip if not line.startswith("--extra-index-url")]
@@ -258,8 +282,12 @@ def main(argv=None) -> int:
     parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: every notebook of _toc.yml)")
     parser.add_argument("--binder", action="store_true", help="an environment from environment.yml + postBuild instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
-    parser.add_argument("--manifest-from", type=Path, metavar="PIP_FREEZE",
-                        help="rewrite tools/colab-manifest.toml from Colab's published pip freeze (and exit)")
+    parser.add_argument(
+        "--manifest-from",
+        type=Path,
+        metavar="PIP_FREEZE",
+        help="rewrite tools/colab-manifest.toml from Colab's published pip freeze (and exit)",
+    )
     parser.add_argument("--snapshot", help="with --manifest-from: the snapshot's date (YYYY-MM-DD)")
     parser.add_argument("--commit", help="with --manifest-from: the commit of googlecolab/backend-info")
     parser.add_argument("--python", help="with --manifest-from: Colab's Python (its os-info.txt)")
@@ -282,9 +310,11 @@ def main(argv=None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     failed = [name for name, r in results if r["error"]]
-    print(f"{len(results) - len(failed)} of {len(results)} notebooks ran standalone "
-          f"({'Binder' if args.binder else 'Colab'}-like) in {time.perf_counter() - start:.0f} s"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(results) - len(failed)} of {len(results)} notebooks ran standalone "
+        f"({'Binder' if args.binder else 'Colab'}-like) in {time.perf_counter() - start:.0f} s"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -1,2 +1,3 @@
 """BERT family course package."""
+
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ check's verdict: ``✓`` (right) or ``✗`` (not yet), the task and a message, t
 
 This module imports nothing of the course, and torch only where an answer may be a tensor or a model.
 """
+
 from __future__ import annotations
 
 import collections
@@ -45,6 +46,7 @@ def describe_answer(value) -> str:
     """What ``value`` is, in a few words, for a hint: a model, a tensor's shape, or its type and repr."""
     try:
         import torch
+
         if isinstance(value, torch.nn.Module):
             return f"a model ({type(value).__name__})"
         if isinstance(value, torch.Tensor):
@@ -58,15 +60,19 @@ def as_number(value, name: str, integer: bool = False) -> float:
     """``value`` as a Python number, or :class:`Wrong` with a hint saying what was expected."""
     kind = "a whole number" if integer else "a number"
     if value is None:
-        raise Missing(f"`{name}` is still None: replace the placeholder with your code, then run "
-                      "the cell before this check")
+        raise Missing(
+            f"`{name}` is still None: replace the placeholder with your code, then run the cell before this check"
+        )
     if isinstance(value, bool):
         raise Wrong(f"`{name}` should be {kind}, got {value!r}")
     try:
         import torch
+
         if isinstance(value, torch.nn.Module):
-            raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}: compute the number "
-                        "from the model rather than passing the model itself")
+            raise Wrong(
+                f"`{name}` should be {kind}, got {describe_answer(value)}: compute the number "
+                "from the model rather than passing the model itself"
+            )
         if isinstance(value, torch.Tensor):
             if value.numel() != 1:
                 raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}")
@@ -74,8 +80,10 @@ def as_number(value, name: str, integer: bool = False) -> float:
     except ImportError:  # pragma: no cover
         pass
     if isinstance(value, str):
-        raise Wrong(f"`{name}` should be {kind}, not the text {value[:40]!r}: keep the number "
-                    "itself, format it only when you print it")
+        raise Wrong(
+            f"`{name}` should be {kind}, not the text {value[:40]!r}: keep the number "
+            "itself, format it only when you print it"
+        )
     if not isinstance(value, numbers.Real):
         raise Wrong(f"`{name}` should be {kind}, got {describe_answer(value)}")
     value = float(value) if not isinstance(value, numbers.Integral) else int(value)
@@ -168,18 +176,25 @@ def _unsaved(check, args, kwargs, files) -> list[str]:
     hints = []
     for name in files:
         value = bound.get(name)
-        if isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0 and (
-                value != int(value) or saved_file(int(value)) is None):
-            hints.append(f"`{name}` ({value:,}) is not the size of a file your notebook saved: save with "
-                         "torch.save to a file in `workdir`, keep it, and measure that file (os.path.getsize); "
-                         "a size measured in memory (io.BytesIO) or of a file deleted since does not count, "
-                         "for this check or the grader")
+        if (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and value > 0
+            and (value != int(value) or saved_file(int(value)) is None)
+        ):
+            hints.append(
+                f"`{name}` ({value:,}) is not the size of a file your notebook saved: save with "
+                "torch.save to a file in `workdir`, keep it, and measure that file (os.path.getsize); "
+                "a size measured in memory (io.BytesIO) or of a file deleted since does not count, "
+                "for this check or the grader"
+            )
     return hints
 
 
 def guarded(task, files=()):
     """Decorator: turn a :class:`Wrong` into a failing verdict (a hint, never a traceback). ``files``: the
     arguments that are sizes of saved files; where one is not (:func:`saved_file`), the verdict fails."""
+
     def wrap(check):
         @functools.wraps(check)
         def run(*args, **kwargs):
@@ -192,5 +207,7 @@ def guarded(task, files=()):
                 return verdict(False, task, "no answer yet", [str(missing)])
             except Wrong as wrong:
                 return verdict(False, task, "not an answer of the expected kind yet", [str(wrong)])
+
         return run
+
     return wrap

@@ -11,6 +11,7 @@
 
 Every guess is over the same compact vocabulary as the course model, so the numbers compare directly.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,8 @@ KINDS = ("punctuation", "function word", "content word", "number or piece")
 #: The function words: NLTK's English stop-word list (``nltk.corpus.stopwords.words("english")``), its 153
 #: entries without an apostrophe (WordPiece cuts *don't* into *don*, *'*, *t*, and those pieces are here).
 #: It has no *said*, *would*, *also* or *year*: those count as content words.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers
 herself it its itself they them their theirs themselves what which who whom this that these those am is
 are was were be been being have has had having do does did doing a an the and but if or because as until
@@ -34,7 +36,8 @@ down in out on off over under again further then once here there when where why 
 few more most other some such no nor not only own same so than too very s t can will just don should now
 d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn
 weren won wouldn
-""".split())
+""".split()
+)
 
 
 def blank_kinds(held_out, words, tokenizer) -> list[str]:
@@ -71,7 +74,7 @@ class Bigram:
         unigram[list(special_ids)] = 0  # a blank never hides [CLS], [SEP] or [MASK]
         self.unigram = (unigram + 0.5) / (unigram + 0.5).sum()
         left, right = train[:, :-1].flatten(), train[:, 1:].flatten()
-        self.follows = self._rows(left, right)   # row l: how often each piece follows l
+        self.follows = self._rows(left, right)  # row l: how often each piece follows l
         self.precedes = self._rows(right, left)  # row r: how often each piece comes before r
 
     def _rows(self, a, b):
@@ -113,7 +116,7 @@ class Bigram:
         per_piece = 1.0 / (self.counts + k)
         out = []
         for i in range(0, len(rows), batch):
-            l, r = left[i:i + batch], right[i:i + batch]
+            l, r = left[i : i + batch], right[i : i + batch]
             before = self._dense(self.follows, l).add_(k * u)
             after = self._dense(self.precedes, r).add_(k * u[r, None]).mul_(per_piece)
             out.append(before.mul_(after).topk(5, dim=-1).indices)
@@ -137,8 +140,11 @@ def ladder(guessers: dict, target: torch.Tensor, hidden: torch.Tensor, kinds: li
         row = {}
         for label, rows in (("all", hidden), *((k, hidden & (kind == i)) for i, k in enumerate(KINDS))):
             n = int(rows.sum())
-            row[label] = (float(hits[rows, 0].mean()) if n else float("nan"),
-                          float(hits[rows, 1].mean()) if n else float("nan"), n)
+            row[label] = (
+                float(hits[rows, 0].mean()) if n else float("nan"),
+                float(hits[rows, 1].mean()) if n else float("nan"),
+                n,
+            )
         table[name] = row
     return table
 
@@ -151,8 +157,13 @@ def most_frequent(counts: torch.Tensor, special_ids=(), k: int = 5) -> torch.Ten
 
 
 #: The table's column heads: short enough for five columns in the book's 75-character output column.
-_HEADS = {"all": "all", "punctuation": "punctuation", "function word": "function", "content word": "content",
-          "number or piece": "num/piece"}
+_HEADS = {
+    "all": "all",
+    "punctuation": "punctuation",
+    "function word": "function",
+    "content word": "content",
+    "number or piece": "num/piece",
+}
 
 
 def show_ladder(table: dict, width: int = 12) -> None:

@@ -5,6 +5,7 @@
 not (the Colab cell installs the runtime dependencies only), ``glue`` shows the value when asked to
 and records nothing: the numbers in the page's prose are the website's, the reader's run prints its own.
 """
+
 from __future__ import annotations
 
 
@@ -17,6 +18,7 @@ def glue(name: str, value, display: bool = True) -> None:
     except ModuleNotFoundError:
         if display:
             from IPython.display import display as show
+
             show(value)
         return
     myst_glue(name, value, display=display)
@@ -46,12 +48,16 @@ def source(obj, docstring: bool = False) -> str:
         return text.rstrip()
     node = ast.parse(text).body[0]
     body = getattr(node, "body", [])
-    if not (body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
-            and isinstance(body[0].value.value, str)):
+    if not (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         return text.rstrip()
     lines = text.splitlines()
     doc = body[0]
-    kept = lines[:doc.lineno - 1] + lines[doc.end_lineno:]
+    kept = lines[: doc.lineno - 1] + lines[doc.end_lineno :]
     return "\n".join(kept).rstrip()
 
 

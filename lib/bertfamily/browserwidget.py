@@ -8,6 +8,7 @@ in JavaScript, so that the page shows the digits Python's ``format`` shows. Noth
 anywhere. :func:`element_id` gives each output an element id that a re-execution reproduces;
 :class:`BrowserWidget` is what a cell returns (its HTML, and its readout as text).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -84,18 +85,20 @@ def page(kind: str, uid: str, data: dict, body: str, script: str, noscript: str)
     ``root``, ``data`` and ``q(selector)`` in scope, and ``noscript`` for a page without JavaScript."""
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
     # data-lm-suppress-shortcuts: no JupyterLab shortcut fires from a key pressed in the widget
-    return (f'<div class="bf-widget bf-{kind}" id="{uid}" data-lm-suppress-shortcuts="true">'
-            f"<style>{_STYLE}</style>{body}"
-            f'<noscript><p class="bf-note">{html.escape(noscript)}</p></noscript>'
-            f'<script type="application/json" class="bf-data">{payload}</script>'
-            f"<script>(function(){{{PY_FORMAT_JS}\n"
-            f"var root=(document.currentScript&&document.currentScript.closest('.bf-widget'))"
-            f"||document.getElementById('{uid}');\n"
-            f"if(!root)return;var data=JSON.parse(root.querySelector('script.bf-data').textContent);"
-            f"function q(s){{return root.querySelector(s);}}\n"
-            # JupyterLab's notebook takes the arrow keys (command mode): keep them for the controls
-            f"root.addEventListener('keydown',function(e){{e.stopPropagation();}});\n{script}\n"
-            f"root.setAttribute('data-ready','1');}})();</script></div>")
+    return (
+        f'<div class="bf-widget bf-{kind}" id="{uid}" data-lm-suppress-shortcuts="true">'
+        f"<style>{_STYLE}</style>{body}"
+        f'<noscript><p class="bf-note">{html.escape(noscript)}</p></noscript>'
+        f'<script type="application/json" class="bf-data">{payload}</script>'
+        f"<script>(function(){{{PY_FORMAT_JS}\n"
+        f"var root=(document.currentScript&&document.currentScript.closest('.bf-widget'))"
+        f"||document.getElementById('{uid}');\n"
+        f"if(!root)return;var data=JSON.parse(root.querySelector('script.bf-data').textContent);"
+        f"function q(s){{return root.querySelector(s);}}\n"
+        # JupyterLab's notebook takes the arrow keys (command mode): keep them for the controls
+        f"root.addEventListener('keydown',function(e){{e.stopPropagation();}});\n{script}\n"
+        f"root.setAttribute('data-ready','1');}})();</script></div>"
+    )
 
 
 def check_range(name, value, low, high, step):

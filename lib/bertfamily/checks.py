@@ -153,9 +153,8 @@ def check_reduction(reduction) -> bool:
     tol = 5e-4
     if abs(value - target) <= tol:
         return verdict(True, T3, f"DistilBERT has {value:.1%} fewer parameters than BERT-base")
-    distil, bert = expected_counts()
-    hidden = _config(BERT).hidden_size
-    no_pooler = 1 - distil / (bert - hidden * hidden - hidden)
+    (distil, bert), hidden = expected_counts(), _config(BERT).hidden_size
+    no_pooler = 1 - distil / (bert - hidden * hidden - hidden)  # a BERT-base counted without its pooler
     return verdict(False, T3, "not the reduction yet", [mistakes.reduction_mistake(value, target, tol, no_pooler)])
 
 

@@ -9,6 +9,7 @@
 
 Every split here is deterministic: the same seed gives the same split on every machine.
 """
+
 from __future__ import annotations
 
 import random
@@ -22,17 +23,33 @@ import yaml
 from .packages import package_dir
 
 BBC_CLASSES = ("business", "entertainment", "politics", "sport", "tech")
-_BBC_FOLDERS = {"business": "business", "entertainment": "entertainment", "politics": "politics",
-                "sport": "sports", "tech": "tech"}
+_BBC_FOLDERS = {
+    "business": "business",
+    "entertainment": "entertainment",
+    "politics": "politics",
+    "sport": "sports",
+    "tech": "tech",
+}
 
 #: Language codes the chatterbot helpers accept, and the corpus folder each names.
-LANGUAGES = {"en": "english", "it": "italian", "uk": "ukrainian", "es": "spanish", "de": "german",
-             "fr": "french", "pt": "portuguese", "ru": "russian", "tr": "turkish", "id": "indonesian"}
+LANGUAGES = {
+    "en": "english",
+    "it": "italian",
+    "uk": "ukrainian",
+    "es": "spanish",
+    "de": "german",
+    "fr": "french",
+    "pt": "portuguese",
+    "ru": "russian",
+    "tr": "turkish",
+    "id": "indonesian",
+}
 
 
 @dataclass(frozen=True)
 class Split:
     """Texts and integer labels of a train/test split; ``classes[label]`` names a label."""
+
     train_texts: list
     train_labels: list
     test_texts: list
@@ -53,14 +70,14 @@ def bbc_news() -> tuple[list[str], list[int]]:
     return texts, labels
 
 
-def stratified_split(texts, labels, test_fraction: float = 0.2, seed: int = 0,
-                     classes: tuple = ()) -> Split:
+def stratified_split(texts, labels, test_fraction: float = 0.2, seed: int = 0, classes: tuple = ()) -> Split:
     """Split per class so each class keeps its share; deterministic for a given seed."""
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     if len(texts) != len(labels) or not texts:
-        raise ValueError(f"need as many labels as texts (and at least one), got {len(texts)} texts "
-                         f"and {len(labels)} labels")
+        raise ValueError(
+            f"need as many labels as texts (and at least one), got {len(texts)} texts and {len(labels)} labels"
+        )
     rng = random.Random(seed)
     train, test = [], []
     for label in sorted(set(labels)):
@@ -71,14 +88,19 @@ def stratified_split(texts, labels, test_fraction: float = 0.2, seed: int = 0,
         train += idx[n_test:]
     rng.shuffle(train)
     rng.shuffle(test)
-    return Split([texts[i] for i in train], [labels[i] for i in train],
-                 [texts[i] for i in test], [labels[i] for i in test], tuple(classes))
+    return Split(
+        [texts[i] for i in train],
+        [labels[i] for i in train],
+        [texts[i] for i in test],
+        [labels[i] for i in test],
+        tuple(classes),
+    )
 
 
 def word_ngrams(text: str, n: int = 8) -> set:
     """The set of ``text``'s word ``n``-grams (lower case, words as ``\\w+``)."""
     words = re.findall(r"\w+", text.lower())
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def shared_ngrams(text: str, others, n: int = 8) -> float:
@@ -134,9 +156,11 @@ def _bbc_split(test_fraction: float, seed: int, validation: int) -> Split:
     base = stratified_split(texts, labels, test_fraction, seed, BBC_CLASSES)
     index = {t: i for i, t in enumerate(texts)}
     group = near_copy_groups(texts)
-    sides = {"train": [index[t] for t in base.train_texts[:len(base.train_texts) - validation]],
-             "validation": [index[t] for t in base.train_texts[len(base.train_texts) - validation:]],
-             "test": [index[t] for t in base.test_texts]}
+    sides = {
+        "train": [index[t] for t in base.train_texts[: len(base.train_texts) - validation]],
+        "validation": [index[t] for t in base.train_texts[len(base.train_texts) - validation :]],
+        "test": [index[t] for t in base.test_texts],
+    }
     # a group that touches the training side joins it whole, then one that touches validation: the
     # training articles keep their order (the moved ones come after them), so no near-copy crosses
     for side, later in (("train", ("validation", "test")), ("validation", ("test",))):
@@ -162,9 +186,20 @@ def bbc_split(test_fraction: float = 0.2, seed: int = 0, validation: int = 170) 
     if not isinstance(validation, int) or validation < 0:
         raise ValueError(f"validation must be a non-negative number of articles, got {validation!r}")
     split = _bbc_split(float(test_fraction), int(seed), validation)
-    return Split(*(list(x) if isinstance(x, list) else x for x in (
-        split.train_texts, split.train_labels, split.test_texts, split.test_labels, split.classes,
-        split.validation_texts, split.validation_labels)))
+    return Split(
+        *(
+            list(x) if isinstance(x, list) else x
+            for x in (
+                split.train_texts,
+                split.train_labels,
+                split.test_texts,
+                split.test_labels,
+                split.classes,
+                split.validation_texts,
+                split.validation_labels,
+            )
+        )
+    )
 
 
 def chatterbot_dir(lang: str) -> Path:

@@ -1,5 +1,6 @@
 """What the first cell of every lesson needs: seed, and say what this runs with (installing: ``install``);
 and :func:`release_memory`, which a lesson calls after it drops a large model."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -48,8 +49,9 @@ def seed_everything(seed: int = 0) -> torch.Generator:
 def peak_memory_mib() -> float:
     """Peak resident memory of this process so far, in MiB (Linux and macOS)."""
     import resource
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 def release_memory() -> None:
@@ -104,6 +106,7 @@ def report(seed: int = 0) -> torch.Generator:
     quiet_import_noise()
     generator = seed_everything(seed)
     import textwrap
+
     for key, value in [*versions().items(), ("seed", seed)]:
         # wrapped to the book's output column (OUTPUT_WIDTH), under the value's first line
         print(textwrap.fill(f"{key:>14}: {value}", OUTPUT_WIDTH, subsequent_indent=" " * 16))

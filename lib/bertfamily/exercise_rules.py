@@ -10,22 +10,27 @@ grader refuse them in the same words, so what passes where the student works pas
 
 This module imports nothing of the course: the sandbox's copy keeps it.
 """
+
 from __future__ import annotations
 
 import builtins
 import sys
 
 #: The course's calculators of the exercise's answers, and the tasks each would answer.
-REFUSED = {"bertfamily.budget": "counts parameters and predicts sizes: tasks 2, 4 and 7",
-           "bertfamily.quantization": "predicts quantised file sizes: tasks 6, 7, 9 and 10"}
+REFUSED = {
+    "bertfamily.budget": "counts parameters and predicts sizes: tasks 2, 4 and 7",
+    "bertfamily.quantization": "predicts quantised file sizes: tasks 6, 7, 9 and 10",
+}
 #: What the exercise's code may use (the handout says the same).
 ALLOWED = "transformers, torch, the standard library and bertfamily.checks (and the course's other modules)"
 
 
 def refusal(module: str) -> str:
     """The one message, in the student's notebook and in the grader, for importing ``module``."""
-    return (f"{module} is the course's own calculator ({REFUSED[module]}), so the exercise does not "
-            f"allow it, here or when graded: compute the answer in your own code with {ALLOWED}")
+    return (
+        f"{module} is the course's own calculator ({REFUSED[module]}), so the exercise does not "
+        f"allow it, here or when graded: compute the answer in your own code with {ALLOWED}"
+    )
 
 
 def refused(name: str, fromlist=()) -> str | None:
@@ -67,6 +72,8 @@ def install_guard() -> bool:
 
 def kernel_stub(module: str) -> str:
     """The source of the sandbox's module ``module``: it raises :func:`refusal`'s error when imported."""
-    return (f'"""{module} is not part of the exercise: see bertfamily.exercise_rules."""\n'
-            "from bertfamily.exercise_rules import refusal\n\n"
-            f"raise ImportError(refusal({module!r}), name={module!r})\n")
+    return (
+        f'"""{module} is not part of the exercise: see bertfamily.exercise_rules."""\n'
+        "from bertfamily.exercise_rules import refusal\n\n"
+        f"raise ImportError(refusal({module!r}), name={module!r})\n"
+    )

@@ -13,6 +13,7 @@ What is kept: the token ids and attention mask (for students that read the same 
 the mean-pooled last hidden state (for linear heads), and, on request, the hidden states of the
 last layer at every position (for a cosine loss against a student).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,10 +29,11 @@ _CACHE: dict = {}
 @dataclass(frozen=True)
 class Features:
     """The result of one encoder pass: one row per text, padded to the longest text in the corpus."""
-    input_ids: torch.Tensor       # (N, L) long
+
+    input_ids: torch.Tensor  # (N, L) long
     attention_mask: torch.Tensor  # (N, L) long, 1 on real tokens
-    pooled: torch.Tensor          # (N, H) float: mean of the last hidden state over real tokens
-    hidden: torch.Tensor | None   # (N, L, H) float, only with keep_hidden=True
+    pooled: torch.Tensor  # (N, H) float: mean of the last hidden state over real tokens
+    hidden: torch.Tensor | None  # (N, L, H) float, only with keep_hidden=True
     max_length: int
 
     def __len__(self) -> int:
@@ -41,8 +43,10 @@ class Features:
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``hidden`` (N, L, H) over the positions where ``attention_mask`` (N, L) is 1."""
     if hidden.dim() != 3 or attention_mask.shape != hidden.shape[:2]:
-        raise ValueError(f"need hidden (N, L, H) and attention_mask (N, L), got {tuple(hidden.shape)} "
-                         f"and {tuple(attention_mask.shape)}")
+        raise ValueError(
+            f"need hidden (N, L, H) and attention_mask (N, L), got {tuple(hidden.shape)} "
+            f"and {tuple(attention_mask.shape)}"
+        )
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
 
@@ -70,8 +74,13 @@ def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, 
     rows = []
     with torch.no_grad():
         for i in tqdm(batches, desc="embedding", disable=len(batches) < 8, leave=False):
-            batch = tokenizer([prefix + t for t in texts[i:i + batch_size]], padding=True,
-                              truncation=True, max_length=max_length, return_tensors="pt")
+            batch = tokenizer(
+                [prefix + t for t in texts[i : i + batch_size]],
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="pt",
+            )
             rows.append(mean_pool(model(**batch).last_hidden_state, batch["attention_mask"]))  # (n, H)
     return torch.nn.functional.normalize(torch.cat(rows), dim=-1)
 
@@ -89,8 +98,15 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def encode(model, tokenizer, texts, max_length: int = 64, batch_size: int = 64,
-           keep_hidden: bool = False, progress: bool = True) -> Features:
+def encode(
+    model,
+    tokenizer,
+    texts,
+    max_length: int = 64,
+    batch_size: int = 64,
+    keep_hidden: bool = False,
+    progress: bool = True,
+) -> Features:
     """Run ``model`` over ``texts`` once (truncated to ``max_length`` tokens), cached for this process.
 
     A second call with the same model object, texts, length and ``keep_hidden`` returns the cached
@@ -112,17 +128,15 @@ def encode(model, tokenizer, texts, max_length: int = 64, batch_size: int = 64,
             return _CACHE[wider]
     from tqdm.auto import tqdm
 
-    batch = tokenizer(list(texts), padding="longest", truncation=True, max_length=max_length,
-                      return_tensors="pt")
+    batch = tokenizer(list(texts), padding="longest", truncation=True, max_length=max_length, return_tensors="pt")
     ids, mask = batch["input_ids"], batch["attention_mask"]
     pooled, hidden = [], []
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        for i in tqdm(range(0, len(texts), batch_size), desc="encoder pass", disable=not progress,
-                      leave=False):
-            out = model(input_ids=ids[i:i + batch_size], attention_mask=mask[i:i + batch_size]).last_hidden_state
-            pooled.append(mean_pool(out, mask[i:i + batch_size]))
+        for i in tqdm(range(0, len(texts), batch_size), desc="encoder pass", disable=not progress, leave=False):
+            out = model(input_ids=ids[i : i + batch_size], attention_mask=mask[i : i + batch_size]).last_hidden_state
+            pooled.append(mean_pool(out, mask[i : i + batch_size]))
             if keep_hidden:
                 hidden.append(out)
     model.train(was_training)
@@ -145,6 +159,12 @@ def bbc_features(model, tokenizer, max_length: int = 64, keep_hidden: bool = Fal
     n = len(split.train_texts)
 
     def part(sl):
-        return Features(every.input_ids[sl], every.attention_mask[sl], every.pooled[sl],
-                        None if every.hidden is None else every.hidden[sl], max_length)
+        return Features(
+            every.input_ids[sl],
+            every.attention_mask[sl],
+            every.pooled[sl],
+            None if every.hidden is None else every.hidden[sl],
+            max_length,
+        )
+
     return split, part(slice(0, n)), part(slice(n, None))

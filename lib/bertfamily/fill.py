@@ -7,14 +7,26 @@
 * :func:`context` is the text around a blank, the blank drawn as ``____``.
 * :func:`window` re-cuts a blank's block to a shorter model's length (the blank kept inside).
 """
+
 from __future__ import annotations
 
 import torch
 
 from .masking import IGNORE_INDEX
 
-__all__ = ["pick_blanks", "whole_word_blanks", "top_guesses", "context", "window", "showcase_blanks",
-           "random_blanks", "guesses_at", "guess", "piece", "wrap"]
+__all__ = [
+    "pick_blanks",
+    "whole_word_blanks",
+    "top_guesses",
+    "context",
+    "window",
+    "showcase_blanks",
+    "random_blanks",
+    "guesses_at",
+    "guess",
+    "piece",
+    "wrap",
+]
 
 
 def pick_blanks(held_out, words, tokenizer, *, count: int = 6, every: int = 97, min_letters: int = 4) -> list:
@@ -76,8 +88,8 @@ def context(input_ids, labels, position: int, words, tokenizer, width: int = 14)
     other blanks of the block show their true word (only one question at a time)."""
     original = torch.where(labels != IGNORE_INDEX, labels, input_ids)
     pieces = tokenizer.convert_ids_to_tokens(words.decode(original).tolist())
-    left = tokenizer.convert_tokens_to_string(pieces[max(1, position - width):position])
-    right = tokenizer.convert_tokens_to_string(pieces[position + 1:position + 1 + width])
+    left = tokenizer.convert_tokens_to_string(pieces[max(1, position - width) : position])
+    right = tokenizer.convert_tokens_to_string(pieces[position + 1 : position + 1 + width])
     return f"…{left} ____ {right}…"
 
 
@@ -89,12 +101,22 @@ def window(input_ids, labels, position: int, length: int, cls_id: int, sep_id: i
     original[position] = input_ids[position]
     inner = original[1:-1]
     start = min(max(0, position - 1 - body // 2), max(0, inner.shape[0] - body))
-    piece = inner[start:start + body]
+    piece = inner[start : start + body]
     return torch.cat([torch.tensor([cls_id]), piece, torch.tensor([sep_id])]), position - 1 - start + 1
 
 
-def showcase_blanks(held_out, words, tokenizer, articles, *, count: int = 10, min_letters: int = 4,
-                    margin: int = 3, skip_first: int = 24, stop_words=()) -> list:
+def showcase_blanks(
+    held_out,
+    words,
+    tokenizer,
+    articles,
+    *,
+    count: int = 10,
+    min_letters: int = 4,
+    margin: int = 3,
+    skip_first: int = 24,
+    stop_words=(),
+) -> list:
     """``(block, position)`` of ``count`` blanks chosen by a rule fair to a model that reads both sides:
     a whole word of ``min_letters`` or more, not in ``stop_words``, hidden by ``[MASK]``, with ``margin``
     unmasked pieces on each side, not in the first ``skip_first`` pieces of an article's first block (where
@@ -104,16 +126,19 @@ def showcase_blanks(held_out, words, tokenizer, articles, *, count: int = 10, mi
         raise ValueError(f"count must be a positive integer, got {count!r}")
 
     def wanted(ids, labels, position):
-        return (_whole_word(ids, labels, position, words, tokenizer, min_letters)
-                and piece(labels[position], words, tokenizer) not in stop_words)
+        return (
+            _whole_word(ids, labels, position, words, tokenizer, min_letters)
+            and piece(labels[position], words, tokenizer) not in stop_words
+        )
 
     candidates = _fair_blanks(held_out, words, tokenizer, articles, margin, skip_first, wanted)
     step = max(1, len(candidates) // count)
     return candidates[::step][:count]
 
 
-def random_blanks(held_out, words, tokenizer, articles, *, count: int = 10, seed: int = 0, margin: int = 3,
-                  skip_first: int = 24) -> list:
+def random_blanks(
+    held_out, words, tokenizer, articles, *, count: int = 10, seed: int = 0, margin: int = 3, skip_first: int = 24
+) -> list:
     """``(block, position)`` of ``count`` blanks of any kind, drawn at random (a generator seeded ``seed``)
     under :func:`showcase_blanks`' rule of fairness: hidden by ``[MASK]``, ``margin`` unmasked pieces on
     each side, not where the headline runs into the text, at most one per article (its first such blank)."""
@@ -134,7 +159,7 @@ def _fair_blanks(held_out, words, tokenizer, articles, margin: int, skip_first: 
         ids, labels = held_out.input_ids[block], held_out.labels[block]
         start = max(1 + margin, skip_first if first_block[block] else 0)
         for position in range(start, ids.shape[0] - 1 - margin):
-            near = labels[position - margin:position + margin + 1] != IGNORE_INDEX
+            near = labels[position - margin : position + margin + 1] != IGNORE_INDEX
             if ids[position] != mask_id or int(near.sum()) != 1 or int(articles[block]) in seen:
                 continue
             if wanted(ids, labels, position):
@@ -150,9 +175,13 @@ def guesses_at(model, held_out, blanks, words, tokenizer, k: int = 3) -> list:
     ``[[piece, probability], ...]`` lists (what ``make pretrain`` logs during training). The model's
     training mode is restored afterwards."""
     was_training = model.training
-    out = [[[word, round(p, 4)] for word, p in top_guesses(model, held_out.input_ids[block], position, words,
-                                                            tokenizer, k)]
-           for block, position in blanks]
+    out = [
+        [
+            [word, round(p, 4)]
+            for word, p in top_guesses(model, held_out.input_ids[block], position, words, tokenizer, k)
+        ]
+        for block, position in blanks
+    ]
     model.train(was_training)
     return out
 
@@ -185,5 +214,6 @@ def wrap(text: str, width: int | None = None, first: str = "", indent: str = "  
     import textwrap
 
     from .env import OUTPUT_WIDTH
+
     width = width or OUTPUT_WIDTH
     return textwrap.fill(text, width, initial_indent=first, subsequent_indent=indent)

@@ -8,6 +8,7 @@ experiments, and the one full-batch training loop that lesson 5's probes share
 * :func:`fit_full_batch`: the loop of :func:`train_linear_head` and ``transfer.train_probe``:
   cross-entropy on all rows, one optimiser step per epoch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -51,23 +52,29 @@ def _check_targets(targets, n: int, num_classes: int | None) -> tuple[torch.Tens
     soft = y.dtype.is_floating_point
     if soft:
         if y.dim() != 2 or y.shape[0] != n:
-            raise ValueError(f"soft targets must be (N, K) probabilities with N = {n}, got "
-                             f"{tuple(y.shape)}")
+            raise ValueError(f"soft targets must be (N, K) probabilities with N = {n}, got {tuple(y.shape)}")
         if (y < 0).any() or not torch.allclose(y.sum(-1), torch.ones(n, dtype=y.dtype), atol=1e-4):
             raise ValueError("soft targets must be probability rows (non-negative, summing to 1)")
     else:
         y = y.long()
         if y.shape != (n,):
-            raise ValueError(f"hard targets must be one class index per example (shape ({n},)), "
-                             f"got {tuple(y.shape)}")
+            raise ValueError(f"hard targets must be one class index per example (shape ({n},)), got {tuple(y.shape)}")
         if num_classes is not None and n and (y.min() < 0 or y.max() >= num_classes):
             raise ValueError(f"class indices must be in [0, {num_classes - 1}]")
     return y, soft
 
 
-def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, epochs: int = 30,
-                     lr: float = 1e-2, batch_size: int = 32, temperature: float = 1.0,
-                     weight_decay: float = 0.0, seed: int = 0) -> nn.Module:
+def train_classifier(
+    model: nn.Module,
+    inputs: Sequence[torch.Tensor],
+    targets,
+    epochs: int = 30,
+    lr: float = 1e-2,
+    batch_size: int = 32,
+    temperature: float = 1.0,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+) -> nn.Module:
     """Train ``model(*inputs)`` -> logits with Adam, on hard labels or on soft targets.
 
     * ``targets`` of integer dtype (N,): ordinary cross-entropy against those labels.
@@ -80,8 +87,9 @@ def train_classifier(model: nn.Module, inputs: Sequence[torch.Tensor], targets, 
     inputs = [torch.as_tensor(x) for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
     n = inputs[0].shape[0]
     if n == 0 or any(x.shape[0] != n for x in inputs):
-        raise ValueError(f"every input must have the same, non-zero number of rows, got "
-                         f"{[tuple(x.shape) for x in inputs]}")
+        raise ValueError(
+            f"every input must have the same, non-zero number of rows, got {[tuple(x.shape) for x in inputs]}"
+        )
     for name, v in (("epochs", epochs), ("batch_size", batch_size)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -103,7 +111,7 @@ def _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser)
         # one batch of everything needs no shuffling (and no copy of the inputs)
         order = torch.randperm(n, generator=generator) if batch_size < n else None
         for i in range(0, n, batch_size):
-            idx = slice(None) if order is None else order[i:i + batch_size]
+            idx = slice(None) if order is None else order[i : i + batch_size]
             logits = model(*[x[idx] for x in inputs])
             if soft:
                 loss = -(y[idx].to(logits.dtype) * F.log_softmax(logits / T, -1)).sum(-1).mean() * T * T
@@ -114,9 +122,15 @@ def _fit(model, inputs, y, soft, T, epochs, batch_size, n, generator, optimiser)
             optimiser.step()
 
 
-def train_linear_head(features: torch.Tensor, labels, num_classes: int | None = None,
-                      epochs: int = 100, lr: float = 1e-2, weight_decay: float = 1e-4,
-                      seed: int = 0) -> nn.Linear:
+def train_linear_head(
+    features: torch.Tensor,
+    labels,
+    num_classes: int | None = None,
+    epochs: int = 100,
+    lr: float = 1e-2,
+    weight_decay: float = 1e-4,
+    seed: int = 0,
+) -> nn.Linear:
     """A linear classifier on fixed features (a frozen encoder's pooled output), full-batch Adam.
 
     The features are used as given (no standardisation), and ``torch.manual_seed(seed)`` fixes the

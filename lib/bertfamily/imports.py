@@ -8,6 +8,7 @@ the grader starts one such process per submission. Nothing these processes valid
 format, so they go without the checker (jsonschema then simply does not check that format).
 Importing this module is all it takes; a lesson's kernel never imports it.
 """
+
 from __future__ import annotations
 
 import sys

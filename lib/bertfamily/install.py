@@ -4,6 +4,7 @@ The Colab cell installs this package with ``--no-deps`` and then :func:`install_
 that Colab's own torch is kept; importing this module must not start torch, because the numerical
 kernels are pinned (:func:`bertfamily.kernels.pin`) before torch starts.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -52,7 +53,9 @@ def install_requirements(skip: tuple = ("torch",)) -> None:
     when this replaces one of them). The :data:`FILES_ONLY` packages go in with ``--no-deps``.
     """
     wanted = requirements(skip)
-    for group, flags in (([r for r in wanted if name_of(r) not in FILES_ONLY], []),
-                         ([r for r in wanted if name_of(r) in FILES_ONLY], ["--no-deps"])):
+    for group, flags in (
+        ([r for r in wanted if name_of(r) not in FILES_ONLY], []),
+        ([r for r in wanted if name_of(r) in FILES_ONLY], ["--no-deps"]),
+    ):
         if group:
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", *flags, *group], check=True)

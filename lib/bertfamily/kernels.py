@@ -17,6 +17,7 @@ into a different model. The committed outputs of the notebooks were made with th
 
 This module imports nothing heavy (no torch): it must run before torch is imported.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,11 +30,11 @@ import sys
 #: The code paths the committed outputs were made with. Each variable was checked to matter or to
 #: be needed on AVX-512 machines (see CONTRIBUTING.md, "Reproducible anywhere"). Only set on AVX2 CPUs.
 ISA = {
-    "ATEN_CPU_CAPABILITY": "avx2",     # ATen's own vectorised kernels (elementwise, reductions, softmax)
-    "MKL_CBWR": "AVX2",                # MKL's conditional numerical reproducibility: the AVX2 branch
+    "ATEN_CPU_CAPABILITY": "avx2",  # ATen's own vectorised kernels (elementwise, reductions, softmax)
+    "MKL_CBWR": "AVX2",  # MKL's conditional numerical reproducibility: the AVX2 branch
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL's dispatch capped at AVX2
-    "DNNL_MAX_CPU_ISA": "AVX2",        # oneDNN (int8 linear layers of quantize_dynamic, some matmuls)
-    "ONEDNN_MAX_CPU_ISA": "AVX2",      # the same switch under oneDNN's newer name
+    "DNNL_MAX_CPU_ISA": "AVX2",  # oneDNN (int8 linear layers of quantize_dynamic, some matmuls)
+    "ONEDNN_MAX_CPU_ISA": "AVX2",  # the same switch under oneDNN's newer name
 }
 #: Intra-op threads: a parallel reduction is split per thread. Set on every CPU.
 THREADS = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
@@ -60,6 +61,7 @@ def cpu_has_avx2() -> bool:
         pass
     if sys.platform == "darwin":
         import subprocess
+
         out = subprocess.run(["sysctl", "-n", "machdep.cpu.leaf7_features"], capture_output=True, text=True)
         return "AVX2" in out.stdout.upper()
     return False  # unknown: do not force AVX2 code on a CPU that may not run it
@@ -103,8 +105,12 @@ def pin() -> str:
     """
     if "torch" in sys.modules:
         import warnings
-        warnings.warn("bertfamily.kernels.pin() called after torch was imported: the kernels are "
-                      "whatever torch chose; restart the kernel and pin first", stacklevel=2)
+
+        warnings.warn(
+            "bertfamily.kernels.pin() called after torch was imported: the kernels are "
+            "whatever torch chose; restart the kernel and pin first",
+            stacklevel=2,
+        )
         return mode()
     os.environ.update(pinned_environ())  # only adds and overrides: the kernel's own variables stay
     return mode()
@@ -113,8 +119,10 @@ def pin() -> str:
 def tolerance(spec) -> tuple[float, float]:
     """``(abs, rel)`` from a cell's ``measured`` metadata; a clear error for anything else."""
     if not isinstance(spec, dict) or not ({"abs", "rel"} & spec.keys()) or not isinstance(spec.get("why"), str):
-        raise ValueError(f"'measured' metadata must be a dict with 'abs' and/or 'rel' (non-negative numbers) "
-                         f"and 'why' (where the tolerance comes from), got {spec!r}")
+        raise ValueError(
+            f"'measured' metadata must be a dict with 'abs' and/or 'rel' (non-negative numbers) "
+            f"and 'why' (where the tolerance comes from), got {spec!r}"
+        )
     values = (spec.get("abs", 0.0), spec.get("rel", 0.0))
     if not all(isinstance(v, (int, float)) and v >= 0 for v in values):
         raise ValueError(f"'abs' and 'rel' must be non-negative numbers, got {spec!r}")
@@ -150,14 +158,16 @@ def reconcile(test: str, reference: str, abs_tol: float, rel_tol: float = 0.0, a
     return reference
 
 
-def reconcile_outputs(test: list, reference: list, abs_tol: float, rel_tol: float = 0.0,
-                      any_text: bool = False) -> list:
+def reconcile_outputs(
+    test: list, reference: list, abs_tol: float, rel_tol: float = 0.0, any_text: bool = False
+) -> list:
     """Apply :func:`reconcile` to each text of a cell's outputs, paired in order (a new list).
 
     Outputs of a different number or kind are returned unchanged, to fail the usual comparison.
     """
-    if len(test) != len(reference) or any(t.get("output_type") != r.get("output_type")
-                                          for t, r in zip(test, reference, strict=True)):
+    if len(test) != len(reference) or any(
+        t.get("output_type") != r.get("output_type") for t, r in zip(test, reference, strict=True)
+    ):
         return test
     out = []
     for t, r in zip(test, reference, strict=True):
@@ -177,8 +187,13 @@ def describe(environ=None) -> str:
     env = os.environ if environ is None else environ
     if mode(env) == "exact":
         return "exact: kernels pinned to AVX2 (outputs reproduce bit for bit)"
-    why = (f"{SWITCH}={env[SWITCH]} set by hand" if env.get(SWITCH) not in (None, "avx2")
-           else "no AVX2 on this CPU" if not cpu_has_avx2() else "kernels not pinned in this process")
+    why = (
+        f"{SWITCH}={env[SWITCH]} set by hand"
+        if env.get(SWITCH) not in (None, "avx2")
+        else "no AVX2 on this CPU"
+        if not cpu_has_avx2()
+        else "kernels not pinned in this process"
+    )
     return f"tolerant: {why}; measured cells compared within their stated tolerance"
 
 

@@ -11,20 +11,61 @@ mechanism something to find (the lesson also shows why the few hundred real pair
 Gender agreement is left out on purpose (``il`` and masculine forms throughout): it would let the
 Italian context give away part of the answer.
 """
+
 from __future__ import annotations
 
 import random
 
-NOUNS = (("cat", "gatto"), ("dog", "cane"), ("horse", "cavallo"), ("bird", "uccello"), ("fish", "pesce"),
-         ("wolf", "lupo"), ("bear", "orso"), ("mouse", "topo"), ("lion", "leone"), ("rabbit", "coniglio"),
-         ("goat", "capro"), ("bull", "toro"), ("duck", "papero"), ("frog", "rospo"), ("pig", "maiale"),
-         ("fox", "volpe"), ("boy", "ragazzo"), ("man", "uomo"), ("king", "re"), ("friend", "amico"),
-         ("doctor", "medico"), ("farmer", "contadino"), ("baker", "fornaio"), ("soldier", "soldato"))
-ADJECTIVES = (("red", "rosso"), ("black", "nero"), ("white", "bianco"), ("big", "grande"), ("small", "piccolo"),
-              ("old", "vecchio"), ("young", "giovane"), ("happy", "felice"), ("sad", "triste"),
-              ("tired", "stanco"), ("hungry", "affamato"), ("brave", "coraggioso"))
-VERBS = (("sees", "vede"), ("follows", "segue"), ("helps", "aiuta"), ("finds", "trova"), ("calls", "chiama"),
-         ("loves", "ama"), ("watches", "guarda"), ("knows", "conosce"))
+NOUNS = (
+    ("cat", "gatto"),
+    ("dog", "cane"),
+    ("horse", "cavallo"),
+    ("bird", "uccello"),
+    ("fish", "pesce"),
+    ("wolf", "lupo"),
+    ("bear", "orso"),
+    ("mouse", "topo"),
+    ("lion", "leone"),
+    ("rabbit", "coniglio"),
+    ("goat", "capro"),
+    ("bull", "toro"),
+    ("duck", "papero"),
+    ("frog", "rospo"),
+    ("pig", "maiale"),
+    ("fox", "volpe"),
+    ("boy", "ragazzo"),
+    ("man", "uomo"),
+    ("king", "re"),
+    ("friend", "amico"),
+    ("doctor", "medico"),
+    ("farmer", "contadino"),
+    ("baker", "fornaio"),
+    ("soldier", "soldato"),
+)
+ADJECTIVES = (
+    ("red", "rosso"),
+    ("black", "nero"),
+    ("white", "bianco"),
+    ("big", "grande"),
+    ("small", "piccolo"),
+    ("old", "vecchio"),
+    ("young", "giovane"),
+    ("happy", "felice"),
+    ("sad", "triste"),
+    ("tired", "stanco"),
+    ("hungry", "affamato"),
+    ("brave", "coraggioso"),
+)
+VERBS = (
+    ("sees", "vede"),
+    ("follows", "segue"),
+    ("helps", "aiuta"),
+    ("finds", "trova"),
+    ("calls", "chiama"),
+    ("loves", "ama"),
+    ("watches", "guarda"),
+    ("knows", "conosce"),
+)
 #: Every word pair, English first.
 WORDS = NOUNS + ADJECTIVES + VERBS
 
@@ -36,9 +77,13 @@ def lexicon_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
         raise ValueError(f"n must be an integer from 1 to {possible // 2}, got {n!r}")
     draw, out = random.Random(seed), set()
     while len(out) < n:
-        (a1, b1), (n1, m1), (v, w), (a2, b2), (n2, m2) = (draw.choice(ADJECTIVES), draw.choice(NOUNS),
-                                                          draw.choice(VERBS), draw.choice(ADJECTIVES),
-                                                          draw.choice(NOUNS))
+        (a1, b1), (n1, m1), (v, w), (a2, b2), (n2, m2) = (
+            draw.choice(ADJECTIVES),
+            draw.choice(NOUNS),
+            draw.choice(VERBS),
+            draw.choice(ADJECTIVES),
+            draw.choice(NOUNS),
+        )
         out.add((f"the {a1} {n1} {v} the {a2} {n2} .", f"il {m1} {b1} {w} il {m2} {b2} ."))
     return sorted(out)
 
@@ -54,6 +99,8 @@ def translations(tokenizer) -> dict[int, int]:
             continue
         out[ids[1][0]] = ids[0][0]
     if split:
-        raise ValueError(f"these words are not single tokens of the tokenizer: {', '.join(split)}; "
-                         "train it on the lexicon's sentences with a larger vocabulary")
+        raise ValueError(
+            f"these words are not single tokens of the tokenizer: {', '.join(split)}; "
+            "train it on the lexicon's sentences with a larger vocabulary"
+        )
     return out

@@ -7,6 +7,7 @@ hint that points at it without giving the number away; where no usual mistake fi
 says how the answer is computed. Each takes the answer and what the check expects, as the check
 computed it: the expected values stay in :mod:`bertfamily.checks`.
 """
+
 from __future__ import annotations
 
 from bertfamily import budget
@@ -20,17 +21,20 @@ def model_mistake(model, name: str, want: str, expected) -> str | None:
     if kind != expected.model_type:
         return f"`{name}` is a {cls} (model type {kind!r}); load {want!r}"
     if cls.endswith(("ForMaskedLM", "ForSequenceClassification", "ForPreTraining")):
-        return (f"`{name}` is a {cls}, a model with a task head: the exercise counts the "
-                "bare encoder (AutoModel)")
+        return f"`{name}` is a {cls}, a model with a task head: the exercise counts the bare encoder (AutoModel)"
     if getattr(model, "pooler", "absent") is None:  # BertModel(add_pooling_layer=False) holds None there
-        return (f"`{name}` is the encoder without its pooler (add_pooling_layer=False, or the "
-                "encoder of a masked-LM model): the exercise counts the bare encoder that "
-                "AutoModel loads, pooler included")
+        return (
+            f"`{name}` is the encoder without its pooler (add_pooling_layer=False, or the "
+            "encoder of a masked-LM model): the exercise counts the bare encoder that "
+            "AutoModel loads, pooler included"
+        )
     layers_key = "n_layers" if kind == "distilbert" else "num_hidden_layers"
     for key in (layers_key, "vocab_size"):
         if getattr(model.config, key, None) != getattr(expected, key):
-            return (f"`{name}` has {key} = {getattr(model.config, key, None)}, not the "
-                    f"configuration of {want!r}: load that checkpoint by its name")
+            return (
+                f"`{name}` has {key} = {getattr(model.config, key, None)}, not the "
+                f"configuration of {want!r}: load that checkpoint by its name"
+            )
     return None
 
 
@@ -39,17 +43,23 @@ def count_mistake(value: int, target: int, name: str, model: str, config) -> str
     H = getattr(config, "hidden_size", None) or config.dim
     mlm = budget.count(config, mlm_head=True)
     if config.model_type == "bert" and value == target - (H * H + H):
-        return (f"`{name}` is short by exactly one H x H layer and its bias: BERT-base's pooler, "
-                "which DistilBERT does not have; count the model AutoModel loads, pooler included")
+        return (
+            f"`{name}` is short by exactly one H x H layer and its bias: BERT-base's pooler, "
+            "which DistilBERT does not have; count the model AutoModel loads, pooler included"
+        )
     if value == mlm:
         return f"`{name}` counts a model with the masked-LM head: count the bare encoder"
     if value == mlm + budget.tied_decoder(config) or value == target + budget.tied_decoder(config):
-        return (f"`{name}` counts a tied matrix twice: summing state_dict() lists the decoder "
-                "and the word embeddings separately although they are one tensor; sum over "
-                "model.parameters()")
+        return (
+            f"`{name}` counts a tied matrix twice: summing state_dict() lists the decoder "
+            "and the word embeddings separately although they are one tensor; sum over "
+            "model.parameters()"
+        )
     if 0 < value < 1000:
-        return (f"`{name}` = {value} looks like the number of weight tensors, not of the numbers "
-                "in them: add up each tensor's numel()")
+        return (
+            f"`{name}` = {value} looks like the number of weight tensors, not of the numbers "
+            "in them: add up each tensor's numel()"
+        )
     if close(value * 1e6, target, 0.01) or close(value * 1e9, target, 0.01):
         return f"`{name}` looks rounded to millions or billions: give the exact count"
     return f"`{name}` is not the count of the {model} encoder: sum p.numel() over model.parameters()"
@@ -60,8 +70,10 @@ def reduction_mistake(value: float, target: float, tol: float, without_pooler: f
     ``without_pooler``: the fraction computed from a BERT-base count without its pooler)."""
     kept = 1 - target
     if without_pooler is not None and abs(value - without_pooler) <= tol:
-        return ("the reduction from a BERT-base without its pooler: the counts of tasks 1 and 2 need the bare "
-                "encoder that AutoModel loads, pooler included; then this follows")
+        return (
+            "the reduction from a BERT-base without its pooler: the counts of tasks 1 and 2 need the bare "
+            "encoder that AutoModel loads, pooler included; then this follows"
+        )
     if abs(value - 100 * target) <= 100 * tol:
         return "that is a percentage: give the fraction (between 0 and 1); format it as % when printing"
     if abs(value - kept) <= tol or abs(value - 100 * kept) <= 100 * tol:
@@ -73,8 +85,10 @@ def reduction_mistake(value: float, target: float, tol: float, without_pooler: f
     if value < 0:
         return "a negative reduction: the ratio is upside down"
     if 1 < value <= 100:
-        return ("a reduction above 1 looks like a percentage: give the fraction (between 0 and 1), "
-                "and check the counts of task 2")
+        return (
+            "a reduction above 1 looks like a percentage: give the fraction (between 0 and 1), "
+            "and check the counts of task 2"
+        )
     return "compare the two counts of task 2: what share of BERT-base's parameters is gone?"
 
 
@@ -90,12 +104,16 @@ def predicted_size_mistake(key: str, value: float, bits: int, count: int, bert_c
     if close(value, target / 1024, tol):
         return f"`{key}` looks like GiB: the task asks for MiB (2**20 bytes)"
     if any(close(value, budget.to_mib(count, b), tol) for b in (1, 2, 4, 16, 64) if b != bits):
-        return (f"`{key}` uses the wrong number of bytes per parameter: how many bytes "
-                f"does {'an' if bits == 8 else 'a'} {bits}-bit number take?")
+        return (
+            f"`{key}` uses the wrong number of bytes per parameter: how many bytes "
+            f"does {'an' if bits == 8 else 'a'} {bits}-bit number take?"
+        )
     if close(value, budget.to_mib(bert_count, bits), tol):
         return f"`{key}` is BERT-base's size: the task asks about DistilBERT"
-    return (f"`{key}`: multiply the parameter count by the bytes per parameter at "
-            f"{bits} bits, then divide by the bytes in a MiB")
+    return (
+        f"`{key}`: multiply the parameter count by the bytes per parameter at "
+        f"{bits} bits, then divide by the bytes in a MiB"
+    )
 
 
 def factor_mistake(value: float, target: float, distil: int, bert: int, tol: float) -> str:
@@ -127,22 +145,30 @@ def file_size_mistake(value, target, name: str, want: dict, holds, tol: float) -
     ``holds(value, target)``: whether a file of ``value`` bytes holds ``target`` bytes of weights)."""
     hint = unit_mistake(value, target, name, tol)
     if hint is None and name == "int8_bytes" and holds(value, want["fp32"]):
-        hint = ("the int8 file is as big as the fp32 one: did you save the quantised model "
-                "(`distilbert_int8`), not the original?")
+        hint = (
+            "the int8 file is as big as the fp32 one: did you save the quantised model "
+            "(`distilbert_int8`), not the original?"
+        )
     if hint is None and name == "fp32_bytes" and holds(value, want["int8"]):
-        hint = ("the fp32 file is as small as the int8 one: was `distilbert` quantised in place? "
-                "Reload it and save its state_dict")
+        hint = (
+            "the fp32 file is as small as the int8 one: was `distilbert` quantised in place? "
+            "Reload it and save its state_dict"
+        )
     if hint is None and name == "int8_bytes" and holds(value, want["int8 + embeddings"]):
-        hint = ("that file has int8 embeddings too (the stretch task): here quantise only the "
-                "linear layers")
+        hint = "that file has int8 embeddings too (the stretch task): here quantise only the linear layers"
     if hint is None and value == target:
-        hint = (f"`{name}` is the size predicted from the counts, to the byte: a file also holds "
-                "torch.save's framing, so measure it (os.path.getsize)")
+        hint = (
+            f"`{name}` is the size predicted from the counts, to the byte: a file also holds "
+            "torch.save's framing, so measure it (os.path.getsize)"
+        )
     if hint is None and 0 < value < target:
-        hint = (f"`{name}` is smaller than the weights the file must hold: save the whole "
-                "state_dict() with torch.save, then measure the file")
-    return hint or (f"`{name}`: save model.state_dict() with torch.save to a file and "
-                    "take os.path.getsize of that file")
+        hint = (
+            f"`{name}` is smaller than the weights the file must hold: save the whole "
+            "state_dict() with torch.save, then measure the file"
+        )
+    return hint or (
+        f"`{name}`: save model.state_dict() with torch.save to a file and take os.path.getsize of that file"
+    )
 
 
 def kept_mistake(kept: int, split: dict) -> str:
@@ -153,8 +179,10 @@ def kept_mistake(kept: int, split: dict) -> str:
         return "the biases and LayerNorms stay fp32: and which large tables are not nn.Linear at all?"
     if kept == split["linear weights"]:
         return "that is what quantize_dynamic converted to int8: count what it left alone"
-    return ("count the parameters that are not the weight matrix of an nn.Linear "
-            "(sum p.numel() over the model's parameters, less the linear weights)")
+    return (
+        "count the parameters that are not the weight matrix of an nn.Linear "
+        "(sum p.numel() over the model's parameters, less the linear weights)"
+    )
 
 
 def int8_prediction_mistake(predicted: float, want: int, total: int) -> str:
@@ -170,14 +198,15 @@ def embedding_file_mistake(value, target, want: dict, tol: float) -> str:
     """The usual mistake behind a wrong file of DistilBERT with int8 embeddings too."""
     hint = unit_mistake(value, target, "int8_all_bytes", tol)
     if hint is None and want["int8"] <= value <= want["int8"] * (1 + tol):
-        hint = ("that is the file with int8 linear layers only: give quantize_dynamic a qconfig for "
-                "nn.Embedding too (float_qparams_weight_only_qconfig)")
+        hint = (
+            "that is the file with int8 linear layers only: give quantize_dynamic a qconfig for "
+            "nn.Embedding too (float_qparams_weight_only_qconfig)"
+        )
     if hint is None and value == target:
         hint = "that is the size predicted from the counts, to the byte: save the model and measure its file"
     if hint is None and value < target:
         hint = "smaller than the 8-bit tables must be: save the whole state_dict() and measure the file"
-    return hint or ("map nn.Linear and nn.Embedding to their qconfigs, save the state_dict, "
-                    "then take os.path.getsize")
+    return hint or ("map nn.Linear and nn.Embedding to their qconfigs, save the state_dict, then take os.path.getsize")
 
 
 def multilingual_count_mistake(count: int, distilbert_count: int) -> str:
@@ -191,8 +220,10 @@ def multilingual_file_mistake(size, want: dict, tol: float) -> str:
     """The usual mistake behind a wrong int8 file of multilingual DistilBERT."""
     hint = unit_mistake(size, want["int8"], "multilingual_int8_bytes", tol)
     if hint is None and want["fp32"] < size <= want["fp32"] * (1 + tol):
-        hint = ("that file is as big as the fp32 model: quantize_dynamic(..., inplace=True) changes the "
-                "model itself; without inplace, save the model it returns")
+        hint = (
+            "that file is as big as the fp32 model: quantize_dynamic(..., inplace=True) changes the "
+            "model itself; without inplace, save the model it returns"
+        )
     if hint is None and size == want["int8"]:
         hint = "that is the size predicted from the counts, to the byte: save the model and measure its file"
     return hint or "quantise the nn.Linear layers to qint8, torch.save the state_dict, then os.path.getsize"

@@ -15,6 +15,7 @@ Three sources, always said out loud:
 
 ``embed`` (mean-pooled sentence embeddings) is :func:`bertfamily.features.embed`.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -43,8 +44,10 @@ def hub_reachable(timeout: float = 2.0) -> bool:
 
     The DNS lookup runs in a worker thread so that a dead resolver cannot hang the caller.
     """
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or \
-            os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("", "0"):
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in (
+        "",
+        "0",
+    ):
         return False
 
     def connect():
@@ -107,8 +110,7 @@ def exercise_source(hub: bool) -> str:
     return "no model hub here: published configurations (configs), random weights"
 
 
-def load_pretrained(name: str, head: str = "base", local_dir: str | os.PathLike | None = None,
-                    verbose: bool = True):
+def load_pretrained(name: str, head: str = "base", local_dir: str | os.PathLike | None = None, verbose: bool = True):
     """Load a known model: from ``local_dir`` if given, else the hub if reachable, else its config.
 
     ``head`` is ``"base"`` (the encoder, as ``AutoModel``) or ``"masked-lm"`` (with the MLM head).
@@ -132,8 +134,10 @@ def load_pretrained(name: str, head: str = "base", local_dir: str | os.PathLike 
             note = f"the hub was reachable but the download failed ({type(exc).__name__}); "
     if model is None:
         model = auto.from_config(config)
-        note += (f"no model hub here: built {name} from its published configuration with random "
-                 "weights (parameter counts and file sizes are exact, predictions are meaningless)")
+        note += (
+            f"no model hub here: built {name} from its published configuration with random "
+            "weights (parameter counts and file sizes are exact, predictions are meaningless)"
+        )
     model.eval()
     model.bertfamily_source = source
     if verbose:

@@ -4,6 +4,7 @@ The one helper, :func:`package_dir`, finds a package's folder without importing 
 for one, would fail to load on Python != 3.12) and says how to install it when it is missing. It
 imports neither torch nor transformers.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,6 +23,7 @@ def package_dir(module: str, pip_spec: str, *, no_deps: bool = False, needed_by:
     if spec is None or not spec.submodule_search_locations:
         why = f" ({needed_by} needs it)" if needed_by else ""
         flag = "--no-deps " if no_deps else ""
-        raise ImportError(f"the package {pip_spec.split('==')[0]!r} is not installed{why}: "
-                          f"run `pip install {flag}{pip_spec}`")
+        raise ImportError(
+            f"the package {pip_spec.split('==')[0]!r} is not installed{why}: run `pip install {flag}{pip_spec}`"
+        )
     return Path(list(spec.submodule_search_locations)[0])

@@ -10,6 +10,7 @@ pairs, and MLM's one-sentence input (:mod:`bertfamily.tlm` re-exports every name
 * :func:`monolingual_inputs`: the MLM baseline's input, each sentence alone with its language id
   (TLM's pair input is :func:`bertfamily.masking.tlm_inputs`).
 """
+
 from __future__ import annotations
 
 import random
@@ -20,8 +21,19 @@ import torch
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = range(5)
 
-__all__ = ["SPECIAL_TOKENS", "PAD", "UNK", "CLS", "SEP", "MASK", "train_tokenizer", "split_pairs",
-           "encode_pairs", "keep_short", "monolingual_inputs"]
+__all__ = [
+    "SPECIAL_TOKENS",
+    "PAD",
+    "UNK",
+    "CLS",
+    "SEP",
+    "MASK",
+    "train_tokenizer",
+    "split_pairs",
+    "encode_pairs",
+    "keep_short",
+    "monolingual_inputs",
+]
 
 
 def train_tokenizer(texts: Sequence[str], vocab_size: int = 1000, max_piece: int = 12):
@@ -38,28 +50,32 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 1000, max_piece: int
     from collections import Counter
 
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+
     texts = [t for t in texts if isinstance(t, str) and t.strip()]
     if not texts:
         raise ValueError("texts is empty: give the training sentences to learn the vocabulary from")
     if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must be an integer above {len(SPECIAL_TOKENS)} "
-                         f"(the special tokens), got {vocab_size!r}")
+        raise ValueError(
+            f"vocab_size must be an integer above {len(SPECIAL_TOKENS)} (the special tokens), got {vocab_size!r}"
+        )
     normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
     pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     words = Counter(w for t in texts for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(t)))
     alphabet = sorted({ch for w in words for ch in w})
     pieces = [*SPECIAL_TOKENS, *alphabet, *(f"##{ch}" for ch in alphabet)]
     if len(pieces) > vocab_size:
-        raise ValueError(f"vocab_size {vocab_size} is below the {len(pieces)} special tokens and "
-                         "characters of these texts")
+        raise ValueError(
+            f"vocab_size {vocab_size} is below the {len(pieces)} special tokens and characters of these texts"
+        )
     saving = Counter()
     for word, count in words.items():
         for i in range(len(word)):
             for j in range(i + 2, min(len(word), i + max_piece) + 1):
                 saving[word[i:j] if i == 0 else f"##{word[i:j]}"] += count * (j - i - 1)
-    pieces += sorted(saving, key=lambda p: (-saving[p], p))[:vocab_size - len(pieces)]
-    tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]",
-                                           max_input_chars_per_word=100))
+    pieces += sorted(saving, key=lambda p: (-saving[p], p))[: vocab_size - len(pieces)]
+    tokenizer = Tokenizer(
+        models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]", max_input_chars_per_word=100)
+    )
     tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer = pre_tokenizer
     tokenizer.decoder = decoders.WordPiece()
@@ -81,7 +97,7 @@ def split_pairs(pairs: Sequence[tuple[str, str]], test_fraction: float = 0.2, se
         raise ValueError("pairs must be at least two (first, second) pairs of non-empty strings")
     firsts = sorted({a for a, _ in pairs})
     random.Random(seed).shuffle(firsts)
-    held = set(firsts[:max(1, round(test_fraction * len(firsts)))])
+    held = set(firsts[: max(1, round(test_fraction * len(firsts)))])
     train = [p for p in pairs if p[0] not in held]
     seen_second = {b for _, b in train}
     test = [p for p in pairs if p[0] in held and p[1] not in seen_second]
@@ -111,8 +127,9 @@ def keep_short(first, second, max_tokens: int = 48):
     return [a for a, _ in kept], [b for _, b in kept]
 
 
-def monolingual_inputs(sentences, language_ids, *, cls_id: int = CLS, sep_id: int = SEP,
-                       pad_id: int = PAD) -> dict[str, torch.Tensor]:
+def monolingual_inputs(
+    sentences, language_ids, *, cls_id: int = CLS, sep_id: int = SEP, pad_id: int = PAD
+) -> dict[str, torch.Tensor]:
     """MLM's input: each sentence alone as ``[CLS] s [SEP]``, with its own language id.
 
     Returns the same keys as :func:`~bertfamily.masking.tlm_inputs` (``input_ids``,
@@ -127,16 +144,18 @@ def monolingual_inputs(sentences, language_ids, *, cls_id: int = CLS, sep_id: in
         raise ValueError(f"need one language id per sentence, got {len(language_ids)} for {len(rows)}")
     length = max(len(r) for r in rows) + 2
     n = len(rows)
-    out = {"input_ids": torch.full((n, length), pad_id, dtype=torch.long),
-           "attention_mask": torch.zeros((n, length), dtype=torch.long),
-           "language_ids": torch.zeros((n, length), dtype=torch.long),
-           "position_ids": torch.zeros((n, length), dtype=torch.long),
-           "special_mask": torch.ones((n, length), dtype=torch.bool)}
+    out = {
+        "input_ids": torch.full((n, length), pad_id, dtype=torch.long),
+        "attention_mask": torch.zeros((n, length), dtype=torch.long),
+        "language_ids": torch.zeros((n, length), dtype=torch.long),
+        "position_ids": torch.zeros((n, length), dtype=torch.long),
+        "special_mask": torch.ones((n, length), dtype=torch.bool),
+    }
     for i, (row, lang) in enumerate(zip(rows, language_ids, strict=True)):
         k = len(row) + 2
         out["input_ids"][i, :k] = torch.tensor([cls_id, *row, sep_id])
         out["attention_mask"][i, :k] = 1
         out["language_ids"][i, :] = lang
         out["position_ids"][i, :k] = torch.arange(k)
-        out["special_mask"][i, 1:k - 1] = False
+        out["special_mask"][i, 1 : k - 1] = False
     return out

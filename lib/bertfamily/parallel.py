@@ -1,5 +1,6 @@
 """Independent jobs run side by side in worker processes that are fresh interpreters, never forks of the
 caller (lesson 1's runs, lesson 6's models): :func:`in_processes`."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -20,13 +21,15 @@ START_METHOD = "forkserver"
 def _worker_context():
     """The multiprocessing context of :data:`START_METHOD`, or None where it is missing (Windows)."""
     import multiprocessing
+
     if START_METHOD not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context(START_METHOD)
 
 
-def in_processes(function: Callable, jobs: Sequence, processes: int | None = None, progress: bool = True,
-                 desc: str = "runs") -> list:
+def in_processes(
+    function: Callable, jobs: Sequence, processes: int | None = None, progress: bool = True, desc: str = "runs"
+) -> list:
     """``[function(job) for job in jobs]``, run ``processes`` at a time (default: one per CPU, at most
     one per job) in worker processes that are fresh interpreters (:data:`START_METHOD`), never forks
     of this one: they inherit its environment variables (the pinned kernels) but nothing it has set

@@ -8,6 +8,7 @@
   a CPU build of torch cannot load (the loggers of :data:`bertfamily.env.IMPORT_NOISE`, for the
   import only).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,6 +36,7 @@ def import_torchao(pip_spec: str = "torchao"):
     import logging
 
     from bertfamily.env import IMPORT_NOISE
+
     loggers = [logging.getLogger(name) for name in IMPORT_NOISE]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
@@ -42,8 +44,9 @@ def import_torchao(pip_spec: str = "torchao"):
     try:
         import torchao.quantization as ao
     except ImportError as error:
-        raise ImportError(f"quantising with torchao needs the package torchao "
-                          f"(`pip install '{pip_spec}'`): {error}") from None
+        raise ImportError(
+            f"quantising with torchao needs the package torchao (`pip install '{pip_spec}'`): {error}"
+        ) from None
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)

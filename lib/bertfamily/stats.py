@@ -3,6 +3,7 @@ scored on the same items, and the mean and spread over seeds.
 
 Everything is deterministic (a seeded generator), so a notebook's intervals reproduce exactly.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,6 +18,7 @@ __all__ = ["Interval", "bootstrap", "paired_bootstrap", "over_seeds"]
 @dataclass(frozen=True)
 class Interval:
     """An estimate with a (``level``) confidence interval ``[low, high]``."""
+
     estimate: float
     low: float
     high: float
@@ -61,8 +63,9 @@ def _check(level: float, resamples: int) -> None:
         raise ValueError(f"resamples must be an integer >= 100, got {resamples!r}")
 
 
-def _interval(x: torch.Tensor, statistic: Callable, level: float, resamples: int, seed: int,
-              groups: torch.Tensor | None = None) -> Interval:
+def _interval(
+    x: torch.Tensor, statistic: Callable, level: float, resamples: int, seed: int, groups: torch.Tensor | None = None
+) -> Interval:
     g = torch.Generator().manual_seed(seed)
     if groups is None:
         idx = torch.randint(len(x), (resamples, len(x)), generator=g)
@@ -83,8 +86,15 @@ def _interval(x: torch.Tensor, statistic: Callable, level: float, resamples: int
     return Interval(float(statistic(x)), low, high, level)
 
 
-def bootstrap(values, statistic: Callable = torch.mean, *, level: float = 0.95, resamples: int = 2000,
-              seed: int = 0, groups: Sequence | None = None) -> Interval:
+def bootstrap(
+    values,
+    statistic: Callable = torch.mean,
+    *,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    groups: Sequence | None = None,
+) -> Interval:
     """Percentile bootstrap interval of ``statistic`` (default: the mean) over the items in ``values``
     (e.g. 1 for a correct answer, 0 for a wrong one). With ``groups`` (one id per item) whole groups
     are resampled, for items that are not independent (blanks of one sentence)."""
@@ -98,8 +108,9 @@ def bootstrap(values, statistic: Callable = torch.mean, *, level: float = 0.95, 
     return _interval(x, statistic, level, resamples, seed, grp)
 
 
-def paired_bootstrap(a, b, *, level: float = 0.95, resamples: int = 2000, seed: int = 0,
-                     groups: Sequence | None = None) -> Interval:
+def paired_bootstrap(
+    a, b, *, level: float = 0.95, resamples: int = 2000, seed: int = 0, groups: Sequence | None = None
+) -> Interval:
     """Interval of mean(a) - mean(b) for two arms scored on the *same* items (item i of ``a`` and of
     ``b`` is one test case): the items are resampled together, so what both arms share cancels."""
     x, y = _values(a, "a"), _values(b, "b")

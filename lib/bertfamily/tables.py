@@ -1,5 +1,6 @@
 """Printed tables of the lessons, kept here so that a lesson's cell shows what it measures, not how
 its columns are padded."""
+
 from __future__ import annotations
 
 __all__ = ["int8_quality"]
@@ -12,8 +13,10 @@ def int8_quality(quality: dict, files: dict) -> None:
     Every line fits the page's column (75 characters)."""
     print(f"{'MiniLM':<25}{'MiB':>6}{'cos':>7}{'min cos':>8}{'same NN':>8}{'acc.':>7}{'changed':>8}")
     for name, q in quality.items():
-        print(f"{name:<25}{files[name]:>6.1f}{q['cos'].mean():>7.3f}{q['cos'].min():>8.3f}"
-              f"{q['same neighbour']:>8.1%}{q['accuracy']:>7.1%}{q['changed']:>8.1%}")
+        print(
+            f"{name:<25}{files[name]:>6.1f}{q['cos'].mean():>7.3f}{q['cos'].min():>8.3f}"
+            f"{q['same neighbour']:>8.1%}{q['accuracy']:>7.1%}{q['changed']:>8.1%}"
+        )
     print("accuracy lost against fp32, points (95% interval):")
     for name, q in quality.items():
         if q["loss"]:

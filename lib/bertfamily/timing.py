@@ -10,6 +10,7 @@
   length (lesson 4, also :mod:`bertfamily.sharing`); :func:`time_call` for operations too quick to
   time one call at a time; :func:`median`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,17 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-__all__ = ["positive_int", "threads", "run_times", "latency", "compare_latency", "forward_latency",
-           "interleaved_latency", "time_call", "median"]
+__all__ = [
+    "positive_int",
+    "threads",
+    "run_times",
+    "latency",
+    "compare_latency",
+    "forward_latency",
+    "interleaved_latency",
+    "time_call",
+    "median",
+]
 
 
 def positive_int(value, name):
@@ -113,8 +123,7 @@ def latency(model: nn.Module, inputs, warmup: int = 2, runs: int = 5) -> float:
     return statistics.median(times)
 
 
-def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5,
-                    baseline: str | None = None) -> dict:
+def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5, baseline: str | None = None) -> dict:
     """Time several models on the same inputs, in turn, and compare them to a baseline.
 
     Each run times every model once, one after the other (interleaved), so a slow moment of the
@@ -137,8 +146,7 @@ def compare_latency(models: Mapping, inputs, warmup: int = 2, runs: int = 5,
     for model in models.values():
         model.eval()
     with torch.inference_mode():
-        times = run_times({name: _forward(model, inputs) for name, model in models.items()},
-                          warmup=warmup, runs=runs)
+        times = run_times({name: _forward(model, inputs) for name, model in models.items()}, warmup=warmup, runs=runs)
     seconds = {name: statistics.median(ts) for name, ts in times.items()}
     speedup = {name: seconds[baseline] / s for name, s in seconds.items()}
     return {"seconds": seconds, "times": times, "speedup": speedup, "baseline": baseline}
@@ -149,8 +157,9 @@ def _random_ids(vocab_size: int, seq_len: int, batch: int) -> torch.Tensor:
     return torch.randint(0, vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
 
 
-def forward_latency(model, seq_len: int, batch: int = 1, runs: int = 5, warmup: int = 1,
-                    threads: int | None = None) -> list:
+def forward_latency(
+    model, seq_len: int, batch: int = 1, runs: int = 5, warmup: int = 1, threads: int | None = None
+) -> list:
     """Seconds taken by each of ``runs`` forward passes (after ``warmup`` untimed ones), no gradients.
 
     The input is ``batch x seq_len`` random token ids (fixed seed). Report the median: the first runs
@@ -167,8 +176,9 @@ def forward_latency(model, seq_len: int, batch: int = 1, runs: int = 5, warmup: 
     return times["model"]
 
 
-def interleaved_latency(models: dict, seq_len: int, batch: int = 1, runs: int = 5,
-                        warmup: int = 1, threads: int | None = None) -> dict:
+def interleaved_latency(
+    models: dict, seq_len: int, batch: int = 1, runs: int = 5, warmup: int = 1, threads: int | None = None
+) -> dict:
     """Forward-pass times of several models on the same ``batch x seq_len`` ids, taking turns.
 
     ``models`` maps a name to a model. Alternating the models means a busy spell of the machine slows

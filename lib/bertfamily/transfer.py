@@ -5,6 +5,7 @@ language (on as many prompts, where asked).
 Everything takes feature tensors and label lists; :mod:`bertfamily.multilingual` re-exports every
 name, as the lesson reads them.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -34,9 +35,17 @@ class _Standardise(torch.nn.Module):
         return (x - self.mean) / self.std
 
 
-def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence[str] | None = None,
-                hidden: int = 0, epochs: int = 100, lr: float = 0.01, weight_decay: float = 1e-2,
-                seed: int = 0, standardise: bool = True):
+def train_probe(
+    features: torch.Tensor,
+    labels: Sequence[str],
+    classes: Sequence[str] | None = None,
+    hidden: int = 0,
+    epochs: int = 100,
+    lr: float = 0.01,
+    weight_decay: float = 1e-2,
+    seed: int = 0,
+    standardise: bool = True,
+):
     """Fit a classifier on frozen sentence embeddings, full batch with Adam.
 
     ``hidden=0`` is a linear probe (multinomial logistic regression, zero-initialised, so the seed does
@@ -46,8 +55,7 @@ def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence
     Returns ``(model, classes)``; predict with :func:`accuracy`.
     """
     if features.ndim != 2 or features.shape[0] != len(labels):
-        raise ValueError(f"features must be (n, d) with n = len(labels) = {len(labels)}, "
-                         f"got {tuple(features.shape)}")
+        raise ValueError(f"features must be (n, d) with n = len(labels) = {len(labels)}, got {tuple(features.shape)}")
     classes = sorted(set(labels)) if classes is None else list(classes)
     if len(classes) < 2:
         raise ValueError("need at least two classes")
@@ -62,7 +70,7 @@ def train_probe(features: torch.Tensor, labels: Sequence[str], classes: Sequence
     if hidden:
         first, last = torch.nn.Linear(d, hidden), torch.nn.Linear(hidden, k)
         for layer in (first, last):
-            bound = layer.in_features ** -0.5
+            bound = layer.in_features**-0.5
             with torch.no_grad():
                 layer.weight.uniform_(-bound, bound, generator=g)
                 layer.bias.zero_()
@@ -87,8 +95,9 @@ def accuracy(model, classes, features: torch.Tensor, labels: Sequence[str]) -> f
     return sum(classes[p] == y for p, y in zip(pred, labels, strict=True)) / len(labels)
 
 
-def transfer_table(train_x, train_y, targets: Mapping[str, tuple], hidden: int = 0,
-                   seeds: Sequence[int] = (0,), **probe_kwargs) -> dict:
+def transfer_table(
+    train_x, train_y, targets: Mapping[str, tuple], hidden: int = 0, seeds: Sequence[int] = (0,), **probe_kwargs
+) -> dict:
     """Zero-shot transfer: for each target language, train on the English rows whose topic occurs in
     that language, test on the target rows. ``targets`` maps code -> (features, topics).
 
@@ -109,8 +118,13 @@ def transfer_table(train_x, train_y, targets: Mapping[str, tuple], hidden: int =
         for seed in seeds:
             model, classes = train_probe(xs, ys, keep, hidden=hidden, seed=seed, **probe_kwargs)
             accs.append(accuracy(model, classes, xt, yt))
-        out[lang] = {"n": len(test), "train": len(rows), "topics": len(keep),
-                     "majority": majority_baseline(yt), "accuracy": accs}
+        out[lang] = {
+            "n": len(test),
+            "train": len(rows),
+            "topics": len(keep),
+            "majority": majority_baseline(yt),
+            "accuracy": accs,
+        }
     return out
 
 
@@ -124,13 +138,14 @@ def _subsample(rows, labels, quota: Counter, generator: torch.Generator) -> list
     chosen = []
     for topic in sorted(quota):
         of_topic = [i for i in rows if labels[i] == topic]
-        order = torch.randperm(len(of_topic), generator=generator)[:quota[topic]].tolist()
+        order = torch.randperm(len(of_topic), generator=generator)[: quota[topic]].tolist()
         chosen += [of_topic[k] for k in sorted(order)]
     return sorted(chosen)
 
 
-def _cross_fit(train, test, classes, same: bool = False, quotas: dict | None = None, draws: int = 1,
-               seed: int = 0, **probe_kwargs) -> torch.Tensor:
+def _cross_fit(
+    train, test, classes, same: bool = False, quotas: dict | None = None, draws: int = 1, seed: int = 0, **probe_kwargs
+) -> torch.Tensor:
     """Per test row, the share of probes trained on ``train``'s *other* half (``same``: the same half)
     that label it right: 1.0 or 0.0 with one probe; with ``quotas`` (test half -> rows per topic),
     ``draws`` probes, each trained on a random subset of at most that many rows of each topic."""
@@ -142,8 +157,7 @@ def _cross_fit(train, test, classes, same: bool = False, quotas: dict | None = N
         tests = [i for i, v in enumerate(h) if v == half]
         if not tests:
             continue
-        subsets = [rows] if quotas is None else [_subsample(rows, ty, quotas[half], generator)
-                                                 for _ in range(draws)]
+        subsets = [rows] if quotas is None else [_subsample(rows, ty, quotas[half], generator) for _ in range(draws)]
         for chosen in subsets:
             if len({ty[i] for i in chosen}) < 2:
                 raise ValueError("a training half has fewer than two topics; the split is too small")
@@ -153,8 +167,9 @@ def _cross_fit(train, test, classes, same: bool = False, quotas: dict | None = N
     return correct
 
 
-def transfer_evaluation(english: tuple, target: tuple, match_sizes: bool = False, draws: int = 5,
-                        seed: int = 0, **probe_kwargs) -> dict:
+def transfer_evaluation(
+    english: tuple, target: tuple, match_sizes: bool = False, draws: int = 5, seed: int = 0, **probe_kwargs
+) -> dict:
     """Zero-shot transfer measured without leakage, next to the in-language probe.
 
     ``english`` and ``target`` are ``(features, topics, halves)`` (halves from :func:`labelled_halves`).
@@ -177,8 +192,9 @@ def transfer_evaluation(english: tuple, target: tuple, match_sizes: bool = False
     (ex, ey, eh), (x, y, h) = english, target
     for name, (f, t, hv) in (("english", english), ("target", target)):
         if not (f.shape[0] == len(t) == len(hv)):
-            raise ValueError(f"{name}: features, topics and halves need one row each: "
-                             f"{f.shape[0]}, {len(t)}, {len(hv)}")
+            raise ValueError(
+                f"{name}: features, topics and halves need one row each: {f.shape[0]}, {len(t)}, {len(hv)}"
+            )
         if set(hv) - {0, 1}:
             raise ValueError(f"{name}: halves must be 0 or 1 (see labelled_halves)")
     if not isinstance(draws, int) or draws < 1:
@@ -194,5 +210,11 @@ def transfer_evaluation(english: tuple, target: tuple, match_sizes: bool = False
     zero_shot = _cross_fit((ex, ey, eh), (x, y, h), classes, **sizes, **probe_kwargs)
     in_language = _cross_fit((x, y, h), (x, y, h), classes, **probe_kwargs)
     leaky = _cross_fit((ex, ey, eh), (x, y, h), classes, same=True, **sizes, **probe_kwargs)
-    return {"n": len(y), "topics": len(classes), "majority": majority_baseline(y),
-            "zero_shot": zero_shot, "in_language": in_language, "leaky": leaky}
+    return {
+        "n": len(y),
+        "topics": len(classes),
+        "majority": majority_baseline(y),
+        "zero_shot": zero_shot,
+        "in_language": in_language,
+        "leaky": leaky,
+    }

@@ -11,6 +11,7 @@ over Binder's 2 GiB with the notebook. Two processes each time one *pair*, inter
 against DistilBERT int8. Each ratio comes from one pair, measured under the same conditions; the speed of
 int8 relative to BERT-base is the product of the two (:func:`chain_ratios`).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ def chain_ratios(ratios: Mapping[tuple[str, str], float]) -> dict[str, float]:
     speed = {pairs[0][0]: 1.0}
     for first, second in pairs:
         if first not in speed:
-            raise ValueError(f"the pair {(first, second)} does not start from a model timed before; "
-                             f"timed so far: {list(speed)}")
+            raise ValueError(
+                f"the pair {(first, second)} does not start from a model timed before; timed so far: {list(speed)}"
+            )
         speed[second] = speed[first] * ratios[(first, second)]
     return speed
 
@@ -53,30 +55,48 @@ def time_pairs(inputs: Mapping, threads: int = 1, warmup: int = 1, runs: int = 5
     and ``int8_onednn_calls`` (how many oneDNN primitives the int8 ``nn.Linear`` ran; 0: FBGEMM did it).
     """
     from bertfamily import kernels
+
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     env = {k: v for k, v in os.environ.items() if k not in kernels.ISA}
     env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "ONEDNN_VERBOSE": "0"})
     result: dict = {"pairs": [], "fp32_gemm": set(), "int8_onednn_calls": 0}
     for pair in PAIRS:
-        payload = json.dumps({"inputs": {k: v.tolist() for k, v in inputs.items()}, "threads": threads,
-                              "warmup": warmup, "runs": runs, "models": list(pair)})
-        out = subprocess.run([sys.executable, "-c", "from bertfamily.unpinned import _child; _child()"],
-                             input=payload, env=env, capture_output=True, text=True, timeout=timeout)
+        payload = json.dumps(
+            {
+                "inputs": {k: v.tolist() for k, v in inputs.items()},
+                "threads": threads,
+                "warmup": warmup,
+                "runs": runs,
+                "models": list(pair),
+            }
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", "from bertfamily.unpinned import _child; _child()"],
+            input=payload,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if out.returncode:
             raise RuntimeError(f"the timing process for {' and '.join(pair)} failed:\n{out.stderr[-2000:]}")
         lines = out.stdout.splitlines()
         timed = json.loads(lines[-1])
-        result["fp32_gemm"] |= {line.split()[1].split("(")[0] for line in lines
-                                if line.startswith("MKL_VERBOSE ") and "(" in line.split()[1]}
-        result["int8_onednn_calls"] += sum(line.startswith("onednn_verbose,") and ",exec," in line
-                                           for line in lines)
+        result["fp32_gemm"] |= {
+            line.split()[1].split("(")[0]
+            for line in lines
+            if line.startswith("MKL_VERBOSE ") and "(" in line.split()[1]
+        }
+        result["int8_onednn_calls"] += sum(line.startswith("onednn_verbose,") and ",exec," in line for line in lines)
         for key in ("capability", "quantized_engine", "threads"):
             result[key] = timed.pop(key)
         result["pairs"].append(timed)
     result["fp32_gemm"] = sorted(result["fp32_gemm"])
-    result["ratios"] = {pair: timed["seconds"][pair[0]] / timed["seconds"][pair[1]]
-                        for pair, timed in zip(PAIRS, result["pairs"], strict=True)}
+    result["ratios"] = {
+        pair: timed["seconds"][pair[0]] / timed["seconds"][pair[1]]
+        for pair, timed in zip(PAIRS, result["pairs"], strict=True)
+    }
     result["speedup"] = chain_ratios(result["ratios"])
     return result
 
@@ -89,14 +109,16 @@ def _child() -> None:
     from bertfamily import models
     from bertfamily.quantization import quantize_linear
     from bertfamily.timing import compare_latency
+
     args = json.loads(sys.stdin.read())
     torch.set_num_threads(args["threads"])
     inputs = {k: torch.tensor(v) for k, v in args["inputs"].items()}
     built: dict = {}
     for name in args["models"]:
         if name == "DistilBERT int8":
-            built[name] = quantize_linear(built.get("DistilBERT fp32")
-                                          or models.load_pretrained("distilbert-base-uncased", verbose=False))
+            built[name] = quantize_linear(
+                built.get("DistilBERT fp32") or models.load_pretrained("distilbert-base-uncased", verbose=False)
+            )
         else:
             hub = {"BERT-base fp32": "bert-base-uncased", "DistilBERT fp32": "distilbert-base-uncased"}[name]
             built[name] = models.load_pretrained(hub, verbose=False)
@@ -110,6 +132,9 @@ def _child() -> None:
                 quantize_linear(nn.Sequential(probe))(torch.ones(2, 8))  # oneDNN, if it ran, says so
             sys.stdout.flush()
     speed = compare_latency(built, inputs, warmup=args["warmup"], runs=args["runs"])
-    speed.update(capability=torch.backends.cpu.get_cpu_capability(), quantized_engine=torch.backends.quantized.engine,
-                 threads=torch.get_num_threads())
+    speed.update(
+        capability=torch.backends.cpu.get_cpu_capability(),
+        quantized_engine=torch.backends.quantized.engine,
+        threads=torch.get_num_threads(),
+    )
     print("\n" + json.dumps(speed), flush=True)

@@ -18,6 +18,7 @@ on 98%), and the page must show the Python model's five.
   ``_static/course-model/`` and adds ``fillmask.js`` and ``fillmask.css`` (kept in the package, not in
   ``_static/``, which Jupyter Book adds to every page) to the pages that have a cell tagged ``browser-fill``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,19 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["export", "read", "site_export", "download_bytes", "page_settings", "write_static", "MANIFEST", "WEIGHTS",
-           "FORMAT", "TAG", "setup"]
+__all__ = [
+    "export",
+    "read",
+    "site_export",
+    "download_bytes",
+    "page_settings",
+    "write_static",
+    "MANIFEST",
+    "WEIGHTS",
+    "FORMAT",
+    "TAG",
+    "setup",
+]
 
 MANIFEST, WEIGHTS = "course-model.json", "course-model.bin"
 #: Bumped whenever the files' layout changes (part of the cache key of :func:`site_export`).
@@ -47,38 +59,61 @@ def _tokenizer_spec(tokenizer) -> dict:
     backend = tokenizer.backend_tokenizer
     spec = json.loads(backend.to_str())
     normalizer, pre, model = spec["normalizer"], spec["pre_tokenizer"], spec["model"]
-    if (not normalizer or normalizer.get("type") != "BertNormalizer" or model.get("type") != "WordPiece"
-            or not pre or pre.get("type") != "BertPreTokenizer"):
-        raise ValueError("the browser runs BERT's WordPiece tokenizer only (BertNormalizer, BertPreTokenizer, "
-                         f"WordPiece); this tokenizer has {normalizer and normalizer.get('type')}, "
-                         f"{pre and pre.get('type')}, {model.get('type')}")
+    if (
+        not normalizer
+        or normalizer.get("type") != "BertNormalizer"
+        or model.get("type") != "WordPiece"
+        or not pre
+        or pre.get("type") != "BertPreTokenizer"
+    ):
+        raise ValueError(
+            "the browser runs BERT's WordPiece tokenizer only (BertNormalizer, BertPreTokenizer, "
+            f"WordPiece); this tokenizer has {normalizer and normalizer.get('type')}, "
+            f"{pre and pre.get('type')}, {model.get('type')}"
+        )
     lowercase = normalizer["lowercase"]
     strip = normalizer["strip_accents"]
     cleans = normalizer["clean_text"] and normalizer["handle_chinese_chars"]
     if not cleans or (strip is not None and strip != lowercase):
-        raise ValueError(f"the browser's normalizer cleans text, spaces Chinese characters and strips accents "
-                         f"when it lower-cases; this one is {normalizer}")
+        raise ValueError(
+            f"the browser's normalizer cleans text, spaces Chinese characters and strips accents "
+            f"when it lower-cases; this one is {normalizer}"
+        )
     vocab = tokenizer.get_vocab()
     pieces = [None] * len(vocab)
     for piece, i in vocab.items():
         pieces[i] = piece
     if any(p is None for p in pieces):
         raise ValueError("the vocabulary's ids must run from 0 without gaps")
-    return {"vocab": pieces, "lowercase": lowercase, "unk_token": model["unk_token"],
-            "continuing_subword_prefix": model["continuing_subword_prefix"],
-            "max_input_chars_per_word": model["max_input_chars_per_word"],
-            "special_tokens": list(tokenizer.all_special_tokens), "cls_token": tokenizer.cls_token,
-            "sep_token": tokenizer.sep_token, "mask_token": tokenizer.mask_token}
+    return {
+        "vocab": pieces,
+        "lowercase": lowercase,
+        "unk_token": model["unk_token"],
+        "continuing_subword_prefix": model["continuing_subword_prefix"],
+        "max_input_chars_per_word": model["max_input_chars_per_word"],
+        "special_tokens": list(tokenizer.all_special_tokens),
+        "cls_token": tokenizer.cls_token,
+        "sep_token": tokenizer.sep_token,
+        "mask_token": tokenizer.mask_token,
+    }
 
 
 def _config(model) -> dict:
     c = model.config
     if c.hidden_act != "gelu" or getattr(c, "position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"the browser runs BERT with exact GELU and absolute positions; this model has "
-                         f"{c.hidden_act!r} and {getattr(c, 'position_embedding_type', None)!r}")
-    return {"hidden": c.hidden_size, "layers": c.num_hidden_layers, "heads": c.num_attention_heads,
-            "intermediate": c.intermediate_size, "vocab_size": c.vocab_size,
-            "max_positions": c.max_position_embeddings, "layer_norm_eps": c.layer_norm_eps}
+        raise ValueError(
+            f"the browser runs BERT with exact GELU and absolute positions; this model has "
+            f"{c.hidden_act!r} and {getattr(c, 'position_embedding_type', None)!r}"
+        )
+    return {
+        "hidden": c.hidden_size,
+        "layers": c.num_hidden_layers,
+        "heads": c.num_attention_heads,
+        "intermediate": c.intermediate_size,
+        "vocab_size": c.vocab_size,
+        "max_positions": c.max_position_embeddings,
+        "layer_norm_eps": c.layer_norm_eps,
+    }
 
 
 def export(model, words, tokenizer, folder) -> dict:
@@ -87,6 +122,7 @@ def export(model, words, tokenizer, folder) -> dict:
 
     The weights go out in float16: the course's checkpoints store float16, so nothing is rounded."""
     import transformers
+
     if not isinstance(model, transformers.BertForMaskedLM):
         raise TypeError(f"export takes a BertForMaskedLM, got {type(model).__name__}")
     if model.cls.predictions.decoder.weight.data_ptr() != model.bert.embeddings.word_embeddings.weight.data_ptr():
@@ -104,9 +140,15 @@ def export(model, words, tokenizer, folder) -> dict:
         tensors.append({"name": name, "shape": list(value.shape), "count": value.numel(), "offset": offset})
         chunks.append(data)
         offset += len(data)
-    manifest = {"format": FORMAT, "config": _config(model), "dtype": "float16", "tensors": tensors,
-                "tokenizer": _tokenizer_spec(tokenizer), "compact_ids": words.original_ids.tolist(),
-                "compact_unk": words.unk}
+    manifest = {
+        "format": FORMAT,
+        "config": _config(model),
+        "dtype": "float16",
+        "tensors": tensors,
+        "tokenizer": _tokenizer_spec(tokenizer),
+        "compact_ids": words.original_ids.tolist(),
+        "compact_unk": words.unk,
+    }
     (folder / WEIGHTS).write_bytes(b"".join(chunks))
     (folder / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     return {**manifest, "bytes": download_bytes(folder)}
@@ -120,6 +162,7 @@ def download_bytes(folder) -> int:
 def read(folder) -> tuple[dict, dict]:
     """``(manifest, state dict)``: the exported tensors back as float32, tied copies filled in."""
     import numpy as np
+
     folder = Path(folder)
     manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     raw = (folder / WEIGHTS).read_bytes()
@@ -142,6 +185,7 @@ def site_export(folder, checkpoint: str = "course-model") -> dict:
     from bertfamily.checkpoints.common import FOLDER, load_into
     from bertfamily.checkpoints.course import course_data, course_model
     from bertfamily.models import count_parameters
+
     folder = Path(folder)
     key = f"{_sha256(FOLDER / f'{checkpoint}.pt')}-{FORMAT}"
     stamp = folder / "export.json"
@@ -166,6 +210,7 @@ def site_export(folder, checkpoint: str = "course-model") -> dict:
 
 # --------------------------------------------------------------------------- the Sphinx extension
 
+
 def _builder_inited(app) -> None:
     if app.builder.format != "html":
         return
@@ -177,8 +222,13 @@ def _builder_inited(app) -> None:
 
 def page_settings(done: dict) -> dict:
     """What the page's script is told before it downloads anything (:func:`site_export`'s result)."""
-    return {"folder": f"{SITE_FOLDER}/", "manifest": MANIFEST, "weights": WEIGHTS, "bytes": done["bytes"],
-            "parameters": f"{done['parameters']:,}"}
+    return {
+        "folder": f"{SITE_FOLDER}/",
+        "manifest": MANIFEST,
+        "weights": WEIGHTS,
+        "bytes": done["bytes"],
+        "parameters": f"{done['parameters']:,}",
+    }
 
 
 def write_static(static, model_folder) -> Path:
@@ -195,6 +245,7 @@ def write_static(static, model_folder) -> Path:
 
 def _page_context(app, pagename, templatename, context, doctree) -> None:
     from docutils import nodes
+
     done = getattr(app, "bertfamily_model", None)
     if done is None or doctree is None:
         return
@@ -223,12 +274,15 @@ def main(argv=None) -> int:
     """``python -m bertfamily.webmodel [FOLDER]``: export the course model for the browser (what each build
     of the website does), by default into ``_build/course-model``."""
     import argparse
+
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("folder", nargs="?", default="_build/course-model", help="where to write the two files")
     args = parser.parse_args(argv)
     done = site_export(args.folder)
-    print(f"{args.folder}: {MANIFEST} and {WEIGHTS}, {done['bytes']:,} bytes, {done['parameters']:,} parameters "
-          f"(checkpoint and format {done['key'][:12]}…)")
+    print(
+        f"{args.folder}: {MANIFEST} and {WEIGHTS}, {done['bytes']:,} bytes, {done['parameters']:,} parameters "
+        f"(checkpoint and format {done['key'][:12]}…)"
+    )
     return 0
 
 

@@ -21,6 +21,7 @@ text with the functions here.
   BERT-shaped model from its layers, width, vocabulary, bits and layout;
 * :func:`remasking`: lesson 1's sentence masked afresh at each click, BERT's 80/10/10 shown.
 """
+
 from __future__ import annotations
 
 import html
@@ -28,11 +29,11 @@ from collections.abc import Sequence
 
 from bertfamily.browserwidget import BrowserWidget, check_range, element_id, page
 
-__all__ = ["temperature", "temperature_readout", "size_calculator", "size_readout", "remasking",
-           "remasking_readout"]
+__all__ = ["temperature", "temperature_readout", "size_calculator", "size_readout", "remasking", "remasking_readout"]
 
 
 # --------------------------------------------------------------------------- lesson 2: temperature
+
 
 def temperature_readout(logits, classes: Sequence[str], T: float) -> dict:
     """The temperature widget's text at ``T``: each class's probability, and the summary line.
@@ -46,8 +47,11 @@ def temperature_readout(logits, classes: Sequence[str], T: float) -> dict:
     z = torch.as_tensor(logits, dtype=torch.float64)
     p = losses.soften(z, T)
     mass, H = float(losses.non_target_mass(p)), float(losses.entropy(p))
-    return {"values": p.tolist(), "probabilities": [f"{v:.1%}" for v in p.tolist()],
-            "summary": f"T = {T:.2f}: others {mass:.1%}, entropy {H:.2f} nats"}
+    return {
+        "values": p.tolist(),
+        "probabilities": [f"{v:.1%}" for v in p.tolist()],
+        "summary": f"T = {T:.2f}: others {mass:.1%}, entropy {H:.2f} nats",
+    }
 
 
 _TEMPERATURE_JS = r"""
@@ -69,8 +73,16 @@ update();
 """
 
 
-def temperature(logits, classes: Sequence[str], *, value: float = 1.0, low: float = 0.25,
-                high: float = 10.0, step: float = 0.25, colors: Sequence[str] | None = None) -> BrowserWidget:
+def temperature(
+    logits,
+    classes: Sequence[str],
+    *,
+    value: float = 1.0,
+    low: float = 0.25,
+    high: float = 10.0,
+    step: float = 0.25,
+    colors: Sequence[str] | None = None,
+) -> BrowserWidget:
     """A temperature slider over ``softmax(logits / T)``: the bars, the mass outside the top class
     and the entropy follow it in the browser."""
     from bertfamily.plots import COLORS
@@ -78,48 +90,72 @@ def temperature(logits, classes: Sequence[str], *, value: float = 1.0, low: floa
     logits = [float(v) for v in (logits.tolist() if hasattr(logits, "tolist") else logits)]
     classes = [str(c) for c in classes]
     if len(logits) < 2 or len(classes) != len(logits):
-        raise ValueError(f"give one class name per logit (at least two); got {len(logits)} logits "
-                         f"and {len(classes)} names")
+        raise ValueError(
+            f"give one class name per logit (at least two); got {len(logits)} logits and {len(classes)} names"
+        )
     if not low > 0:
         raise ValueError(f"the lowest temperature must be > 0, got {low!r}")
     check_range("the temperature", value, low, high, step)
     top = max(range(len(logits)), key=logits.__getitem__)
-    colors = list(colors) if colors else [COLORS["teacher"] if i == top else COLORS["student"]
-                                          for i in range(len(logits))]
+    colors = (
+        list(colors) if colors else [COLORS["teacher"] if i == top else COLORS["student"] for i in range(len(logits))]
+    )
     readout = temperature_readout(logits, classes, value)
     data = {"logits": logits}
     uid = element_id("temperature", {"logits": logits, "classes": classes, "value": value})
     rows = "".join(
         f'<span>{html.escape(c)}</span><div><div class="bf-bar" style="background:{colors[i]};'
         f'width:{100 * readout["values"][i]:.1f}%"></div></div>'
-        f'<span class="bf-p">{readout["probabilities"][i]}</span>' for i, c in enumerate(classes))
-    body = (f'<div class="bf-controls"><label for="{uid}-T">Temperature T</label>'
-            f'<input type="range" id="{uid}-T" min="{low}" max="{high}" step="{step}" value="{value}">'
-            f'<output for="{uid}-T">{value:.2f}</output></div>'
-            f'<div class="bf-bars" role="img" aria-label="softened distribution">{rows}</div>'
-            f'<p class="bf-readout" aria-live="polite">{html.escape(readout["summary"])}</p>')
+        f'<span class="bf-p">{readout["probabilities"][i]}</span>'
+        for i, c in enumerate(classes)
+    )
+    body = (
+        f'<div class="bf-controls"><label for="{uid}-T">Temperature T</label>'
+        f'<input type="range" id="{uid}-T" min="{low}" max="{high}" step="{step}" value="{value}">'
+        f'<output for="{uid}-T">{value:.2f}</output></div>'
+        f'<div class="bf-bars" role="img" aria-label="softened distribution">{rows}</div>'
+        f'<p class="bf-readout" aria-live="polite">{html.escape(readout["summary"])}</p>'
+    )
     shares = zip(classes, readout["probabilities"], strict=True)
     text = f"{readout['summary']}\n" + "  ".join(f"{c} {p}" for c, p in shares)
-    return BrowserWidget("temperature", page("temperature", uid, data, body, _TEMPERATURE_JS,
-                                              "Without JavaScript the slider does not move; the figure below "
-                                              "draws the same quantities for every temperature."), text)
+    return BrowserWidget(
+        "temperature",
+        page(
+            "temperature",
+            uid,
+            data,
+            body,
+            _TEMPERATURE_JS,
+            "Without JavaScript the slider does not move; the figure below "
+            "draws the same quantities for every temperature.",
+        ),
+        text,
+    )
 
 
 # --------------------------------------------------------------------------- lesson 3: sizes
 
 #: The size calculator's controls and their choices (lesson 3).
-SIZE_CHOICES = {"layers": (1, 24, 1), "hidden": (128, 1024, 64), "vocab": (30522, 50265, 119547, 250002),
-                "bits": (32, 16, 8, 4), "layout": ("distilbert", "bert")}
+SIZE_CHOICES = {
+    "layers": (1, 24, 1),
+    "hidden": (128, 1024, 64),
+    "vocab": (30522, 50265, 119547, 250002),
+    "bits": (32, 16, 8, 4),
+    "layout": ("distilbert", "bert"),
+}
 
 
-def size_readout(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits: int = 8,
-                 layout: str = "distilbert") -> str:
+def size_readout(
+    layers: int = 6, hidden: int = 768, vocab: int = 30522, bits: int = 8, layout: str = "distilbert"
+) -> str:
     """The calculator's sentence, from :func:`bertfamily.quantization.size_calculator`."""
     from bertfamily import quantization
 
     r = quantization.size_calculator(layers, hidden, vocab, bits, layout)
-    return (f"{r['parameters']:,} parameters, {r['mib']:.1f} MiB at {bits} bits, "
-            f"{r['factor']:.2f}x smaller than BERT-base in fp32")
+    return (
+        f"{r['parameters']:,} parameters, {r['mib']:.1f} MiB at {bits} bits, "
+        f"{r['factor']:.2f}x smaller than BERT-base in fp32"
+    )
 
 
 def _layout_constants() -> dict:
@@ -132,8 +168,12 @@ def _layout_constants() -> dict:
     out = {}
     for name, config in (("distilbert", DistilBertConfig()), ("bert", BertConfig())):
         s = budget.sizes(config)
-        out[name] = {"positions": s.positions, "segments": s.segments, "pooler": s.pooler,
-                     "ffn": s.intermediate // s.hidden}
+        out[name] = {
+            "positions": s.positions,
+            "segments": s.segments,
+            "pooler": s.pooler,
+            "ffn": s.intermediate // s.hidden,
+        }
     return out
 
 
@@ -158,8 +198,9 @@ update();
 """
 
 
-def size_calculator(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits: int = 8,
-                    layout: str = "distilbert") -> BrowserWidget:
+def size_calculator(
+    layers: int = 6, hidden: int = 768, vocab: int = 30522, bits: int = 8, layout: str = "distilbert"
+) -> BrowserWidget:
     """Lesson 3's compression calculator: two sliders and three lists, the budget recomputed in the browser."""
     from bertfamily import budget, quantization
     from bertfamily.models import published_config
@@ -181,25 +222,45 @@ def size_calculator(layers: int = 6, hidden: int = 768, vocab: int = 30522, bits
     controls = []
     for name in ("layers", "hidden"):
         low, high, step = choices[name]
-        controls.append(f'<span><label for="{uid}-{name}">{labels[name]}</label>'
-                        f'<input type="range" id="{uid}-{name}" name="{name}" min="{low}" max="{high}" '
-                        f'step="{step}" value="{start[name]}"> <output for="{uid}-{name}">{start[name]}</output>'
-                        "</span>")
+        controls.append(
+            f'<span><label for="{uid}-{name}">{labels[name]}</label>'
+            f'<input type="range" id="{uid}-{name}" name="{name}" min="{low}" max="{high}" '
+            f'step="{step}" value="{start[name]}"> <output for="{uid}-{name}">{start[name]}</output>'
+            "</span>"
+        )
     for name in ("vocab", "bits", "layout"):
-        options = "".join(f'<option value="{o}"{" selected" if o == start[name] else ""}>'
-                          f'{f"{o:,}" if name == "vocab" else o}</option>' for o in choices[name])
-        controls.append(f'<span><label for="{uid}-{name}">{labels[name]}</label>'
-                        f'<select id="{uid}-{name}" name="{name}">{options}</select></span>')
-    body = (f'<div class="bf-controls">{"".join(controls)}</div>'
-            f'<p class="bf-readout" aria-live="polite">{html.escape(readout)}</p>'
-            '<p class="bf-note">distilbert: no segment table, no pooler; bert: both. Feed-forward 4 × width, '
-            "512 positions; every parameter stored at the chosen bits.</p>")
-    return BrowserWidget("sizes", page("sizes", uid, data, body, _SIZE_JS,
-                                        "Without JavaScript the controls do not compute; the figure below "
-                                        "draws the size against depth for three bit widths."), readout)
+        options = "".join(
+            f'<option value="{o}"{" selected" if o == start[name] else ""}>'
+            f'{f"{o:,}" if name == "vocab" else o}</option>'
+            for o in choices[name]
+        )
+        controls.append(
+            f'<span><label for="{uid}-{name}">{labels[name]}</label>'
+            f'<select id="{uid}-{name}" name="{name}">{options}</select></span>'
+        )
+    body = (
+        f'<div class="bf-controls">{"".join(controls)}</div>'
+        f'<p class="bf-readout" aria-live="polite">{html.escape(readout)}</p>'
+        '<p class="bf-note">distilbert: no segment table, no pooler; bert: both. Feed-forward 4 × width, '
+        "512 positions; every parameter stored at the chosen bits.</p>"
+    )
+    return BrowserWidget(
+        "sizes",
+        page(
+            "sizes",
+            uid,
+            data,
+            body,
+            _SIZE_JS,
+            "Without JavaScript the controls do not compute; the figure below "
+            "draws the size against depth for three bit widths.",
+        ),
+        readout,
+    )
 
 
 # --------------------------------------------------------------------------- lesson 1: re-masking
+
 
 def remasking_readout(tokens: Sequence[str], corrupted_tokens: Sequence[str], codes) -> dict:
     """The re-masking widget's text for one mask: the sentence as :func:`bertfamily.masking.render`
@@ -265,8 +326,7 @@ slider.addEventListener('input', function () {
 """
 
 
-def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 1000,
-              seed: int = 0) -> BrowserWidget:
+def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 1000, seed: int = 0) -> BrowserWidget:
     """Lesson 1's sentence masked afresh at each click of a button, at the slider's probability.
 
     The browser applies :func:`bertfamily.masking.mask_tokens`' rule to its own uniform draws (one
@@ -299,20 +359,38 @@ def remasking(input_ids, tokenizer, *, probability: float = 0.15, sample: int = 
     blocked = [i in set(vocab["special_ids"]) or i == vocab["pad_token_id"] for i in row]
     corrupted_tokens = tokenizer.convert_ids_to_tokens(corrupted[0])
     readout = remasking_readout(tokens, corrupted_tokens, codes)
-    data = {"ids": row, "tokens": tokens, "blocked": blocked, "mask_id": vocab["mask_token_id"],
-            "split": [0.8, 0.1, 0.1], "sample_ids": sample_ids, "choosable": blocked.count(False),
-            "sample_tokens": " ".join(words)}
+    data = {
+        "ids": row,
+        "tokens": tokens,
+        "blocked": blocked,
+        "mask_id": vocab["mask_token_id"],
+        "split": [0.8, 0.1, 0.1],
+        "sample_ids": sample_ids,
+        "choosable": blocked.count(False),
+        "sample_tokens": " ".join(words),
+    }
     uid = element_id("remask", {"ids": row, "probability": probability, "seed": seed})
     count = f"{readout['chosen']} of {data['choosable']} word pieces chosen"
-    body = (f'<div class="bf-controls"><label for="{uid}-p">Masking probability</label>'
-            f'<input type="range" id="{uid}-p" min="0.05" max="0.6" step="0.05" value="{probability}">'
-            f'<output for="{uid}-p">{probability:.2f}</output>'
-            '<button type="button">New mask</button></div>'
-            f'<p class="bf-sentence" aria-live="polite">{_marked(tokens, corrupted_tokens, codes)}</p>'
-            f'<p class="bf-count">{count}</p><p class="bf-tally bf-note"></p>'
-            f'<p class="bf-note">[MASK]: masked; &lt;piece&gt;: a random piece (here from {sample:,} of the '
-            f'vocabulary\'s {vocab["vocab_size"]:,}); (piece): kept, but predicted.</p>')
+    body = (
+        f'<div class="bf-controls"><label for="{uid}-p">Masking probability</label>'
+        f'<input type="range" id="{uid}-p" min="0.05" max="0.6" step="0.05" value="{probability}">'
+        f'<output for="{uid}-p">{probability:.2f}</output>'
+        '<button type="button">New mask</button></div>'
+        f'<p class="bf-sentence" aria-live="polite">{_marked(tokens, corrupted_tokens, codes)}</p>'
+        f'<p class="bf-count">{count}</p><p class="bf-tally bf-note"></p>'
+        f'<p class="bf-note">[MASK]: masked; &lt;piece&gt;: a random piece (here from {sample:,} of the '
+        f'vocabulary\'s {vocab["vocab_size"]:,}); (piece): kept, but predicted.</p>'
+    )
     text = f"{readout['sentence']}\n{count}"
-    return BrowserWidget("remask", page("remask", uid, data, body, _REMASK_JS,
-                                         "Without JavaScript the button does nothing: this is one mask; the "
-                                         "figure below shows ten epochs of masks."), text)
+    return BrowserWidget(
+        "remask",
+        page(
+            "remask",
+            uid,
+            data,
+            body,
+            _REMASK_JS,
+            "Without JavaScript the button does nothing: this is one mask; the figure below shows ten epochs of masks.",
+        ),
+        text,
+    )

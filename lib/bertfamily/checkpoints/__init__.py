@@ -22,6 +22,7 @@ models live, and read the other seeds' results from the log. ``tests/test_checkp
 start of each run and compares it with the log. This module is the package's public face: the lessons read
 these names as ``checkpoints.name``.
 """
+
 from . import course, course_control, course_distil, course_scarce, masking, sharing, tlm
 from .common import FOLDER, read_log
 from .course import COURSE, course_data, load_course_model
@@ -35,10 +36,37 @@ from .showcases import SHOWCASE, showcase
 from .tlm import TLM, content_accuracy, load_tlm, tlm_blanks, tlm_data
 
 #: What ``make pretrain`` trains, in this order: experiment name -> its record (``common.Experiment``).
-EXPERIMENTS = {module.EXPERIMENT.name: module.EXPERIMENT
-               for module in (masking, tlm, sharing, course, course_distil, course_scarce, course_control)}
+EXPERIMENTS = {
+    module.EXPERIMENT.name: module.EXPERIMENT
+    for module in (masking, tlm, sharing, course, course_distil, course_scarce, course_control)
+}
 
-__all__ = ["COURSE", "COURSE_DISTIL", "DISTIL", "EXPERIMENTS", "FOLDER", "MASKING", "SHARING", "SHOWCASE", "TLM",
-           "blank_predictions", "blank_scores", "content_accuracy", "course_data", "load_course_control",
-           "load_course_model", "load_course_student", "load_masking", "load_sharing", "load_tlm", "masking_data",
-           "read_log", "scores_of", "showcase", "tlm_blanks", "tlm_data", "train_distil_run", "train_distil_teacher"]
+__all__ = [
+    "COURSE",
+    "COURSE_DISTIL",
+    "DISTIL",
+    "EXPERIMENTS",
+    "FOLDER",
+    "MASKING",
+    "SHARING",
+    "SHOWCASE",
+    "TLM",
+    "blank_predictions",
+    "blank_scores",
+    "content_accuracy",
+    "course_data",
+    "load_course_control",
+    "load_course_model",
+    "load_course_student",
+    "load_masking",
+    "load_sharing",
+    "load_tlm",
+    "masking_data",
+    "read_log",
+    "scores_of",
+    "showcase",
+    "tlm_blanks",
+    "tlm_data",
+    "train_distil_run",
+    "train_distil_teacher",
+]

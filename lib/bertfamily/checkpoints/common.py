@@ -1,6 +1,7 @@
 """What every experiment of :mod:`bertfamily.checkpoints` shares: its settings (a frozen dataclass read
 from and written to its log), the folder of weights and logs, storing and loading float16 weights, and
 the record of an experiment that ``make pretrain`` runs."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,10 @@ class Settings:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown, missing = [k for k in logged if k not in names], [n for n in names if n not in logged]
         if unknown or missing:
-            raise ValueError(f"{cls.__name__} does not fit these settings: unknown keys {unknown}, "
-                             f"missing keys {missing} (its fields: {', '.join(names)})")
+            raise ValueError(
+                f"{cls.__name__} does not fit these settings: unknown keys {unknown}, "
+                f"missing keys {missing} (its fields: {', '.join(names)})"
+            )
         return cls(**{k: _frozen(v) for k, v in logged.items()})
 
     def to_log(self) -> dict:
@@ -67,6 +70,7 @@ class Experiment:
     ``record(log)`` writes the log as it stands (with the machine and the seconds so far; the experiment calls
     it where a run cut short should leave what it has), ``progress(line)`` reports. ``native``: trained with
     the machine's own kernels (bfloat16 products), not the pinned ones."""
+
     name: str
     lessons: str
     settings: Settings
@@ -126,13 +130,15 @@ def load_into(model, name: str):
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint {path}: run `make pretrain` in a clone of the course")
     state = torch.load(path, map_location="cpu", weights_only=True)
-    missing, unexpected = model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                                                 for k, v in state.items()}, strict=False)
+    missing, unexpected = model.load_state_dict(
+        {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False
+    )
     shared = Counter(v.data_ptr() for v in model.state_dict().values())
     tied = {k for k, v in model.state_dict().items() if shared[v.data_ptr()] > 1}
     if unexpected or set(missing) - tied:
-        raise ValueError(f"{path} does not fit this model: missing {sorted(set(missing) - tied)}, "
-                         f"unexpected {sorted(unexpected)}")
+        raise ValueError(
+            f"{path} does not fit this model: missing {sorted(set(missing) - tied)}, unexpected {sorted(unexpected)}"
+        )
     return model.eval()
 
 

@@ -1,5 +1,6 @@
 """The course's own BERT, which lesson 1 shows filling blanks, lesson 2 distils and lesson 3 quantises: its
 settings, data, model and training loop (which its students' distillation runs too), and loading it back."""
+
 from __future__ import annotations
 
 import time
@@ -14,24 +15,24 @@ from .showcases import SHOWCASE, showcase, showcase_guesses
 
 @dataclass(frozen=True)
 class CourseSettings(Settings):
-    length: int                 # pieces per block
+    length: int  # pieces per block
     test_blocks_per_article: int
-    min_count: int              # a piece seen fewer times is [UNK] (the compact vocabulary)
+    min_count: int  # a piece seen fewer times is [UNK] (the compact vocabulary)
     hidden: int
     layers: int
     heads: int
-    dropout: float              # on the hidden states
+    dropout: float  # on the hidden states
     attention_dropout: float
     batch: int
     lr: float
-    warmup: int                 # steps of linear warm-up
-    decay: float                # the last share of the steps, over which the rate decays linearly
-    final_lr_fraction: float    # to this fraction of lr
+    warmup: int  # steps of linear warm-up
+    decay: float  # the last share of the steps, over which the rate decays linearly
+    final_lr_fraction: float  # to this fraction of lr
     steps: int
     eval_every: int
     seed: int
-    held_out_seed: int          # the test blocks' fixed mask (the validation blocks': this + 1)
-    autocast: str | None        # the matrix products' dtype (a torch dtype's name), or None for float32
+    held_out_seed: int  # the test blocks' fixed mask (the validation blocks': this + 1)
+    autocast: str | None  # the matrix products' dtype (a torch dtype's name), or None for float32
 
 
 #: The course's own BERT: 4 layers of width 256 (about 6.5M parameters) trained with RoBERTa's dynamic masking
@@ -43,26 +44,43 @@ class CourseSettings(Settings):
 #: enough: the evaluations run in float32). Settings are chosen on the validation articles; the test
 #: articles are scored once, at the end. Lesson 1 shows it filling blanks, lesson 2 distils it, lesson 3
 #: quantises it.
-COURSE = CourseSettings(length=128, test_blocks_per_article=2, min_count=3, hidden=256, layers=4, heads=4,
-                        dropout=0.1, attention_dropout=0.0, batch=128, lr=1e-3, warmup=500, decay=0.25,
-                        final_lr_fraction=0.1, steps=3600, eval_every=200, seed=0, held_out_seed=2026,
-                        autocast="bfloat16")
+COURSE = CourseSettings(
+    length=128,
+    test_blocks_per_article=2,
+    min_count=3,
+    hidden=256,
+    layers=4,
+    heads=4,
+    dropout=0.1,
+    attention_dropout=0.0,
+    batch=128,
+    lr=1e-3,
+    warmup=500,
+    decay=0.25,
+    final_lr_fraction=0.1,
+    steps=3600,
+    eval_every=200,
+    seed=0,
+    held_out_seed=2026,
+    autocast="bfloat16",
+)
 
 
 @dataclass
 class CourseData:
     """What the course model trains and is measured on."""
-    tokenizer: object       # bert-base-uncased's WordPiece tokenizer (all-MiniLM-L6-v2's copy)
-    words: object           # pretraining.CompactVocabulary: WordPiece id <-> compact id
-    train: torch.Tensor     # compact ids, (blocks, length): every training article cut into blocks
-    test: torch.Tensor      # compact ids of the test articles' blocks
-    held_out: object        # pretraining.HeldOut: the test blocks masked once (reported, scored at the end)
-    small: dict             # vocab_size, mask_token_id, special_ids (compact ids)
-    config: object          # the model's BertConfig
-    counts: torch.Tensor    # how often each compact id occurs in the training blocks
-    articles: int           # training articles
-    validation: object = None      # pretraining.HeldOut on the validation articles' blocks (settings, curves)
-    test_articles: object = None   # per test block, the index of its article (for article-level intervals)
+
+    tokenizer: object  # bert-base-uncased's WordPiece tokenizer (all-MiniLM-L6-v2's copy)
+    words: object  # pretraining.CompactVocabulary: WordPiece id <-> compact id
+    train: torch.Tensor  # compact ids, (blocks, length): every training article cut into blocks
+    test: torch.Tensor  # compact ids of the test articles' blocks
+    held_out: object  # pretraining.HeldOut: the test blocks masked once (reported, scored at the end)
+    small: dict  # vocab_size, mask_token_id, special_ids (compact ids)
+    config: object  # the model's BertConfig
+    counts: torch.Tensor  # how often each compact id occurs in the training blocks
+    articles: int  # training articles
+    validation: object = None  # pretraining.HeldOut on the validation articles' blocks (settings, curves)
+    test_articles: object = None  # per test block, the index of its article (for article-level intervals)
     validation_articles: object = None
 
 
@@ -89,14 +107,26 @@ def course_data(settings: CourseSettings = COURSE) -> CourseData:
     words, train, test, small = compact_corpus(tokenizer, train_ids, test_ids, min_count=s.min_count)
     held_out = HeldOut.fixed_mask(test, seed=s.held_out_seed, **small)
     validation = HeldOut.fixed_mask(words.encode(valid_ids), seed=s.held_out_seed + 1, **small)
-    config = tiny_bert_config(words.size, hidden=s.hidden, layers=s.layers, heads=s.heads,
-                              max_positions=s.length, dropout=s.dropout)
+    config = tiny_bert_config(
+        words.size, hidden=s.hidden, layers=s.layers, heads=s.heads, max_positions=s.length, dropout=s.dropout
+    )
     # dropout on the attention weights costs 40% of a forward pass on CPU (a random draw per weight)
     config.attention_probs_dropout_prob = s.attention_dropout
     counts = torch.bincount(train.flatten(), minlength=words.size)
-    return CourseData(tokenizer, words, train, test, held_out, small, config, counts, len(split.train_texts),
-                      validation, block_articles(tokenizer, split.test_texts, n, most),
-                      block_articles(tokenizer, split.validation_texts, n, most))
+    return CourseData(
+        tokenizer,
+        words,
+        train,
+        test,
+        held_out,
+        small,
+        config,
+        counts,
+        len(split.train_texts),
+        validation,
+        block_articles(tokenizer, split.test_texts, n, most),
+        block_articles(tokenizer, split.validation_texts, n, most),
+    )
 
 
 def autocast(loss, settings):
@@ -107,6 +137,7 @@ def autocast(loss, settings):
     def wrapped(*args, **kwargs):
         with torch.autocast("cpu", dtype=getattr(torch, settings.autocast)):
             return loss(*args, **kwargs)
+
     return wrapped
 
 
@@ -126,13 +157,21 @@ def course_model(data: CourseData, seed: int | None = None, settings: CourseSett
     import copy
 
     from bertfamily.pretraining import tiny_bert
+
     config = copy.deepcopy(data.config)
     config.num_hidden_layers = settings.layers
     return tiny_bert(config, seed=settings.seed if seed is None else seed)
 
 
-def train_course_model(data: CourseData, steps: int | None = None, settings: CourseSettings = COURSE, progress=True,
-                       on_evaluation=None, evaluate: bool = True, on_step=None):
+def train_course_model(
+    data: CourseData,
+    steps: int | None = None,
+    settings: CourseSettings = COURSE,
+    progress=True,
+    on_evaluation=None,
+    evaluate: bool = True,
+    on_step=None,
+):
     """Train the course model (or its first ``steps``): ``(model, log)``.
 
     ``log`` holds the training loss of every step and, every ``eval_every`` steps, the scores of
@@ -144,14 +183,35 @@ def train_course_model(data: CourseData, steps: int | None = None, settings: Cou
     s = settings
     steps = steps or s.steps
     model = course_model(data, settings=s)
-    log = course_loop(data, model, s, steps, {"train_loss": [], "evaluations": []}, "course model", progress,
-                      on_evaluation, evaluate=evaluate, on_step=on_step)
+    log = course_loop(
+        data,
+        model,
+        s,
+        steps,
+        {"train_loss": [], "evaluations": []},
+        "course model",
+        progress,
+        on_evaluation,
+        evaluate=evaluate,
+        on_step=on_step,
+    )
     model.eval()
     return model, log
 
 
-def course_loop(data: CourseData, model, s, steps: int, log: dict, desc: str, progress, on_evaluation,
-                loss=None, evaluate: bool = True, on_step=None) -> dict:
+def course_loop(
+    data: CourseData,
+    model,
+    s,
+    steps: int,
+    log: dict,
+    desc: str,
+    progress,
+    on_evaluation,
+    loss=None,
+    evaluate: bool = True,
+    on_step=None,
+) -> dict:
     """The course model's training loop, shared by its pretraining and its distillation: dynamic masks and
     batch order from a generator seeded ``s.seed``, AdamW with :func:`learning_rate`, the loss under
     :func:`autocast`, and ``blank_scores`` on the validation blanks into ``log`` every ``eval_every``
@@ -177,10 +237,20 @@ def course_loop(data: CourseData, model, s, steps: int, log: dict, desc: str, pr
                 on_evaluation(model, log)
 
     torch.manual_seed(s.seed)  # dropout
-    log["train_loss"], log["epochs"] = mlm_steps(model, optimizer, schedule, batch, sequences=len(masking),
-                                                 batch_size=s.batch, steps=steps, generator=generator,
-                                                 progress=progress, desc=desc, after_step=after,
-                                                 loss=autocast(loss or masked_lm_loss, s))
+    log["train_loss"], log["epochs"] = mlm_steps(
+        model,
+        optimizer,
+        schedule,
+        batch,
+        sequences=len(masking),
+        batch_size=s.batch,
+        steps=steps,
+        generator=generator,
+        progress=progress,
+        desc=desc,
+        after_step=after,
+        loss=autocast(loss or masked_lm_loss, s),
+    )
     return log
 
 
@@ -193,6 +263,7 @@ def train_and_store(data: CourseData, settings: CourseSettings, name: str, on_ev
     """:func:`train_course_model` with ``settings``, its weights stored as ``name`` at every evaluation (then
     ``on_evaluation(model, log)``: a run cut short leaves its last model) and at the end, rounded to float16 as
     stored (so the scores that follow are those of the stored weights): ``(model, log)``."""
+
     def write(model, log):
         save(model, name)
         on_evaluation(model, log)
@@ -210,12 +281,22 @@ def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
     s = settings
     data = course_data()
     start = time.perf_counter()
-    result = {"settings": s.to_log(), "blanks": data.held_out.targets, "validation_blanks": data.validation.targets,
-              "train_blocks": int(data.train.shape[0]), "test_blocks": int(data.test.shape[0]),
-              "validation_blocks": int(data.validation.input_ids.shape[0]), "vocab_size": data.small["vocab_size"]}
+    result = {
+        "settings": s.to_log(),
+        "blanks": data.held_out.targets,
+        "validation_blanks": data.validation.targets,
+        "train_blocks": int(data.train.shape[0]),
+        "test_blocks": int(data.test.shape[0]),
+        "validation_blocks": int(data.validation.input_ids.shape[0]),
+        "vocab_size": data.small["vocab_size"],
+    }
     blanks = showcase(data)  # lesson 1's showcase blanks, answered at the start and at every evaluation
-    result["showcase"] = {"settings": SHOWCASE.to_log(), "blanks": blanks,
-                          "steps": [0], "guesses": [showcase_guesses(course_model(data, settings=s), data, blanks)]}
+    result["showcase"] = {
+        "settings": SHOWCASE.to_log(),
+        "blanks": blanks,
+        "steps": [0],
+        "guesses": [showcase_guesses(course_model(data, settings=s), data, blanks)],
+    }
 
     def write(model, log):
         last = log["evaluations"][-1]
@@ -223,13 +304,19 @@ def run_course(progress, record, settings: CourseSettings = COURSE) -> dict:
         result["showcase"]["guesses"].append(showcase_guesses(model, data, blanks))
         result.update(steps_done=last["step"], evaluations=log["evaluations"])
         record(result)
-        progress(f"course model step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
-                 f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
+        progress(
+            f"course model step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
+            f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)"
+        )
 
     model, log = train_and_store(data, s, "course-model", write)
-    result.update(final=blank_scores(model, data.held_out), final_validation=blank_scores(model, data.validation),
-                  epochs=log["epochs"], first_losses=log["train_loss"][:10],
-                  train_loss=[round(x, 4) for x in log["train_loss"]])
+    result.update(
+        final=blank_scores(model, data.held_out),
+        final_validation=blank_scores(model, data.validation),
+        epochs=log["epochs"],
+        first_losses=log["train_loss"][:10],
+        train_loss=[round(x, 4) for x in log["train_loss"]],
+    )
     return result
 
 
@@ -241,8 +328,14 @@ def rerun_showcase(progress, steps: list[int], machine) -> dict:
     run cut short keeps what it has."""
     data = course_data()
     blanks, start = showcase(data), time.perf_counter()
-    result = {"settings": COURSE.to_log(), "showcase": SHOWCASE.to_log(), "blanks": blanks, "steps": [],
-              "guesses": [], "seconds": []}
+    result = {
+        "settings": COURSE.to_log(),
+        "showcase": SHOWCASE.to_log(),
+        "blanks": blanks,
+        "steps": [],
+        "guesses": [],
+        "seconds": [],
+    }
 
     def record(model, step):
         if step not in steps:

@@ -1,6 +1,7 @@
 """Lesson 2's compute-matched control, Turc et al. (2019)'s question "distil, or train the small model longer?":
 a model of the students' shape (2 layers) from random weights, trained with the course model's own
 from-scratch recipe for the teacher's steps plus a student's, the budget that made the distilled student."""
+
 from __future__ import annotations
 
 import time
@@ -34,15 +35,22 @@ def run_course_control(progress, record, settings: CourseSettings = COURSE_CONTR
         last = log["evaluations"][-1]
         result.update(parameters=count_parameters(model), evaluations=log["evaluations"], steps_done=last["step"])
         record(result)
-        progress(f"control step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}% "
-                 f"({time.perf_counter() - start:.0f} s)")
+        progress(
+            f"control step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}% "
+            f"({time.perf_counter() - start:.0f} s)"
+        )
 
     model, log = train_and_store(data, s, "course-control", write)
     distilled = load_course_student(data, "distilled")
-    result.update(final=blank_scores(model, data.held_out), final_validation=blank_scores(model, data.validation),
-                  right=right_answers(model, data.held_out),
-                  distilled_right=right_answers(distilled, data.held_out), epochs=log["epochs"],
-                  first_losses=log["train_loss"][:10], train_loss=[round(x, 4) for x in log["train_loss"]])
+    result.update(
+        final=blank_scores(model, data.held_out),
+        final_validation=blank_scores(model, data.validation),
+        right=right_answers(model, data.held_out),
+        distilled_right=right_answers(distilled, data.held_out),
+        epochs=log["epochs"],
+        first_losses=log["train_loss"][:10],
+        train_loss=[round(x, 4) for x in log["train_loss"]],
+    )
     return result
 
 

@@ -9,6 +9,7 @@ schedule:
 * ``random init``: the same 2-layer shape from random weights, trained on the masked words alone: what the
   teacher's layers as a start add is ``hard labels`` minus this.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,25 +22,38 @@ from .scores import blank_scores
 
 @dataclass(frozen=True)
 class CourseDistilSettings(Settings):
-    layers: tuple               # the teacher's layers a student starts from
+    layers: tuple  # the teacher's layers a student starts from
     steps: int
     batch: int
     lr: float
     warmup: int
-    decay: float                # the learning rate's shape, as the course model's (course.learning_rate)
+    decay: float  # the learning rate's shape, as the course model's (course.learning_rate)
     final_lr_fraction: float
     temperature: float
     eval_every: int
-    seed: int                   # the masks and the batch order
+    seed: int  # the masks and the batch order
     autocast: str | None
-    arms: dict                  # arm -> (start: "teacher" or "random", (L_ce, L_mlm, L_cos)[, targets])
+    arms: dict  # arm -> (start: "teacher" or "random", (L_ce, L_mlm, L_cos)[, targets])
 
 
 COURSE_DISTIL = CourseDistilSettings(
-    layers=(0, 2), steps=300, batch=128, lr=5e-4, warmup=40, decay=0.5, final_lr_fraction=0.1, temperature=2.0,
-    eval_every=100, seed=0, autocast="bfloat16",
-    arms={"distilled": ("teacher", (5.0, 2.0, 1.0)), "hard labels": ("teacher", (0.0, 1.0, 0.0)),
-          "random init": ("random", (0.0, 1.0, 0.0))})
+    layers=(0, 2),
+    steps=300,
+    batch=128,
+    lr=5e-4,
+    warmup=40,
+    decay=0.5,
+    final_lr_fraction=0.1,
+    temperature=2.0,
+    eval_every=100,
+    seed=0,
+    autocast="bfloat16",
+    arms={
+        "distilled": ("teacher", (5.0, 2.0, 1.0)),
+        "hard labels": ("teacher", (0.0, 1.0, 0.0)),
+        "random init": ("random", (0.0, 1.0, 0.0)),
+    },
+)
 
 
 def check_arm(arm: str, settings) -> None:
@@ -57,9 +71,16 @@ def course_student(data: CourseData, teacher, arm: str = "distilled", settings: 
     return course_model(data, settings=COURSE.replace(layers=len(settings.layers)))
 
 
-def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None = None,
-                        settings: CourseDistilSettings = COURSE_DISTIL, progress=True, on_evaluation=None,
-                        evaluate: bool = True):
+def distil_course_model(
+    data: CourseData,
+    teacher,
+    arm: str,
+    steps: int | None = None,
+    settings: CourseDistilSettings = COURSE_DISTIL,
+    progress=True,
+    on_evaluation=None,
+    evaluate: bool = True,
+):
     """Train the student of ``arm`` (see :data:`COURSE_DISTIL`): ``(student, log)``.
 
     Every arm sees the same masked batches in the same order (the masking and order draw from a generator
@@ -74,9 +95,18 @@ def distil_course_model(data: CourseData, teacher, arm: str, steps: int | None =
     student = course_student(data, teacher, arm, s)
     alpha_ce, alpha_mlm, alpha_cos = s.arms[arm][1]
     targets = s.arms[arm][2] if len(s.arms[arm]) > 2 else "soft"
-    loss = None if alpha_ce == alpha_cos == 0 and alpha_mlm == 1 else mlm_triple_loss(  # no teacher: plain MLM
-        teacher, temperature=s.temperature, alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos,
-        targets=targets)
+    loss = (
+        None
+        if alpha_ce == alpha_cos == 0 and alpha_mlm == 1
+        else mlm_triple_loss(  # no teacher: plain MLM
+            teacher,
+            temperature=s.temperature,
+            alpha_ce=alpha_ce,
+            alpha_mlm=alpha_mlm,
+            alpha_cos=alpha_cos,
+            targets=targets,
+        )
+    )
     log = {"train_loss": [], "evaluations": [{"step": 0, **blank_scores(student, data.validation)}] if evaluate else []}
     log = course_loop(data, student, s, steps, log, arm, progress, on_evaluation, loss=loss, evaluate=evaluate)
     student.eval()
@@ -98,9 +128,12 @@ def run_course_distil(progress, record, settings: CourseDistilSettings = COURSE_
     s = settings
     data = course_data()
     teacher = load_course_model(data)
-    result = {"settings": s.to_log(), "blanks": data.held_out.targets,
-              "teacher": {"parameters": count_parameters(teacher), **blank_scores(teacher, data.held_out)},
-              "runs": {}}
+    result = {
+        "settings": s.to_log(),
+        "blanks": data.held_out.targets,
+        "teacher": {"parameters": count_parameters(teacher), **blank_scores(teacher, data.held_out)},
+        "runs": {},
+    }
     start = time.perf_counter()
     for arm in s.arms:
         begun, name = time.perf_counter(), "course-student-" + arm.replace(" ", "-")
@@ -108,19 +141,28 @@ def run_course_distil(progress, record, settings: CourseDistilSettings = COURSE_
         def write(model, log, arm=arm, begun=begun, name=name):
             save(model, name)
             last = log["evaluations"][-1]
-            result["runs"][arm] = {"parameters": count_parameters(model), "evaluations": log["evaluations"],
-                                   "steps_done": last["step"], "seconds": round(time.perf_counter() - begun, 1)}
+            result["runs"][arm] = {
+                "parameters": count_parameters(model),
+                "evaluations": log["evaluations"],
+                "steps_done": last["step"],
+                "seconds": round(time.perf_counter() - begun, 1),
+            }
             record(result)
-            progress(f"{arm} step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
-                     f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)")
+            progress(
+                f"{arm} step {last['step']}: validation top-1 {100 * last['hidden']['top1']:.1f}%, "
+                f"top-5 {100 * last['hidden']['top5']:.1f}% ({time.perf_counter() - start:.0f} s)"
+            )
 
         student, log = distil_course_model(data, teacher, arm, settings=s, on_evaluation=write)
         halve(student)  # the metrics of the weights as stored
         save(student, name)
-        result["runs"][arm].update(final=blank_scores(student, data.held_out),
-                                   final_validation=blank_scores(student, data.validation),
-                                   first_losses=log["train_loss"][:5], epochs=log["epochs"],
-                                   train_loss=[round(x, 4) for x in log["train_loss"]])
+        result["runs"][arm].update(
+            final=blank_scores(student, data.held_out),
+            final_validation=blank_scores(student, data.validation),
+            first_losses=log["train_loss"][:5],
+            epochs=log["epochs"],
+            train_loss=[round(x, 4) for x in log["train_loss"]],
+        )
         record(result)
     return result
 

@@ -10,6 +10,7 @@ Every arm starts from the teacher's layers 0 and 2 and sees the same masked bloc
 * ``first guesses``: the same triple loss with the teacher's distribution replaced by its first guess
   (:func:`bertfamily.distillation.first_guess`): what the softness adds is ``distilled`` minus this.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,19 +26,37 @@ from .scores import blank_scores, right_answers
 
 @dataclass(frozen=True)
 class CourseScarceSettings(CourseDistilSettings):
-    fraction: float             # the share of the training articles
-    articles_seed: int          # draws them
-    jobs: tuple                 # (arm, seed) in the order they run
+    fraction: float  # the share of the training articles
+    articles_seed: int  # draws them
+    jobs: tuple  # (arm, seed) in the order they run
 
 
 #: The runs go seed by seed (``jobs``), so a run cut short leaves pairs. A quarter of ``COURSE_DISTIL``'s batch
 #: (the share holds 145 blocks: four steps an epoch), for the two cores' time; 200 steps are 50 epochs.
 COURSE_SCARCE = CourseScarceSettings(
-    **{**asdict(COURSE_DISTIL), "batch": 32, "steps": 200, "eval_every": 20,
-       "arms": {"hard labels": ("teacher", (0.0, 1.0, 0.0)), "distilled": ("teacher", (5.0, 2.0, 1.0)),
-                "first guesses": ("teacher", (5.0, 2.0, 1.0), "first guess")}},
-    fraction=0.03, articles_seed=0, jobs=(("hard labels", 0), ("distilled", 0), ("hard labels", 1), ("distilled", 1),
-                                          ("first guesses", 0), ("hard labels", 2), ("distilled", 2)))
+    **{
+        **asdict(COURSE_DISTIL),
+        "batch": 32,
+        "steps": 200,
+        "eval_every": 20,
+        "arms": {
+            "hard labels": ("teacher", (0.0, 1.0, 0.0)),
+            "distilled": ("teacher", (5.0, 2.0, 1.0)),
+            "first guesses": ("teacher", (5.0, 2.0, 1.0), "first guess"),
+        },
+    },
+    fraction=0.03,
+    articles_seed=0,
+    jobs=(
+        ("hard labels", 0),
+        ("distilled", 0),
+        ("hard labels", 1),
+        ("distilled", 1),
+        ("first guesses", 0),
+        ("hard labels", 2),
+        ("distilled", 2),
+    ),
+)
 
 
 def scarce_articles(data: CourseData, settings: CourseScarceSettings = COURSE_SCARCE) -> torch.Tensor:
@@ -59,17 +78,28 @@ def scarce_data(data: CourseData, settings: CourseScarceSettings = COURSE_SCARCE
 
     of_block = block_articles(data.tokenizer, bbc_split().train_texts, data.train.shape[1])
     if len(of_block) != data.train.shape[0]:
-        raise ValueError(f"{len(of_block)} blocks of articles for {data.train.shape[0]} training blocks: "
-                         "the data are not course_data()'s")
+        raise ValueError(
+            f"{len(of_block)} blocks of articles for {data.train.shape[0]} training blocks: "
+            "the data are not course_data()'s"
+        )
     chosen = scarce_articles(data, settings)
     train = data.train[torch.isin(of_block, chosen)]
-    return dataclasses.replace(data, train=train, articles=len(chosen),
-                               counts=torch.bincount(train.flatten(), minlength=data.counts.numel()))
+    return dataclasses.replace(
+        data, train=train, articles=len(chosen), counts=torch.bincount(train.flatten(), minlength=data.counts.numel())
+    )
 
 
-def train_scarce_run(data: CourseData, teacher, arm: str, seed: int, steps: int | None = None,
-                     settings: CourseScarceSettings = COURSE_SCARCE, progress=True, on_evaluation=None,
-                     evaluate: bool = True):
+def train_scarce_run(
+    data: CourseData,
+    teacher,
+    arm: str,
+    seed: int,
+    steps: int | None = None,
+    settings: CourseScarceSettings = COURSE_SCARCE,
+    progress=True,
+    on_evaluation=None,
+    evaluate: bool = True,
+):
     """One run of :data:`COURSE_SCARCE` on ``data`` (already :func:`scarce_data`): ``(student, log, best)``,
     where ``best`` is the student's state at its best validation top-1 (the early-stopped model)."""
     import copy
@@ -97,9 +127,16 @@ def run_course_scarce(progress, record, settings: CourseScarceSettings = COURSE_
     full = course_data()
     data = scarce_data(full, s)
     teacher = load_course_model(full)
-    result = {"settings": s.to_log(), "articles": scarce_articles(full, s).tolist(), "train_articles": full.articles,
-              "train_blocks": int(data.train.shape[0]), "blanks": full.held_out.targets,
-              "validation_blanks": full.validation.targets, "runs": {arm: [] for arm in s.arms}, "done": []}
+    result = {
+        "settings": s.to_log(),
+        "articles": scarce_articles(full, s).tolist(),
+        "train_articles": full.articles,
+        "train_blocks": int(data.train.shape[0]),
+        "blanks": full.held_out.targets,
+        "validation_blanks": full.validation.targets,
+        "runs": {arm: [] for arm in s.arms},
+        "done": [],
+    }
     start = time.perf_counter()
     for arm, seed in s.jobs:
         begun, run = time.perf_counter(), {"seed": seed}
@@ -107,24 +144,33 @@ def run_course_scarce(progress, record, settings: CourseScarceSettings = COURSE_
 
         def write(model, log, run=run, begun=begun, arm=arm):
             last = log["evaluations"][-1]
-            run.update(evaluations=log["evaluations"], steps_done=last["step"],
-                       seconds=round(time.perf_counter() - begun, 1))
+            run.update(
+                evaluations=log["evaluations"], steps_done=last["step"], seconds=round(time.perf_counter() - begun, 1)
+            )
             record(result)
-            progress(f"{arm} seed {run['seed']} step {last['step']}: validation top-1 "
-                     f"{100 * last['hidden']['top1']:.1f}% ({time.perf_counter() - start:.0f} s)")
+            progress(
+                f"{arm} seed {run['seed']} step {last['step']}: validation top-1 "
+                f"{100 * last['hidden']['top1']:.1f}% ({time.perf_counter() - start:.0f} s)"
+            )
 
-        student, log, best = train_scarce_run(data, teacher, arm, seed, settings=s, progress=False,
-                                              on_evaluation=write)
+        student, log, best = train_scarce_run(data, teacher, arm, seed, settings=s, progress=False, on_evaluation=write)
         run.update(test_last=blank_scores(student, full.held_out), right_last=right_answers(student, full.held_out))
         student.load_state_dict(best["state"])
-        run.update(best_step=best["step"], test_best=blank_scores(student, full.held_out),
-                   right_best=right_answers(student, full.held_out), first_losses=log["train_loss"][:5],
-                   epochs=log["epochs"], train_loss=[round(x, 4) for x in log["train_loss"]],
-                   seconds=round(time.perf_counter() - begun, 1))
+        run.update(
+            best_step=best["step"],
+            test_best=blank_scores(student, full.held_out),
+            right_best=right_answers(student, full.held_out),
+            first_losses=log["train_loss"][:5],
+            epochs=log["epochs"],
+            train_loss=[round(x, 4) for x in log["train_loss"]],
+            seconds=round(time.perf_counter() - begun, 1),
+        )
         result["done"].append([arm, seed])
         record(result)
-        progress(f"{arm} seed {seed}: test top-1 {100 * run['test_best']['hidden']['top1']:.1f}% at its best step "
-                 f"{best['step']}, {100 * run['test_last']['hidden']['top1']:.1f}% at the last")
+        progress(
+            f"{arm} seed {seed}: test top-1 {100 * run['test_best']['hidden']['top1']:.1f}% at its best step "
+            f"{best['step']}, {100 * run['test_last']['hidden']['top1']:.1f}% at the last"
+        )
     return result
 
 

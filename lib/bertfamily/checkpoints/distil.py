@@ -2,6 +2,7 @@
 A 4-layer teacher is pretrained with dynamic masking; each 2-layer student starts from the teacher's layers
 0 and 2 (one in two, with its embeddings and MLM head) or from random weights, and trains with the triple
 loss or with one of its terms dropped."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,23 +25,41 @@ class DistilSettings(Settings):
     teacher_steps: int
     teacher_lr: float
     teacher_seed: int
-    layers: tuple           # the teacher's layers a student starts from
+    layers: tuple  # the teacher's layers a student starts from
     steps: int
     lr: float
     temperature: float
     seeds: tuple
-    arms: dict              # arm -> (start: "teacher" or "random", weight of L_ce, of L_mlm, of L_cos)
+    arms: dict  # arm -> (start: "teacher" or "random", weight of L_ce, of L_mlm, of L_cos)
 
 
 #: Lesson 2's exercise: the teacher and students described above; "no teacher" is the same small model trained
 #: on the masked words alone.
-DISTIL = DistilSettings(hidden=MASKING.hidden, heads=MASKING.heads, dropout=MASKING.dropout, batch=MASKING.batch,
-                        warmup=MASKING.warmup, eval_every=MASKING.eval_every, teacher_layers=4, teacher_steps=3000,
-                        teacher_lr=3e-3, teacher_seed=100, layers=(0, 2), steps=1000, lr=1e-3, temperature=2.0,
-                        seeds=(0, 1, 2),
-                        arms={"triple loss": ("teacher", 5.0, 2.0, 1.0), "without L_ce": ("teacher", 0.0, 2.0, 1.0),
-                              "without L_cos": ("teacher", 5.0, 2.0, 0.0), "without L_mlm": ("teacher", 5.0, 0.0, 1.0),
-                              "random init": ("random", 5.0, 2.0, 1.0), "no teacher": ("random", 0.0, 2.0, 0.0)})
+DISTIL = DistilSettings(
+    hidden=MASKING.hidden,
+    heads=MASKING.heads,
+    dropout=MASKING.dropout,
+    batch=MASKING.batch,
+    warmup=MASKING.warmup,
+    eval_every=MASKING.eval_every,
+    teacher_layers=4,
+    teacher_steps=3000,
+    teacher_lr=3e-3,
+    teacher_seed=100,
+    layers=(0, 2),
+    steps=1000,
+    lr=1e-3,
+    temperature=2.0,
+    seeds=(0, 1, 2),
+    arms={
+        "triple loss": ("teacher", 5.0, 2.0, 1.0),
+        "without L_ce": ("teacher", 0.0, 2.0, 1.0),
+        "without L_cos": ("teacher", 5.0, 2.0, 0.0),
+        "without L_mlm": ("teacher", 5.0, 0.0, 1.0),
+        "random init": ("random", 5.0, 2.0, 1.0),
+        "no teacher": ("random", 0.0, 2.0, 0.0),
+    },
+)
 
 
 def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: DistilSettings = DISTIL):
@@ -53,9 +72,18 @@ def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: 
     model = tiny_bert(tiny_config(data, s.teacher_layers, s), seed=seed)
     masking = masking_scheme(data, "dynamic", generator)
     torch.manual_seed(seed)  # dropout
-    history = train_mlm(model, masking, steps=steps or s.teacher_steps, batch_size=s.batch, lr=s.teacher_lr,
-                        warmup=s.warmup, generator=generator, held_out=data.held_out, eval_every=250,
-                        progress=False)
+    history = train_mlm(
+        model,
+        masking,
+        steps=steps or s.teacher_steps,
+        batch_size=s.batch,
+        lr=s.teacher_lr,
+        warmup=s.warmup,
+        generator=generator,
+        held_out=data.held_out,
+        eval_every=250,
+        progress=False,
+    )
     return model, history
 
 
@@ -79,12 +107,23 @@ def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int
     s = settings
     student = distil_student(data, teacher, arm, seed, s)
     _, alpha_ce, alpha_mlm, alpha_cos = s.arms[arm]
-    loss = mlm_triple_loss(teacher, temperature=s.temperature, alpha_ce=alpha_ce, alpha_mlm=alpha_mlm,
-                           alpha_cos=alpha_cos)
+    loss = mlm_triple_loss(
+        teacher, temperature=s.temperature, alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos
+    )
     generator = torch.Generator().manual_seed(seed)
     masking = masking_scheme(data, "dynamic", generator)
     torch.manual_seed(seed)  # dropout
-    history = train_mlm(student, masking, steps=steps, batch_size=s.batch, lr=s.lr, warmup=s.warmup,
-                        generator=generator, held_out=data.held_out, eval_every=s.eval_every, progress=False,
-                        loss=loss)
+    history = train_mlm(
+        student,
+        masking,
+        steps=steps,
+        batch_size=s.batch,
+        lr=s.lr,
+        warmup=s.warmup,
+        generator=generator,
+        held_out=data.held_out,
+        eval_every=s.eval_every,
+        progress=False,
+        loss=loss,
+    )
     return student, history

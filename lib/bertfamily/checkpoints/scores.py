@@ -1,5 +1,6 @@
 """How the course model and its students are scored on a set of fixed blanks: per blank the five best
 guesses, the true piece, the loss, and whether the word was hidden or kept as it is."""
+
 from __future__ import annotations
 
 import torch
@@ -16,7 +17,7 @@ def blank_predictions(model, held_out, batch_size: int = 128) -> dict:
     model.eval()
     parts = {"top5": [], "target": [], "loss": [], "hidden": []}
     for start in range(0, held_out.input_ids.shape[0], batch_size):
-        ids, labels = held_out.input_ids[start:start + batch_size], held_out.labels[start:start + batch_size]
+        ids, labels = held_out.input_ids[start : start + batch_size], held_out.labels[start : start + batch_size]
         chosen = labels != IGNORE_INDEX
         logits = model.cls(model.bert(input_ids=ids).last_hidden_state[chosen])
         parts["top5"].append(logits.topk(5, dim=-1).indices)
@@ -38,9 +39,15 @@ def scores_of(p: dict) -> dict:
     """:func:`blank_scores` from the output of :func:`blank_predictions`."""
     top1 = p["top5"][:, 0] == p["target"]
     top5 = (p["top5"] == p["target"][:, None]).any(-1)
-    return {group: {"top1": float(top1[rows].double().mean()), "top5": float(top5[rows].double().mean()),
-                    "loss": float(p["loss"][rows].double().mean()), "blanks": int(rows.sum())}
-            for group, rows in (("hidden", p["hidden"]), ("kept", ~p["hidden"]))}
+    return {
+        group: {
+            "top1": float(top1[rows].double().mean()),
+            "top5": float(top5[rows].double().mean()),
+            "loss": float(p["loss"][rows].double().mean()),
+            "blanks": int(rows.sum()),
+        }
+        for group, rows in (("hidden", p["hidden"]), ("kept", ~p["hidden"]))
+    }
 
 
 def right_answers(model, held_out) -> str:

@@ -1,5 +1,6 @@
 """Lesson 4's runs: what sharing costs, at the course model's depth (4 layers), on lesson 1's data with
 dynamic masking, the layers each its own (unshared) or one layer applied at every depth (shared)."""
+
 from __future__ import annotations
 
 import time
@@ -32,9 +33,20 @@ class SharingSettings(Settings):
 #: its four layers its own (unshared) or one layer applied four times (shared, ALBERT's cross-layer sharing):
 #: the same width, depth and multiply-adds, a quarter of the layer weights. At this depth the tiny BERT needs a
 #: lower learning rate than lesson 1's (3e-3 leaves some seeds on the word-frequency plateau) and more steps.
-SHARING = SharingSettings(hidden=MASKING.hidden, heads=MASKING.heads, dropout=MASKING.dropout, batch=MASKING.batch,
-                          warmup=MASKING.warmup, seeds=MASKING.seeds, layers=4, steps=2000, lr=1e-3, eval_every=250,
-                          variants=("unshared", "shared"), stored_seeds=(0,))
+SHARING = SharingSettings(
+    hidden=MASKING.hidden,
+    heads=MASKING.heads,
+    dropout=MASKING.dropout,
+    batch=MASKING.batch,
+    warmup=MASKING.warmup,
+    seeds=MASKING.seeds,
+    layers=4,
+    steps=2000,
+    lr=1e-3,
+    eval_every=250,
+    variants=("unshared", "shared"),
+    stored_seeds=(0,),
+)
 
 
 def share_layers(model):
@@ -64,8 +76,18 @@ def train_sharing_run(data: MaskingData, variant: str, seed: int, steps: int, se
     generator = torch.Generator().manual_seed(seed)
     masking, model = masking_scheme(data, "dynamic", generator), sharing_model(data, variant, seed, s)
     torch.manual_seed(seed)  # dropout
-    history = train_mlm(model, masking, steps=steps, batch_size=s.batch, lr=s.lr, warmup=s.warmup,
-                        generator=generator, held_out=data.held_out, eval_every=s.eval_every, progress=False)
+    history = train_mlm(
+        model,
+        masking,
+        steps=steps,
+        batch_size=s.batch,
+        lr=s.lr,
+        warmup=s.warmup,
+        generator=generator,
+        held_out=data.held_out,
+        eval_every=s.eval_every,
+        progress=False,
+    )
     return model, history
 
 
@@ -88,13 +110,23 @@ def run_sharing(progress, record, settings: SharingSettings = SHARING) -> dict:
         model, history = train_sharing_run(data, name, seed, s.steps, s)
         seconds = time.perf_counter() - start  # training and its evaluations, before the final ones
         halve(model)
-        return model, {"parameters": count_parameters(model), "curve_steps": history.eval_steps,
-                       "curve_loss": history.eval_loss, "first_losses": history.train_loss[:5],
-                       "held": evaluate_mlm(model, data.held_out), "new": evaluate_mlm(model, data.new_mask),
-                       "seconds": round(seconds, 1), "threads": torch.get_num_threads()}
+        return model, {
+            "parameters": count_parameters(model),
+            "curve_steps": history.eval_steps,
+            "curve_loss": history.eval_loss,
+            "first_losses": history.train_loss[:5],
+            "held": evaluate_mlm(model, data.held_out),
+            "new": evaluate_mlm(model, data.new_mask),
+            "seconds": round(seconds, 1),
+            "threads": torch.get_num_threads(),
+        }
 
-    return {"settings": s.to_log(), "unigram": data.unigram, "majority": data.majority,
-            "runs": seed_runs("sharing", s.variants, s, train, progress)}
+    return {
+        "settings": s.to_log(),
+        "unigram": data.unigram,
+        "majority": data.majority,
+        "runs": seed_runs("sharing", s.variants, s, train, progress),
+    }
 
 
 EXPERIMENT = Experiment("sharing", "4", SHARING, run_sharing)

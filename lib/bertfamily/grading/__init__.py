@@ -30,6 +30,7 @@ its own; tests/test_grading_layers.py keeps it so):
 
 The names of :data:`_WHERE` are the package's interface (as before the re-cut).
 """
+
 import importlib
 
 import bertfamily.imports  # noqa: F401  (before nbformat: 2 s less per process, bertfamily.imports says why)

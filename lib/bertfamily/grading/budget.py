@@ -1,6 +1,7 @@
 """The grader's own budget for reading one submission's code (the code reader, the typed-answer
 fixpoint): time and size, so that no notebook keeps a class waiting. Past it, the row is flagged for
 reading by hand and the class goes on (:class:`OverBudget` says what was passed)."""
+
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ A task is scored on its own checks. When a check reads an answer that was never 
 names the task that defines it and what went wrong there ("task6 needs `int8_mib` from task4 ..."),
 and an error in a line that only prints an earlier task's answer is said, not scored.
 """
+
 from __future__ import annotations
 
 import ast
@@ -49,6 +50,7 @@ def needs(task: str, name: str, owners: dict, errors: dict) -> str:
     stopped = first.split(" (the cell that starts", 1)[0].split(": ", 1)[0]  # "cell 12 raised NameError"
     return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else ", which did not define it")
 
+
 def typed_origins(nb, exercise, names) -> dict:
     """For each of ``names`` (answers :func:`typed_answers` found), the typed names it is computed from
     (``reduction = 1 - distilbert_count / bert_count`` with both counts typed: ``["bert_count",
@@ -64,7 +66,11 @@ def typed_origins(nb, exercise, names) -> dict:
     values, _ = bindings(trees)
     origins = {}
     for name in names:
-        used = {n.id for value in values.get(name, ()) for n in ast.walk(value)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name and n.id in values}
+        used = {
+            n.id
+            for value in values.get(name, ())
+            for n in ast.walk(value)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name and n.id in values
+        }
         origins[name] = sorted(used)
     return origins

@@ -11,6 +11,7 @@ where neither is (a laptop without root) is the watcher's sampling the only limi
 watcher reads its counters (its cost does not grow with what the run holds) to say which limit a
 stopped run passed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,8 +63,12 @@ class RunGroup:
     def __init__(self, parent: Path, memory_bytes: int, processes: int):
         self.path = parent / f"bertfamily-run-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.path.mkdir()
-        for name, value in (("memory.max", memory_bytes), ("memory.swap.max", 0), ("pids.max", processes),
-                            ("memory.oom.group", 1)):
+        for name, value in (
+            ("memory.max", memory_bytes),
+            ("memory.swap.max", 0),
+            ("pids.max", processes),
+            ("memory.oom.group", 1),
+        ):
             try:
                 (self.path / name).write_text(f"{value}\n", encoding="utf-8")
             except OSError:

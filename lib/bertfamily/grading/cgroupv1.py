@@ -17,6 +17,7 @@ Each run gets a group of its own in each hierarchy, below the grader's own group
 The watcher reads the groups' counters (a few small files: its cost does not grow with what the run
 holds) to say which limit a stopped run passed, and kills the group's tasks at the end.
 """
+
 from __future__ import annotations
 
 import os

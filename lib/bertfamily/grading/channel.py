@@ -6,6 +6,7 @@ which has no answer key (:func:`kernel_checks_source`). Coming out: one display 
 check cell (:data:`ANSWERS_MIME`), read back as JSON, never a pickle (:func:`answers_of`). Which names
 go out: the names each check cell reads (:func:`read_names`, :func:`exports`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -96,8 +97,14 @@ def read_names(source: str) -> list[str]:
     stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     names = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in names \
-                and node.id != "checks" and node.id not in stored and not hasattr(builtins, node.id):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.id not in names
+            and node.id != "checks"
+            and node.id not in stored
+            and not hasattr(builtins, node.id)
+        ):
             names.append(node.id)
     return names
 
@@ -114,8 +121,10 @@ def with_exports(nb, wanted: dict, exporter):
     for cell in out.cells:
         names = wanted.get(cell.get("id")) if cell.cell_type == "code" else None
         if names is not None:
-            cell.source = (f"(lambda f: f.__builtins__['__import__']('runpy').run_path({str(exporter)!r})['export']"
-                           f"(f.__globals__, {names!r}, {cell.get('id')!r}))(lambda: 0)\n" + cell.source)
+            cell.source = (
+                f"(lambda f: f.__builtins__['__import__']('runpy').run_path({str(exporter)!r})['export']"
+                f"(f.__globals__, {names!r}, {cell.get('id')!r}))(lambda: 0)\n" + cell.source
+            )
     return out
 
 
@@ -192,6 +201,9 @@ def kernel_checks_source() -> str:
     from bertfamily import checks
 
     names = sorted(n for n in vars(checks) if n.startswith("check_") and callable(getattr(checks, n)))
-    constants = "\n".join(f"{n} = {v!r}" for n, v in vars(checks).items()
-                          if n.isupper() and isinstance(v, (str, int, float)) and not n.startswith("_"))
+    constants = "\n".join(
+        f"{n} = {v!r}"
+        for n, v in vars(checks).items()
+        if n.isupper() and isinstance(v, (str, int, float)) and not n.startswith("_")
+    )
     return KERNEL_CHECKS.format(constants=constants, names=names)

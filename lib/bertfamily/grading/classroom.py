@@ -4,6 +4,7 @@ submission runs: :class:`LocalPool` (this machine: in this process, or a pool of
 for each file, with the same :class:`ClassSettings`; the rows come back sorted by submission, so the
 gradebook depends neither on the order given nor on where the rows were made.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,6 +58,7 @@ def _notebooks(folder: Path) -> list[Path]:
 @dataclass(frozen=True)
 class ClassSettings:
     """What every submission of a class is graded with (pickled to each worker as it is)."""
+
     exercise: Exercise
     limits: Limits
     sanitize: str  # the sanitize file's text (pipeline.sanitizers)
@@ -83,8 +85,9 @@ def _pool(work, jobs, rows, bar) -> list:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=die_with_parent) as pool:
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
+    ) as pool:
         futures, taken = {pool.submit(_grade_one, args): args for args in work}, set()
         try:
             for future in as_completed(futures):
@@ -102,8 +105,11 @@ def _pool(work, jobs, rows, bar) -> list:
 
 def _worker_died(args) -> Row:
     _, name, exercise, *_ = args
-    return error_row(name, exercise, "error: the grading worker died while this submission ran, twice (the other "
-                                     "submissions were graded)")
+    return error_row(
+        name,
+        exercise,
+        "error: the grading worker died while this submission ran, twice (the other submissions were graded)",
+    )
 
 
 def usable_cores() -> int:
@@ -113,7 +119,8 @@ def usable_cores() -> int:
 def default_jobs() -> int:
     """One job per core, but no more than the free memory holds (about 1.8 GiB each)."""
     import psutil
-    return max(1, min(usable_cores(), int(psutil.virtual_memory().available / 2 ** 20 // JOB_MIB)))
+
+    return max(1, min(usable_cores(), int(psutil.virtual_memory().available / 2**20 // JOB_MIB)))
 
 
 class _Rows(list):
@@ -141,8 +148,10 @@ class LocalPool:
             raise ValueError(f"--jobs must be at least 1, got {jobs}")
         missing = [m for m in ("pytest", "nbval", "psutil") if importlib.util.find_spec(m) is None]
         if missing:
-            raise ValueError(f"the grader needs {', '.join(missing)}: install the test extras "
-                             "(pip install -e '.[test]', as make setup does)")
+            raise ValueError(
+                f"the grader needs {', '.join(missing)}: install the test extras "
+                "(pip install -e '.[test]', as make setup does)"
+            )
         self.jobs = jobs
         self.on_row = None  # called with each row as it finishes (bertfamily.grading.regrade: the journal)
 
@@ -169,9 +178,17 @@ class LocalPool:
         return list(rows)
 
 
-def grade_class(paths, exercise: Exercise, limits: Limits = Limits(), jobs: int = 1,
-                sanitize: str | Path | None = None, progress: bool = True, strict_outputs: bool = False, *,
-                executor: Executor | None = None) -> list[Row]:
+def grade_class(
+    paths,
+    exercise: Exercise,
+    limits: Limits = Limits(),
+    jobs: int = 1,
+    sanitize: str | Path | None = None,
+    progress: bool = True,
+    strict_outputs: bool = False,
+    *,
+    executor: Executor | None = None,
+) -> list[Row]:
     """Grade every submission under ``paths`` (see :func:`collect`) against ``exercise`` with
     ``executor`` (default: a :class:`LocalPool` of ``jobs``); rows sorted by submission, so the
     gradebook does not depend on the order given, on ``jobs`` or on the executor. ``sanitize``: the
@@ -189,13 +206,25 @@ def grade_class(paths, exercise: Exercise, limits: Limits = Limits(), jobs: int 
     return sorted(rows, key=lambda r: r.submission)
 
 
-def grade_notebook(path, exercise: Exercise, limits: Limits = Limits(), sanitize: str | Path | None = None,
-                   strict_outputs: bool = False) -> Row:
+def grade_notebook(
+    path,
+    exercise: Exercise,
+    limits: Limits = Limits(),
+    sanitize: str | Path | None = None,
+    strict_outputs: bool = False,
+) -> Row:
     """Grade one notebook exactly as a class is graded (:func:`grade_class`: the same sandbox, checks
     and row), with the class's defaults: ``python -m bertfamily.grading grade NOTEBOOK``."""
     path = Path(path)
     if not path.is_file() and not path.is_symlink():
         raise ValueError(f"no notebook at {path}")
-    (row,) = grade_class([path], exercise, limits, sanitize=sanitize, progress=False,
-                         strict_outputs=strict_outputs, executor=LocalPool(1))
+    (row,) = grade_class(
+        [path],
+        exercise,
+        limits,
+        sanitize=sanitize,
+        progress=False,
+        strict_outputs=strict_outputs,
+        executor=LocalPool(1),
+    )
     return row

@@ -11,6 +11,7 @@ its graded tasks). Only the submissions of one run are compared with each other.
 code is past the grader's reading budget (:mod:`bertfamily.grading.budget`) is not compared: its row
 already says it was not read.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -39,8 +40,11 @@ def normalized(source: str) -> tuple:
     try:
         code = as_python(source)
         tokens = tokenize.generate_tokens(io.StringIO(code).readline)
-        return tuple((t.type, "" if t.type in (tokenize.INDENT, tokenize.DEDENT) else t.string)
-                     for t in tokens if t.type not in _SKIP)
+        return tuple(
+            (t.type, "" if t.type in (tokenize.INDENT, tokenize.DEDENT) else t.string)
+            for t in tokens
+            if t.type not in _SKIP
+        )
     except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError, Unreadable):
         return tuple(line.strip() for line in source.splitlines() if line.strip())
 
@@ -55,8 +59,7 @@ def renamed(cells: tuple) -> tuple:
         tokens, before = [], None
         for token in cell:
             kind, text = token if isinstance(token, tuple) else (None, token)
-            if kind == tokenize.NAME and not keyword.iskeyword(text) and not hasattr(builtins, text) \
-                    and before != ".":
+            if kind == tokenize.NAME and not keyword.iskeyword(text) and not hasattr(builtins, text) and before != ".":
                 token = (kind, names.setdefault(text, f"v{len(names)}"))
             tokens.append(token)
             before = text
@@ -113,8 +116,10 @@ def reference_copy(own: list, exercise: Exercise) -> str | None:
     if sum(lines for _, lines in copied) < MIN_LINES:
         return None
     tasks = sorted({task for task, _ in copied}, key=lambda name: int(name.removeprefix("task")))
-    return (f"copy: the solution cells of {', '.join(tasks)} are the published reference's, verbatim "
-            f"({len(tasks)} of {len(exercise.graded)} graded tasks): read by hand")
+    return (
+        f"copy: the solution cells of {', '.join(tasks)} are the published reference's, verbatim "
+        f"({len(tasks)} of {len(exercise.graded)} graded tasks): read by hand"
+    )
 
 
 def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:

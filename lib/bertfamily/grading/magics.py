@@ -1,6 +1,7 @@
 """IPython's magics as the grader reads them: the Python code that a magic's line or body runs
 (``%time``, ``%%capture``, ``%config``), parsed with the cell's own code, and the cell parsed within
 a budget of characters (:data:`MAX_SOURCE`)."""
+
 from __future__ import annotations
 
 import ast
@@ -20,9 +21,30 @@ CODE_MAGICS = {"time": "", "timeit": "nrp", "prun": "DlsT", "capture": None, "de
 CODE_MAGICS["config"] = ""
 #: Magics that run no Python code of the student's: displays, plots, installs, settings. (Their line
 #: is still code where it holds ``{expr}``, which IPython evaluates in every line: :func:`expansions`.)
-MAGICS = {"matplotlib", "pip", "conda", "load_ext", "reload_ext", "autoreload", "aimport", "env", "cd",
-          "pwd", "ls", "who", "whos", "precision", "xmode", "html", "HTML", "javascript", "js", "latex", "markdown",
-          "svg"}
+MAGICS = {
+    "matplotlib",
+    "pip",
+    "conda",
+    "load_ext",
+    "reload_ext",
+    "autoreload",
+    "aimport",
+    "env",
+    "cd",
+    "pwd",
+    "ls",
+    "who",
+    "whos",
+    "precision",
+    "xmode",
+    "html",
+    "HTML",
+    "javascript",
+    "js",
+    "latex",
+    "markdown",
+    "svg",
+}
 MAX_MAGIC_DEPTH = 8
 
 
@@ -37,6 +59,7 @@ def as_python(source: str) -> str:
     """A cell's code as Python (IPython's ``!`` and ``%`` lines as the calls they become); :class:`Unreadable`
     past :data:`MAX_MAGIC_LINES` such lines, or where IPython gives up."""
     from IPython.core.inputtransformer2 import TransformerManager
+
     if len(_MAGIC_LINE.findall(source)) > MAX_MAGIC_LINES:
         raise Unreadable(f"more than {MAX_MAGIC_LINES} lines of magics or shell commands")
     try:
@@ -62,8 +85,13 @@ def cell_tree(source: str):
 def magic_call(node) -> tuple[str, str, str | None] | None:
     """(name, line, body or None) of a magic IPython runs (``get_ipython().run_cell_magic('time', '',
     'x = 1')``) whose arguments are written out; None for any other node."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and on_ipython(node.func) \
-            and node.func.attr in ("run_line_magic", "run_cell_magic") and not node.keywords:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and on_ipython(node.func)
+        and node.func.attr in ("run_line_magic", "run_cell_magic")
+        and not node.keywords
+    ):
         texts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if len(texts) == len(node.args) == (2 if node.func.attr == "run_line_magic" else 3):
             return texts[0], texts[1], texts[2] if len(texts) == 3 else None

@@ -5,6 +5,7 @@ temporary folder, as the user who runs it, and reports what its checks print (th
 only read, never modified). Grading is the sealed run of :mod:`~bertfamily.grading.pipeline`, for one
 notebook (``python -m bertfamily.grading grade``) as for a class.
 """
+
 from __future__ import annotations
 
 import re
@@ -61,15 +62,22 @@ def report(nb) -> list[CheckResult]:
                 marks += 1
                 results.append(CheckResult(m.group(2), m.group(1) == "✓", m.group(3), index))
             elif marks and line.strip().startswith("hint:"):
-                hint = line.strip()[len("hint:"):].strip()
+                hint = line.strip()[len("hint:") :].strip()
                 results[-1].hint = f"{results[-1].hint} {hint}".strip()
         if errors:
             e = errors[0]
-            results.append(CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}",
-                                       index))
+            results.append(
+                CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}", index)
+            )
         elif not marks and stopped is not None and index > stopped:
-            results.append(CheckResult(f"cell {index}", False, f"did not run: the run stopped at cell {stopped}, which "
-                                       "ran past the self-check's limit per cell", index))
+            results.append(
+                CheckResult(
+                    f"cell {index}",
+                    False,
+                    f"did not run: the run stopped at cell {stopped}, which ran past the self-check's limit per cell",
+                    index,
+                )
+            )
         elif not marks:
             results.append(CheckResult(f"cell {index}", False, "the check printed no result", index))
         above = ""
@@ -95,18 +103,29 @@ def execute_copy(path, timeout: int = 600, kernel_name: str = "python3"):
     with tempfile.TemporaryDirectory(prefix="bertfamily-grade-") as tmp:
         (Path(tmp) / path.name).write_bytes(data)
         started = []
-        client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=True,
-                                resources={"metadata": {"path": tmp}},
-                                on_cell_start=lambda cell, cell_index: started.append(cell_index))
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name=kernel_name,
+            allow_errors=True,
+            resources={"metadata": {"path": tmp}},
+            on_cell_start=lambda cell, cell_index: started.append(cell_index),
+        )
         try:
             client.execute()
         except CellTimeoutError:
             index = started[-1]
-            nb.cells[index].outputs.append(nbformat.v4.new_output(
-                "error", ename="CellTimeoutError", traceback=[],
-                evalue=f"cell {index} ran past the self-check's limit of {timeout:g} s per cell, and the run stopped "
-                       f"there (a slower machine than yours? raise the limit: self-check --timeout SECONDS)"))
-            for cell in nb.cells[index + 1:]:
+            nb.cells[index].outputs.append(
+                nbformat.v4.new_output(
+                    "error",
+                    ename="CellTimeoutError",
+                    traceback=[],
+                    evalue=f"cell {index} ran past the self-check's limit of {timeout:g} s per cell, "
+                    "and the run stopped "
+                    f"there (a slower machine than yours? raise the limit: self-check --timeout SECONDS)",
+                )
+            )
+            for cell in nb.cells[index + 1 :]:
                 if cell.cell_type == "code":
                     cell.outputs = []
             nb.metadata["self_check_stopped_at"] = index

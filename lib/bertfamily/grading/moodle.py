@@ -4,6 +4,7 @@ back with each Grade and Feedback comment filled in (upload at Grading action > 
 Moodle scales nothing on upload: where the worksheet's Maximum Grade is not the grading policy's maximum, each
 Grade is written on Moodle's scale (points x Maximum Grade / the policy's maximum) and its comment gives the points.
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,10 +19,25 @@ from bertfamily.grading.policy import counted_rows, number
 
 #: The columns of Moodle's offline grading worksheet (mod/assign, "Download grading worksheet"), English
 #: names; on upload Moodle matches rows by Identifier and reads Grade (and Feedback comments).
-MOODLE_FIELDS = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
-                 "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
-_MOODLE_TIME = ("%A, %d %B %Y, %I:%M %p", "%A, %d %B %Y, %H:%M", "%d %B %Y, %I:%M %p", "%Y-%m-%d %H:%M:%S",
-                "%Y-%m-%dT%H:%M:%S")
+MOODLE_FIELDS = [
+    "Identifier",
+    "Full name",
+    "Email address",
+    "Status",
+    "Grade",
+    "Maximum Grade",
+    "Grade can be changed",
+    "Last modified (submission)",
+    "Last modified (grade)",
+    "Feedback comments",
+]
+_MOODLE_TIME = (
+    "%A, %d %B %Y, %I:%M %p",
+    "%A, %d %B %Y, %H:%M",
+    "%d %B %Y, %I:%M %p",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%dT%H:%M:%S",
+)
 
 
 def _moodle_time(text: str) -> datetime | None:
@@ -37,8 +53,10 @@ def _moodle_time(text: str) -> datetime | None:
             return datetime.strptime(text, fmt)
         except ValueError:
             continue
-    raise ValueError(f"Moodle's worksheet: cannot read the time {text!r} (Last modified (submission)); expected "
-                     "Moodle's English format, e.g. 'Monday, 6 March 2023, 2:15 PM'")
+    raise ValueError(
+        f"Moodle's worksheet: cannot read the time {text!r} (Last modified (submission)); expected "
+        "Moodle's English format, e.g. 'Monday, 6 March 2023, 2:15 PM'"
+    )
 
 
 def read_worksheet(path) -> tuple[dict, dict, list]:
@@ -50,21 +68,26 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
     with open(path, newline="", encoding="utf-8-sig") as handle:
         lines = list(csv.reader(handle))
     if not lines or "Identifier" not in lines[0] or "Grade" not in lines[0]:
-        raise ValueError(f"{path} is not Moodle's grading worksheet: it needs the columns Identifier and Grade "
-                         "(Assignment > View all submissions > Grading action > Download grading worksheet, with "
-                         "'Offline grading worksheet' on in the assignment's feedback types)")
+        raise ValueError(
+            f"{path} is not Moodle's grading worksheet: it needs the columns Identifier and Grade "
+            "(Assignment > View all submissions > Grading action > Download grading worksheet, with "
+            "'Offline grading worksheet' on in the assignment's feedback types)"
+        )
     head = lines[0]
     roster, times = {}, {}
     for number_, line in enumerate(lines[1:], 2):
         entry = dict(zip(head, line, strict=False))  # a short row: its missing fields stay out
         m = re.search(r"(\d+)\s*$", entry.get("Identifier", ""))
         if not m:
-            raise ValueError(f"{path}, line {number_}: Identifier {entry.get('Identifier')!r} is not "
-                             "'Participant N'")
+            raise ValueError(f"{path}, line {number_}: Identifier {entry.get('Identifier')!r} is not 'Participant N'")
         pid = m.group(1)
-        roster[pid] = {"id": pid, "participant": pid, "name": entry.get("Full name", ""),
-                       "email": entry.get("Email address", ""),
-                       "status": entry.get("Status", "") if "Status" in head else None}
+        roster[pid] = {
+            "id": pid,
+            "participant": pid,
+            "name": entry.get("Full name", ""),
+            "email": entry.get("Email address", ""),
+            "status": entry.get("Status", "") if "Status" in head else None,
+        }
         times[pid] = _moodle_time(entry.get("Last modified (submission)", ""))
     return roster, times, lines
 
@@ -116,17 +139,25 @@ def write_moodle(rows, worksheet_lines: list, out, force: bool = False) -> list[
         out_lines.append([entry.get(h, "") for h in head])
     write_csv_atomically(out, out_lines, force, cells=lambda v: v)  # Moodle's own cells go back as Moodle wrote them
     warnings = []
-    maxima = {entry.get("Maximum Grade", "") for entry in (dict(zip(head, line, strict=False))
-                                                          for line in out_lines[1:])} - {""}
+    maxima = {
+        entry.get("Maximum Grade", "") for entry in (dict(zip(head, line, strict=False)) for line in out_lines[1:])
+    } - {""}
     theirs_all = {m for m in map(_number_or_none, maxima) if m}
     if theirs_all and theirs_all != {float(max_score or 0)}:
-        warnings.append(f"Moodle's worksheet has Maximum Grade {', '.join(sorted(maxima))} and the grading "
-                        f"policy's maximum is {max_score}: each Grade is written on Moodle's scale (points x "
-                        f"{'/'.join(sorted(maxima))} / {max_score}); the comments give the points")
-    over = [r.student for r in counted.values() if isinstance(r.score, (int, float)) and r.score > float(max_score or 0)
-            and max_score]
+        warnings.append(
+            f"Moodle's worksheet has Maximum Grade {', '.join(sorted(maxima))} and the grading "
+            f"policy's maximum is {max_score}: each Grade is written on Moodle's scale (points x "
+            f"{'/'.join(sorted(maxima))} / {max_score}); the comments give the points"
+        )
+    over = [
+        r.student
+        for r in counted.values()
+        if isinstance(r.score, (int, float)) and r.score > float(max_score or 0) and max_score
+    ]
     if over and theirs_all:
-        warnings.append(f"{len(over)} grades are above the maximum (bonus points): Moodle caps them at its Maximum "
-                        "Grade unless the site allows grades above it (Site administration > Grades > General "
-                        "settings > Unlimited grades)")
+        warnings.append(
+            f"{len(over)} grades are above the maximum (bonus points): Moodle caps them at its Maximum "
+            "Grade unless the site allows grades above it (Site administration > Grades > General "
+            "settings > Unlimited grades)"
+        )
     return warnings

@@ -8,6 +8,7 @@ kept; at :data:`RECORD_MAX` the run is stopped. After each cell, the sizes of th
 run's writable space are recorded (seen from outside the kernel): a size the notebook reports as
 measured must be one of them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,7 +21,7 @@ import nbformat
 from bertfamily.grading.channel import ANSWERS_MIME
 from bertfamily.grading.marks import output_text
 
-WORKER_COMMAND = ("import sys; from bertfamily.grading.nbval_worker import main; sys.exit(main(sys.argv[1:]))")
+WORKER_COMMAND = "import sys; from bertfamily.grading.nbval_worker import main; sys.exit(main(sys.argv[1:]))"
 OUTPUT_TIMEOUT_S = 60  # nbval's wait for a finished cell's output messages (as the root conftest.py)
 MAX_TEXT = 100_000  # characters of one output the grader keeps (what scoring reads is a few lines)
 CELL_TEXT = 256 * 2**10  # characters of text the grader keeps of one cell's outputs
@@ -51,8 +52,9 @@ def _plain(outputs, essentials: bool = False) -> list:
             continue
         if kind == "error":
             limit = 1000 if essentials else MAX_TEXT
-            plain.append({"output_type": kind, "ename": _cut(out.get("ename"), limit),
-                          "evalue": _cut(out.get("evalue"), limit)})
+            plain.append(
+                {"output_type": kind, "ename": _cut(out.get("ename"), limit), "evalue": _cut(out.get("evalue"), limit)}
+            )
             continue
         if essentials or text >= CELL_TEXT:
             dropped += kind in ("stream", "execute_result", "display_data")
@@ -67,11 +69,19 @@ def _plain(outputs, essentials: bool = False) -> list:
             continue
         plain.append(entry)
     if answers > ANSWERS_KEPT:  # a third and later message: still said, so that a forgery stays visible
-        plain.append({"output_type": "display_data", "data": {"text/plain": "", ANSWERS_MIME: {
-            "cell": None, "answers": f"{answers - ANSWERS_KEPT} more answers messages not kept"}}})
+        plain.append(
+            {
+                "output_type": "display_data",
+                "data": {
+                    "text/plain": "",
+                    ANSWERS_MIME: {"cell": None, "answers": f"{answers - ANSWERS_KEPT} more answers messages not kept"},
+                },
+            }
+        )
     if dropped:
-        plain.append({"output_type": "stream", "name": "stdout",
-                      "text": f"[... {dropped:,} outputs not kept by the grader]\n"})
+        plain.append(
+            {"output_type": "stream", "name": "stdout", "text": f"[... {dropped:,} outputs not kept by the grader]\n"}
+        )
     return plain
 
 
@@ -87,14 +97,20 @@ def place_independent(outputs) -> list:
     answers message.
     What a task computes is printed to stdout or displayed as data, and that is still compared.
     """
-    return [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-            and _WIDGET not in (o.get("data") or {}) and ANSWERS_MIME not in (o.get("data") or {})
-            and not any(kind.startswith("image/") for kind in (o.get("data") or {}))]
+    return [
+        o
+        for o in outputs
+        if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+        and _WIDGET not in (o.get("data") or {})
+        and ANSWERS_MIME not in (o.get("data") or {})
+        and not any(kind.startswith("image/") for kind in (o.get("data") or {}))
+    ]
 
 
 def _place_independent_compare(original):
     def compare_outputs(test, ref, skip_compare=None):
         return original(place_independent(test), place_independent(ref), skip_compare)
+
     return compare_outputs
 
 
@@ -105,11 +121,19 @@ def _first_difference(item) -> tuple[str, str]:
     from nbval.plugin import coalesce_streams
 
     def lines(outputs):
-        return item.sanitize(output_text(nbformat.from_dict({"outputs": coalesce_streams(
-            [nbformat.from_dict(copy.deepcopy(dict(o))) for o in outputs])}))).splitlines()
-    for stored, rerun in zip_longest(lines(place_independent(item.cell.outputs)),
-                                     lines(place_independent(item.test_outputs or [])),
-                                     fillvalue="(nothing)"):
+        return item.sanitize(
+            output_text(
+                nbformat.from_dict(
+                    {"outputs": coalesce_streams([nbformat.from_dict(copy.deepcopy(dict(o))) for o in outputs])}
+                )
+            )
+        ).splitlines()
+
+    for stored, rerun in zip_longest(
+        lines(place_independent(item.cell.outputs)),
+        lines(place_independent(item.test_outputs or [])),
+        fillvalue="(nothing)",
+    ):
         if stored != rerun:
             return stored[:100], rerun[:100]
     return "(an output that is not text)", "(a different one)"
@@ -126,12 +150,19 @@ def _use_kernel(spec: dict) -> None:
 
     class SandboxKernelManager(KernelManager):
         def __init__(self, **kwargs):
-            super().__init__(transport="ipc", ip=str(runtime / "kernel-ipc"),
-                             connection_file=str(runtime / "kernel.json"), **kwargs)
+            super().__init__(
+                transport="ipc", ip=str(runtime / "kernel-ipc"), connection_file=str(runtime / "kernel.json"), **kwargs
+            )
 
     def get_kernel_spec(self, kernel_name):
-        return KernelSpec(argv=spec["argv"], env=spec["env"], display_name="Python 3 (grading sandbox)",
-                          language="python", interrupt_mode="message")
+        return KernelSpec(
+            argv=spec["argv"],
+            env=spec["env"],
+            display_name="Python 3 (grading sandbox)",
+            language="python",
+            interrupt_mode="message",
+        )
+
     nbval.kernel.KernelManager = SandboxKernelManager
     nbval.kernel.NbvalKernelspecManager.get_kernel_spec = get_kernel_spec
 
@@ -139,6 +170,7 @@ def _use_kernel(spec: dict) -> None:
 def process_tree(pid) -> list:
     """A process and all its descendants (psutil processes; empty when it is gone)."""
     import psutil
+
     try:
         root = psutil.Process(pid)
         return [root] + root.children(recursive=True)
@@ -150,10 +182,14 @@ def inside(tree):
     """A process of the run inside the sandbox (its kernel), through which the grader sees the
     sandbox's own file system (``/proc/PID/root``); None before the kernel starts."""
     import psutil
+
     for p in tree[1:]:
         try:
-            if p.name() != "bwrap" and any("ipykernel" in part for part in p.cmdline()) \
-                    and os.path.isdir(f"/proc/{p.pid}/root/sandbox"):
+            if (
+                p.name() != "bwrap"
+                and any("ipykernel" in part for part in p.cmdline())
+                and os.path.isdir(f"/proc/{p.pid}/root/sandbox")
+            ):
                 return p
         except (psutil.Error, OSError):
             pass
@@ -176,8 +212,7 @@ def file_sizes(where: list | str) -> set:
             trees.measure(root, max_entries=20_000, max_depth=64, sizes=sizes, one_filesystem=True)
         except (trees.TooLarge, OSError):  # a deep or wide tree stopped the walk: the top levels still count
             try:
-                trees.measure(root, max_entries=20_000, max_depth=4, sizes=sizes, one_filesystem=True,
-                              prune=True)
+                trees.measure(root, max_entries=20_000, max_depth=4, sizes=sizes, one_filesystem=True, prune=True)
             except (trees.TooLarge, OSError):
                 pass
     return sizes
@@ -227,10 +262,13 @@ def main(argv) -> int:
                 return
             exc = call.excinfo.value if call.excinfo else None
             skipped = call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception)
-            entry = {"cell": item.cell_num, "phase": call.when,
-                     "outcome": "skipped" if skipped else "failed" if exc is not None else "passed",
-                     "message": _cut((str(exc).strip().splitlines() or [type(exc).__name__])[0], 1000) if exc else "",
-                     "outputs": _plain(getattr(item, "test_outputs", None), self.written > RECORD_SOFT)}
+            entry = {
+                "cell": item.cell_num,
+                "phase": call.when,
+                "outcome": "skipped" if skipped else "failed" if exc is not None else "passed",
+                "message": _cut((str(exc).strip().splitlines() or [type(exc).__name__])[0], 1000) if exc else "",
+                "outputs": _plain(getattr(item, "test_outputs", None), self.written > RECORD_SOFT),
+            }
             if entry["message"] == "Cell outputs differ":
                 entry["stored"], entry["rerun"] = _first_difference(item)
             if entry["message"].startswith("Timeout"):
@@ -243,12 +281,30 @@ def main(argv) -> int:
                 item.session.shouldstop = FULL
 
     with open(record, "w", encoding="utf-8") as stream:
-        return pytest.main([notebook, "-c", ini, "--rootdir", str(Path(ini).parent), "-p", "nbval.plugin",
-                            "-p", "no:cacheprovider", "--noconftest", "-q", "--tb=short", "--color=no", "--nbval",
-                            "--nbval-current-env", "--nbval-sanitize-with", sanitize,
-                            f"--nbval-cell-timeout={cell_timeout}",  # a loaded machine starts kernels slowly
-                            f"--nbval-kernel-startup-timeout={max(60.0, float(cell_timeout)):g}"],
-                           plugins=[Recorder(stream)])
+        return pytest.main(
+            [
+                notebook,
+                "-c",
+                ini,
+                "--rootdir",
+                str(Path(ini).parent),
+                "-p",
+                "nbval.plugin",
+                "-p",
+                "no:cacheprovider",
+                "--noconftest",
+                "-q",
+                "--tb=short",
+                "--color=no",
+                "--nbval",
+                "--nbval-current-env",
+                "--nbval-sanitize-with",
+                sanitize,
+                f"--nbval-cell-timeout={cell_timeout}",  # a loaded machine starts kernels slowly
+                f"--nbval-kernel-startup-timeout={max(60.0, float(cell_timeout)):g}",
+            ],
+            plugins=[Recorder(stream)],
+        )
 
 
 def records(path) -> tuple[list[int], dict, bool]:
@@ -294,7 +350,7 @@ def pending(record) -> int | None:
                     pass
             elif line.startswith('{"cell"'):
                 try:
-                    done.add(int(line[8:line.index(",")]))
+                    done.add(int(line[8 : line.index(",")]))
                 except ValueError:
                     pass
     return last if last is not None and last not in done else None

@@ -5,6 +5,7 @@
 a Dask cluster) calls :func:`grade_submission` for each file; a run that could not be made has one
 shape, :func:`error_row`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,29 +35,35 @@ STATUSES = ("graded", "invalid", "timeout", "error", "missing")
 #: hub", the grader (offline) prints "no model hub here: built ..." (bertfamily.models.load_pretrained).
 #: The exercise's own line (bertfamily.models.exercise_source) says the same for the transformers code
 #: students write.
-MODEL_SOURCE = (r"(loaded \S+ from the Hugging Face hub \(pretrained weights\)|the Hugging Face hub is "
-                r"reachable: [^\n]*|(the hub was reachable but the download failed \(\w+\); )?no model hub "
-                r"here: [^\n]*)", "MODEL SOURCE")
+MODEL_SOURCE = (
+    r"(loaded \S+ from the Hugging Face hub \(pretrained weights\)|the Hugging Face hub is "
+    r"reachable: [^\n]*|(the hub was reachable but the download failed \(\w+\); )?no model hub "
+    r"here: [^\n]*)",
+    "MODEL SOURCE",
+)
+
+
 @dataclass
 class Row:
     """One line of the gradebook."""
+
     submission: str
     status: str
     score: int | None
     max_score: int
     tasks: dict
     detail: str
-    outputs: str = ""      # whether the stored outputs reproduced, per task where they did not
-    flags: str = ""        # what the instructor should look at: forged or typed answers, tampering code
-    student: str = ""      # the roster's id, with --roster
+    outputs: str = ""  # whether the stored outputs reproduced, per task where they did not
+    flags: str = ""  # what the instructor should look at: forged or typed answers, tampering code
+    student: str = ""  # the roster's id, with --roster
     read_by_hand: str = ""  # free-text answers for the instructor (never scored)
     feedback: dict = field(default_factory=dict, compare=False)  # task -> ✗ lines and hints
     # the lecturer's policy (bertfamily.grading.policy, lms): each check's verdict, when and how late
     checks: dict = field(default_factory=dict, compare=False)  # task -> {"passed": [...], "failed": [...]}
-    submitted: str = ""     # ISO 8601, when it was handed in (from time_from)
-    time_from: str = ""     # where that time came from: the LMS's worksheet, the file's mtime; LATE: its mark
-    late: str = ""          # "late by 1 d 2 h 3 min: -10% ..." (policy.apply)
-    counts: str = ""        # "yes", or "no: which submission of the student counts instead"
+    submitted: str = ""  # ISO 8601, when it was handed in (from time_from)
+    time_from: str = ""  # where that time came from: the LMS's worksheet, the file's mtime; LATE: its mark
+    late: str = ""  # "late by 1 d 2 h 3 min: -10% ..." (policy.apply)
+    counts: str = ""  # "yes", or "no: which submission of the student counts instead"
 
 
 def sanitizers(path: str | Path | None = None) -> str:
@@ -103,8 +110,9 @@ def without_outputs(nb) -> bytes:
     return nbformat.writes(bare).encode("utf-8")
 
 
-def grade_submission(path, display: str, exercise: Exercise, limits: Limits, sanitize: str,
-                     strict_outputs: bool = False) -> Row:
+def grade_submission(
+    path, display: str, exercise: Exercise, limits: Limits, sanitize: str, strict_outputs: bool = False
+) -> Row:
     """Grade one submitted file (only read, never written): its gradebook row."""
     empty = dict.fromkeys((t.name for t in exercise.graded), None)
     max_score = len(exercise.graded)
@@ -125,15 +133,36 @@ def grade_submission(path, display: str, exercise: Exercise, limits: Limits, san
         prepared = prepare(nb, exercise)
         prepared.notes[:0] = [(None, what) for what in repairs]
         # the name the kernel sees: bytes that are not UTF-8 (a zip of Latin-1 names) as ``\xff``
-        run = run_sandboxed(prepared.nb, limits, sanitize, exports(exercise), without_outputs(nb),
-                            printable(Path(path).name), hidden=exercise.folder)
+        run = run_sandboxed(
+            prepared.nb,
+            limits,
+            sanitize,
+            exports(exercise),
+            without_outputs(nb),
+            printable(Path(path).name),
+            hidden=exercise.folder,
+        )
         s = score_run(prepared, exercise, run, limits, strict_outputs)
     except SandboxMissing:
         raise
     except Exception as exc:  # one submission never stops the class: its row says what went wrong
         why = f"{type(exc).__name__}: {exc}".strip()[:200]
-        return error_row(display, exercise, f"error: the grader failed on this submission ({why})",
-                         flags=f"read by hand: the grader failed on it ({type(exc).__name__})")
-    return Row(display, s.status, sum(s.marks.values()), max_score, s.marks, "; ".join(s.problems + s.notes),
-               _outputs_text(s.outputs), "; ".join(s.flags), feedback=s.feedback,
-               read_by_hand="; ".join(s.read_by_hand), checks=s.checks)
+        return error_row(
+            display,
+            exercise,
+            f"error: the grader failed on this submission ({why})",
+            flags=f"read by hand: the grader failed on it ({type(exc).__name__})",
+        )
+    return Row(
+        display,
+        s.status,
+        sum(s.marks.values()),
+        max_score,
+        s.marks,
+        "; ".join(s.problems + s.notes),
+        _outputs_text(s.outputs),
+        "; ".join(s.flags),
+        feedback=s.feedback,
+        read_by_hand="; ".join(s.read_by_hand),
+        checks=s.checks,
+    )

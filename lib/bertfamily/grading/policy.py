@@ -22,6 +22,7 @@ or nothing, and there is no deadline (today's behaviour). A grading file::
 The policy is applied after grading (:func:`apply`): the journal keeps the raw marks, so a changed
 policy rewrites the gradebook without running a single notebook again.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,7 +51,7 @@ class TaskPoints:
 
 @dataclass(frozen=True)
 class Policy:
-    tasks: dict = field(default_factory=dict)   # task name -> TaskPoints (every graded task)
+    tasks: dict = field(default_factory=dict)  # task name -> TaskPoints (every graded task)
     due: datetime | None = None
     late: str = "none"
     penalty_percent_per_day: float = 0.0
@@ -64,13 +65,20 @@ class Policy:
 
     def describe(self) -> str:
         """The policy in one paragraph (printed after grading, and in the docs' words)."""
-        parts = [f"points from {self.source}: " + ", ".join(
-            f"{name} {number(t.points)}" + (" bonus" if t.bonus else "") + (" partial" if t.partial else "")
-            for name, t in self.tasks.items()) + f" (maximum {number(self.max_score)})"]
+        parts = [
+            f"points from {self.source}: "
+            + ", ".join(
+                f"{name} {number(t.points)}" + (" bonus" if t.bonus else "") + (" partial" if t.partial else "")
+                for name, t in self.tasks.items()
+            )
+            + f" (maximum {number(self.max_score)})"
+        ]
         if self.due:
-            late = {"none": "late work is accepted and flagged",
-                    "penalty": f"late work loses {number(self.penalty_percent_per_day)}% per started day",
-                    "refuse": "late work earns nothing"}[self.late]
+            late = {
+                "none": "late work is accepted and flagged",
+                "penalty": f"late work loses {number(self.penalty_percent_per_day)}% per started day",
+                "refuse": "late work earns nothing",
+            }[self.late]
             parts.append(f"due {self.due.isoformat()}; {late}")
         if self.extensions:
             parts.append("extensions: " + ", ".join(f"{s} until {d.isoformat()}" for s, d in self.extensions.items()))
@@ -78,8 +86,12 @@ class Policy:
         return "; ".join(parts)
 
 
-COUNT_WORDS = {"latest-before-deadline": "the latest before the deadline (else the latest, late)",
-               "latest": "the latest", "first": "the first", "best": "the best score (after any late penalty)"}
+COUNT_WORDS = {
+    "latest-before-deadline": "the latest before the deadline (else the latest, late)",
+    "latest": "the latest",
+    "first": "the first",
+    "best": "the best score (after any late penalty)",
+}
 
 
 def number(value):
@@ -98,23 +110,30 @@ def parse_time(text, what: str) -> datetime:
         try:
             value = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"{what}: {text!r} is not a date and time; write it as ISO 8601 with its offset, "
-                             "e.g. 2026-03-01T23:59:00+01:00") from None
+            raise ValueError(
+                f"{what}: {text!r} is not a date and time; write it as ISO 8601 with its offset, "
+                "e.g. 2026-03-01T23:59:00+01:00"
+            ) from None
     if value.tzinfo is None:
-        raise ValueError(f"{what}: {text!r} has no UTC offset; add one (2026-03-01T23:59:00+01:00, or Z for UTC), "
-                         "so that the deadline does not depend on this machine's time zone")
+        raise ValueError(
+            f"{what}: {text!r} has no UTC offset; add one (2026-03-01T23:59:00+01:00, or Z for UTC), "
+            "so that the deadline does not depend on this machine's time zone"
+        )
     return value
 
 
 def _task_points(name: str, value, where: str) -> TaskPoints:
     if isinstance(value, bool) or not isinstance(value, (int, float, dict)):
-        raise ValueError(f"{where}: {name} = {value!r}: give a number of points (task1 = 2) or a table "
-                         "(task1 = {{ points = 2, bonus = false, partial = true }})")
+        raise ValueError(
+            f"{where}: {name} = {value!r}: give a number of points (task1 = 2) or a table "
+            "(task1 = {{ points = 2, bonus = false, partial = true }})"
+        )
     if isinstance(value, dict):
         unknown = set(value) - _TASK_KEYS
         if unknown:
-            raise ValueError(f"{where}: {name} has {', '.join(sorted(unknown))}; a task allows "
-                             f"{', '.join(sorted(_TASK_KEYS))}")
+            raise ValueError(
+                f"{where}: {name} has {', '.join(sorted(unknown))}; a task allows {', '.join(sorted(_TASK_KEYS))}"
+            )
         for key in ("bonus", "partial"):
             if not isinstance(value.get(key, False), bool):
                 raise ValueError(f"{where}: {name}.{key} must be true or false, got {value[key]!r}")
@@ -145,20 +164,24 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path} is not TOML ({exc}); see the example in docs (a [points] table and a "
-                             "[deadline] table)") from None
+            raise ValueError(
+                f"{path} is not TOML ({exc}); see the example in docs (a [points] table and a [deadline] table)"
+            ) from None
     unknown = set(data) - {"points", "deadline"}
     if unknown:
-        raise ValueError(f"{where}: unknown table {', '.join(sorted(unknown))}; a grading file has [points] and "
-                         "[deadline]")
+        raise ValueError(
+            f"{where}: unknown table {', '.join(sorted(unknown))}; a grading file has [points] and [deadline]"
+        )
     points = data.get("points", {})
     if not isinstance(points, dict):
         raise ValueError(f"{where}: points must be a table ([points] then task1 = 2 ...)")
     others = set(points) - set(graded)
     if others:
         ungraded = {t.name for t in exercise.tasks} - set(graded)
-        said = [f"{n} is not graded (its result depends on the machine)" if n in ungraded else f"no task {n}"
-                for n in sorted(others)]
+        said = [
+            f"{n} is not graded (its result depends on the machine)" if n in ungraded else f"no task {n}"
+            for n in sorted(others)
+        ]
         raise ValueError(f"{where}: {'; '.join(said)}; the graded tasks are {', '.join(graded)}")
     tasks = {name: _task_points(name, points[name], where) if name in points else TaskPoints() for name in graded}
     deadline = data.get("deadline", {})
@@ -174,8 +197,10 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
         except ValueError:
             raise ValueError(f"--late penalty:N needs a percentage per day, e.g. penalty:10, got {penalty!r}") from None
     if late not in LATE_POLICIES:
-        raise ValueError(f"{where}: late = {late!r}; allowed: none (accepted, flagged), penalty (with "
-                         "penalty_percent_per_day, or --late penalty:10), refuse (late work earns nothing)")
+        raise ValueError(
+            f"{where}: late = {late!r}; allowed: none (accepted, flagged), penalty (with "
+            "penalty_percent_per_day, or --late penalty:10), refuse (late work earns nothing)"
+        )
     if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not 0 <= penalty <= 100:
         raise ValueError(f"{where}: penalty_percent_per_day must be a number from 0 to 100, got {penalty!r}")
     if late == "penalty" and not penalty:
@@ -218,6 +243,7 @@ def handout_points(exercise: Exercise, policy: Policy) -> dict:
 
 # --------------------------------------------------------------------------- applying it
 
+
 def reference_checks(exercise: Exercise) -> dict:
     """How many ✓ lines each graded task's check cells print in the reference: the denominator of
     partial credit (a check that never ran earns nothing, but still counts)."""
@@ -226,8 +252,9 @@ def reference_checks(exercise: Exercise) -> dict:
     found = {}
     by_id = {c.get("id"): c for c in exercise.reference.cells}
     for task in exercise.graded:
-        found[task.name] = sum(1 for cid, _ in task.checks for line in output_text(by_id[cid]).splitlines()
-                               if MARK_LINE.match(line))
+        found[task.name] = sum(
+            1 for cid, _ in task.checks for line in output_text(by_id[cid]).splitlines() if MARK_LINE.match(line)
+        )
     return found
 
 
@@ -263,8 +290,10 @@ def check_extensions(policy: Policy, students: dict) -> None:
     unknown = sorted(set(policy.extensions) - known)
     if unknown:
         said = sorted({sid or Path(name).stem for name, sid in students.items()})
-        raise ValueError(f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
-                         f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else ""))
+        raise ValueError(
+            f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
+            f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else "")
+        )
 
 
 def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
@@ -317,8 +346,10 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
         why = COUNT_WORDS[policy.counts]
         tied = [r for r in mine if r is not chosen and r.status != "invalid" and _when(r) == _when(chosen)]
         if tied and policy.counts != "best":  # one time for both (Moodle's worksheet has one a participant)
-            why += (f"; handed in at the same time as {', '.join(r.submission for r in tied)}: the tie goes to the "
-                    "name that sorts last, check which the student meant")
+            why += (
+                f"; handed in at the same time as {', '.join(r.submission for r in tied)}: the tie goes to the "
+                "name that sorts last, check which the student meant"
+            )
         for r in mine:
             r.counts = "yes" if r is chosen else f"no: {chosen.submission} counts ({why})"
     return rows

@@ -8,6 +8,7 @@ points, deadline and roster are applied), so it is also what a regrade starts fr
 grades alice's files again, takes every other row from the journal as it is, and writes the gradebook,
 the LMS files and alice's feedback again; every other line of them comes out byte for byte the same.
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,12 +36,18 @@ class Journaled:
     def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
         path = journal_path(self.out)
         if self.regrade is not None and not path.is_file():
-            raise ValueError(f"--regrade updates a class graded before: no journal {path} beside --out (grade the "
-                             "class once with this version, then regrade)")
+            raise ValueError(
+                f"--regrade updates a class graded before: no journal {path} beside --out (grade the "
+                "class once with this version, then regrade)"
+            )
         keep = self.resume or self.regrade is not None
         existed = path.exists()
-        journal = Journal.open(path, run_settings(settings.exercise, settings.limits, settings.sanitize,
-                                                  settings.strict_outputs, fingerprint()), keep, self.force)
+        journal = Journal.open(
+            path,
+            run_settings(settings.exercise, settings.limits, settings.sanitize, settings.strict_outputs, fingerprint()),
+            keep,
+            self.force,
+        )
         by_name = {display: (digest, row) for (display, digest), row in journal.rows.items()}
         try:
             rows, todo, digests = [], [], {}
@@ -58,8 +65,11 @@ class Journaled:
                 else:
                     todo.append((file, display))
             if self.resume and rows:
-                print(f"resuming: {len(rows)} of {len(found)} submissions already graded ({journal.path})",
-                      file=sys.stderr)
+                print(
+                    f"resuming: {len(rows)} of {len(found)} submissions already graded ({journal.path})",
+                    file=sys.stderr,
+                )
+
             def journaled(row: Row) -> None:  # each row as it is made: an interrupted run keeps it
                 digest = digests.get(row.submission)
                 if digest:
@@ -74,7 +84,8 @@ class Journaled:
                 raise Interrupted(
                     f"interrupted (Ctrl-C): {done} of {len(found)} submissions graded, kept in {journal.path}; no "
                     f"gradebook written. The same command with --resume grades the other {len(found) - done} and "
-                    f"writes {self.out}.") from None
+                    f"writes {self.out}."
+                ) from None
         finally:
             journal.close()
             if not existed and not journal.rows:  # a run that graded nothing (its probe failed) leaves no file
@@ -93,7 +104,9 @@ def select(names, found, owners: dict) -> set[str]:
         wanted |= hits
     if unknown:
         students = sorted({s for s in owners.values() if s})
-        raise ValueError(f"--regrade {', '.join(unknown)}: no such student or submission; the students are "
-                         f"{', '.join(students[:20]) or '(none: give the submissions by name)'}"
-                         + (" ..." if len(students) > 20 else ""))
+        raise ValueError(
+            f"--regrade {', '.join(unknown)}: no such student or submission; the students are "
+            f"{', '.join(students[:20]) or '(none: give the submissions by name)'}"
+            + (" ..." if len(students) > 20 else "")
+        )
     return wanted

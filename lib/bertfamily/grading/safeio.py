@@ -13,6 +13,7 @@ never blocking, never reading more than a cap, never writing outside the folders
 * :func:`write_in`: a file written into a folder opened without following links, through a new
   temporary file renamed over the name (a link planted under that name is replaced, never followed).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,14 @@ import stat
 import tempfile
 from pathlib import Path
 
-_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device", stat.S_IFDIR: "a folder", stat.S_IFLNK: "a symbolic link"}
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+    stat.S_IFLNK: "a symbolic link",
+}
 _NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -85,8 +92,10 @@ def check_output_folder(folder, submissions, label: str) -> None:
     for given in submissions:
         tree = Path(os.path.realpath(given))
         if tree.is_dir() and real.is_relative_to(tree):
-            raise ValueError(f"{label} {folder} is inside a folder of submissions ({tree}): choose a folder "
-                             "outside every folder of submissions")
+            raise ValueError(
+                f"{label} {folder} is inside a folder of submissions ({tree}): choose a folder "
+                "outside every folder of submissions"
+            )
 
 
 def open_folder(folder) -> int:

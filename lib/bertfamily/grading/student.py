@@ -28,6 +28,7 @@ solution-free website (``make book-public``, ``tools/public_book.py``).
 ``write_student`` never writes to SOURCE, and refuses to overwrite an
 existing DEST whose content differs unless ``force`` is given.
 """
+
 from __future__ import annotations
 
 import ast
@@ -52,8 +53,9 @@ def answers(cell) -> list[str]:
     listed = cell.get("metadata", {}).get("answers")
     if listed is not None:
         if not isinstance(listed, list) or not all(isinstance(n, str) and n.isidentifier() for n in listed):
-            raise ValueError(f"cell {cell.get('id')}: metadata 'answers' must be a list of variable "
-                             f"names, got {listed!r}")
+            raise ValueError(
+                f"cell {cell.get('id')}: metadata 'answers' must be a list of variable names, got {listed!r}"
+            )
         return list(listed)
     try:
         tree = ast.parse(cell.source)
@@ -61,8 +63,13 @@ def answers(cell) -> list[str]:
         raise ValueError(f"solution cell {cell.get('id')} is not valid Python: {exc}") from exc
     names = []
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         for target in targets:
             for sub in ast.walk(target):
                 if isinstance(sub, ast.Name) and sub.id not in names:
@@ -83,8 +90,9 @@ def placeholder(cell) -> str:
     return "\n".join(head + body)
 
 
-_EXERCISE_BOX = re.compile(r"^(?P<fence>[`:]{3,})\s*\{exercise\}\s*(?P<title>.*?)\s*\n(?P<body>.*?)^(?P=fence)\s*$",
-                           re.M | re.S)
+_EXERCISE_BOX = re.compile(
+    r"^(?P<fence>[`:]{3,})\s*\{exercise\}\s*(?P<title>.*?)\s*\n(?P<body>.*?)^(?P=fence)\s*$", re.M | re.S
+)
 
 
 _BIBLIOGRAPHY = re.compile(r"^(?P<fence>[`:]{3,})\s*\{bibliography\}.*?^(?P=fence)\s*$\n?", re.M | re.S)
@@ -95,12 +103,14 @@ def _plain_exercise(source: str, number: int, points: dict | None = None) -> tup
     """The website's MyST as plain Markdown, which Jupyter and Colab show as they are: each
     ``{exercise}`` box a heading ("Task N: title") and its text, citations as (key), the
     bibliography directive a pointer to the website; returns the number of the last task so far."""
+
     def heading(found):
         nonlocal number
         number += 1
         body = "\n".join(line for line in found.group("body").splitlines() if not re.match(r"^:\w[\w-]*:", line))
         worth = f" ({points[number]})" if points and number in points else ""  # as the lecturer set them
         return f"### Task {number}: {found.group('title')}{worth}\n\n{body.strip()}\n"
+
     source = _EXERCISE_BOX.sub(heading, source)
     source = _BIBLIOGRAPHY.sub("(The references are listed on the course's website.)\n", source)
     source = _CITE.sub(lambda m: "(" + ", ".join(k.strip() for k in m.group(1).split(",")) + ")", source)
@@ -119,9 +129,11 @@ def student_version(nb, website: bool = False, points: dict | None = None):
             if solution or SOLUTIONS_NOTE in cell_tags(cell):
                 continue
             if _SOLUTION_DIRECTIVE.search(cell.source):
-                raise ValueError(f"markdown cell {index} (id {cell.get('id')}) holds a solution "
-                                 f"directive but is not tagged {SOLUTION!r}: tag it, or the answer "
-                                 "would reach the student version")
+                raise ValueError(
+                    f"markdown cell {index} (id {cell.get('id')}) holds a solution "
+                    f"directive but is not tagged {SOLUTION!r}: tag it, or the answer "
+                    "would reach the student version"
+                )
         if cell.cell_type == "markdown" and not website:
             cell.source, number = _plain_exercise(cell.source, number, points)
         if cell.cell_type == "code":
@@ -148,8 +160,7 @@ def student_version(nb, website: bool = False, points: dict | None = None):
 
 def restore_solutions(student_nb, solution_nb):
     """A copy of ``student_nb`` with every solution code cell put back from ``solution_nb`` (by cell id)."""
-    reference = {c.get("id"): c for c in solution_nb.cells
-                 if c.cell_type == "code" and SOLUTION in cell_tags(c)}
+    reference = {c.get("id"): c for c in solution_nb.cells if c.cell_type == "code" and SOLUTION in cell_tags(c)}
     out = copy.deepcopy(student_nb)
     for cell in out.cells:
         if cell.get("id") in reference:
@@ -190,8 +201,9 @@ def write_student(source, dest, force: bool = False, points: dict | None = None)
         if dest.read_text(encoding="utf-8") == text:
             return "unchanged"
         if not force:
-            raise ValueError(f"{dest} exists and differs from the student version of {source}; "
-                             "pass --force to overwrite it")
+            raise ValueError(
+                f"{dest} exists and differs from the student version of {source}; pass --force to overwrite it"
+            )
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")

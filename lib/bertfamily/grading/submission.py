@@ -5,6 +5,7 @@ exercise, and prepared into the copy that runs.
 code when an editor dropped the ids; check cells (and the course's other code cells) restored from
 the reference, or put back where they were deleted; nbval's markers taken from the reference only.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,16 +29,32 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20
 #: repaired, copied and written by the grader before the run's limits start: minutes of its time.
 MAX_CELLS, MAX_OUTPUTS = 10_000, 20_000
 #: nbval's cell tags and comment markers: the grader, not the submission, decides which outputs count.
-NBVAL_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-raises-exception", "raises-exception",
-              "nbval-skip", "pytest-validate-ignore-output"}
+NBVAL_TAGS = {
+    "nbval-ignore-output",
+    "nbval-check-output",
+    "nbval-raises-exception",
+    "raises-exception",
+    "nbval-skip",
+    "pytest-validate-ignore-output",
+}
+
+
 def _without_nbval_markers(source: str) -> str:
     """``source`` without the comment lines nbval reads as markers, found as nbval finds them (a line
     that, stripped, starts with ``#`` and whose comment, ``#``s and spaces stripped, is a marker)."""
     from nbval.plugin import comment_markers
 
-    return "\n".join(line for line in source.split("\n") if not (
-        line.strip().startswith("#") and (line.strip().lstrip("#").strip() in comment_markers
-                                          or line.strip().lstrip("#").strip().startswith("NBVAL_"))))
+    return "\n".join(
+        line
+        for line in source.split("\n")
+        if not (
+            line.strip().startswith("#")
+            and (
+                line.strip().lstrip("#").strip() in comment_markers
+                or line.strip().lstrip("#").strip().startswith("NBVAL_")
+            )
+        )
+    )
 
 
 class Invalid(ValueError):
@@ -51,18 +68,25 @@ def link_problem(path) -> str | None:
         if part.is_symlink():
             target = os.readlink(part)
             where = "it is" if part == path else f"its folder {part} is"
-            return (f"not graded: {where} a symbolic link (to {target}); hand in the notebook itself "
-                    "(a link can point at the reference solution or at a classmate's file)")
+            return (
+                f"not graded: {where} a symbolic link (to {target}); hand in the notebook itself "
+                "(a link can point at the reference solution or at a classmate's file)"
+            )
     return None
 
 
 #: The keys nbformat 4's schema allows in each kind of output and cell.
-_OUTPUT_KEYS = {"stream": {"output_type", "name", "text"}, "display_data": {"output_type", "data", "metadata"},
-                "execute_result": {"output_type", "data", "metadata", "execution_count"},
-                "error": {"output_type", "ename", "evalue", "traceback"}}
-_CELL_KEYS = {"code": {"id", "cell_type", "metadata", "source", "outputs", "execution_count"},
-              "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
-              "raw": {"id", "cell_type", "metadata", "source", "attachments"}}
+_OUTPUT_KEYS = {
+    "stream": {"output_type", "name", "text"},
+    "display_data": {"output_type", "data", "metadata"},
+    "execute_result": {"output_type", "data", "metadata", "execution_count"},
+    "error": {"output_type", "ename", "evalue", "traceback"},
+}
+_CELL_KEYS = {
+    "code": {"id", "cell_type", "metadata", "source", "outputs", "execution_count"},
+    "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
+    "raw": {"id", "cell_type", "metadata", "source", "attachments"},
+}
 _ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
 
@@ -99,8 +123,9 @@ def repair_notebook(content: dict) -> list[str]:
         if not isinstance(cell.get("metadata"), dict):
             cell["metadata"] = {}
             note("a cell without metadata")
-        if content.get("nbformat_minor", 0) >= 5 and (not isinstance(cell.get("id"), str)
-                                                      or not _ID.match(cell["id"]) or cell["id"] in seen):
+        if content.get("nbformat_minor", 0) >= 5 and (
+            not isinstance(cell.get("id"), str) or not _ID.match(cell["id"]) or cell["id"] in seen
+        ):
             cell["id"] = uuid.uuid4().hex[:8]
             note("a cell id missing, malformed or repeated")
         seen.add(cell.get("id"))
@@ -109,9 +134,14 @@ def repair_notebook(content: dict) -> list[str]:
         if not isinstance(cell.get("outputs"), list):
             cell["outputs"] = []
             note("a code cell without outputs")
-        if "execution_count" not in cell or not (cell["execution_count"] is None or (
-                isinstance(cell["execution_count"], int) and not isinstance(cell["execution_count"], bool)
-                and cell["execution_count"] >= 0)):
+        if "execution_count" not in cell or not (
+            cell["execution_count"] is None
+            or (
+                isinstance(cell["execution_count"], int)
+                and not isinstance(cell["execution_count"], bool)
+                and cell["execution_count"] >= 0
+            )
+        ):
             cell["execution_count"] = None
             note("a code cell without a valid execution count")
         for out in cell["outputs"]:
@@ -159,13 +189,17 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
     outputs = sum(len(c["outputs"]) for c in cells if isinstance(c, dict) and isinstance(c.get("outputs"), list))
     if len(cells) > MAX_CELLS or outputs > MAX_OUTPUTS:
         what = f"{len(cells):,} cells" if len(cells) > MAX_CELLS else f"{outputs:,} outputs"
-        raise Invalid(f"not a notebook of {reference_name}: {what}, more than the grader reads ({MAX_CELLS:,} cells "
-                      f"and {MAX_OUTPUTS:,} stored outputs): clear the outputs or delete the extra cells, then save")
+        raise Invalid(
+            f"not a notebook of {reference_name}: {what}, more than the grader reads ({MAX_CELLS:,} cells "
+            f"and {MAX_OUTPUTS:,} stored outputs): clear the outputs or delete the extra cells, then save"
+        )
     try:  # a lone surrogate ("\\udfff" in the JSON): no editor saves one, and no copy of it can be written
         json.dumps(content, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise Invalid(f"not a notebook: its JSON escapes a lone surrogate ({exc.object[exc.start]!a}), which no "
-                      "UTF-8 text holds: save it again from Jupyter") from None
+        raise Invalid(
+            f"not a notebook: its JSON escapes a lone surrogate ({exc.object[exc.start]!a}), which no "
+            "UTF-8 text holds: save it again from Jupyter"
+        ) from None
     for cell in content.get("cells") or []:  # Windows line ends: the same code as Jupyter shows it
         source = cell.get("source") if isinstance(cell, dict) else None
         if isinstance(source, str) or (isinstance(source, list) and all(isinstance(x, str) for x in source)):
@@ -187,14 +221,17 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
     checks = {cid: visible_lines(source) for t in tasks for cid, source in t.checks}
     by_source = {visible_lines(c.source) for c in nb.cells if c.cell_type == "code"} & set(checks.values())
     if not ids & set(checks) and not by_source:
-        raise Invalid(f"not this exercise: none of the {len(checks)} check cells of {reference_name} "
-                      "is in it (by cell id, which Jupyter keeps, or by its code)")
+        raise Invalid(
+            f"not this exercise: none of the {len(checks)} check cells of {reference_name} "
+            "is in it (by cell id, which Jupyter keeps, or by its code)"
+        )
     return nb
 
 
 @dataclass
 class Prepared:
     """The copy of a submission that runs, and what was repaired on the way (for the gradebook)."""
+
     nb: nbformat.NotebookNode
     notes: list  # (task name or None, what was repaired), in the order of the notebook
 
@@ -210,8 +247,9 @@ def _match_by_source(cells, reference) -> int:
     code cell with the same code that the notebook lacks (in order); the number matched. Solution
     cells are matched by what follows them (see ``_owners``)."""
     known, present = {c.get("id") for c in reference.cells}, {c.get("id") for c in cells}
-    free = [c for c in reference.cells
-            if c.cell_type == "code" and SOLUTION not in cell_tags(c) and c.id not in present]
+    free = [
+        c for c in reference.cells if c.cell_type == "code" and SOLUTION not in cell_tags(c) and c.id not in present
+    ]
     matched = 0
     for cell in cells:
         if cell.cell_type != "code" or cell.get("id") in known:
@@ -252,8 +290,13 @@ def prepare(nb, exercise) -> Prepared:
     none_known = not any(c.get("id") in known for c in out.cells)
     matched = _match_by_source(out.cells, reference)  # cells saved without an id (all, or some)
     if none_known:
-        notes.append((None, f"the notebook has no cell ids (saved by an older editor): {matched} of the course's "
-                            "cells were recognised by their code"))
+        notes.append(
+            (
+                None,
+                f"the notebook has no cell ids (saved by an older editor): {matched} of the course's "
+                "cells were recognised by their code",
+            )
+        )
     seen = set()
     for index, cell in enumerate(out.cells):
         # a duplicated id would confuse the owners; "-course" ids are the grader's copies of course cells
@@ -265,8 +308,13 @@ def prepare(nb, exercise) -> Prepared:
             out.cells[index] = copy.deepcopy(ref)
             out.cells[index].outputs, out.cells[index].execution_count = [], None
             what = "its check cell" if ref.id in checks else "a cell of the course"
-            notes.append((task_of.get(ref.id), f"{what} (cell {index}) had become a {cell.cell_type} cell; "
-                                               "the course's code cell was put back and run"))
+            notes.append(
+                (
+                    task_of.get(ref.id),
+                    f"{what} (cell {index}) had become a {cell.cell_type} cell; "
+                    "the course's code cell was put back and run",
+                )
+            )
     # put back the course's cells that were deleted, after the reference cell before them
     present = {c.get("id"): i for i, c in enumerate(out.cells)}
     where = 0
@@ -285,12 +333,21 @@ def prepare(nb, exercise) -> Prepared:
         ref = course.get(cell.get("id")) if cell.cell_type == "code" else None
         if ref is not None and cell.source != ref.source and ref.id not in skipped:
             if ref.id in checks:
-                notes.append((task_of.get(ref.id), f"its check cell (cell {index}) was edited; the course's "
-                                                   "check was restored and run"))
+                notes.append(
+                    (
+                        task_of.get(ref.id),
+                        f"its check cell (cell {index}) was edited; the course's check was restored and run",
+                    )
+                )
                 cell.source = ref.source
             elif not _only_added(cell.source, ref.source):
-                notes.append((task_of.get(ref.id), f"the course's cell {index} was changed; the course's version "
-                                                   "ran just before it, then the student's"))
+                notes.append(
+                    (
+                        task_of.get(ref.id),
+                        f"the course's cell {index} was changed; the course's version "
+                        "ran just before it, then the student's",
+                    )
+                )
                 first = nbformat.v4.new_code_cell(ref.source, id=f"{ref.id}-course")
                 inserted[first.id] = ref
                 cells.append(first)

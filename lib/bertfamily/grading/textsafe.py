@@ -7,6 +7,7 @@
 * :func:`disk_name`: a name for a file the grader writes (feedback, the kernel's copy of the
   submission) that any file system takes: short, printable, and unique by a digest of the original.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,11 +20,13 @@ import unicodedata
 #: character (Unicode's category Cf: bidirectional marks, zero-width ones, tags, the soft hyphen...), line
 #: and paragraph separators, surrogates, and what shows nothing though it is a letter or a mark (the
 #: Hangul fillers, the combining grapheme joiner, variation selectors, Khmer's invisible vowels).
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
-                     "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
-                     "\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
-                     "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef\u2800\U00016fe4\U0001d159"
-                     "\U0001da9b-\U0001da9f\U0001daa1-\U0001daaf]")
+CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff"
+    "\uffa0\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e007f\U000e0100-\U000e01ef\u2800\U00016fe4\U0001d159"
+    "\U0001da9b-\U0001da9f\U0001daa1-\U0001daaf]"
+)
 #: Bytes of a file name the grader writes: at most this many (file systems allow 255).
 MAX_NAME_BYTES = 120
 _PLAIN = re.compile(r"[^\w.+=,@ -]")

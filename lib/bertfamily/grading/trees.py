@@ -10,6 +10,7 @@ parent, never by a full path), so no shape crashes them:
 * :func:`remove_tree` deletes any tree, to the last entry, and never raises: a folder it cannot
   delete is left, said in its return value, and touches no other run.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,14 @@ def _open_dir(name, dir_fd=None) -> int:
         return os.open(name, _DIR, dir_fd=dir_fd)
 
 
-def measure(root, max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH, sizes: set | None = None,
-            one_filesystem: bool = False, prune: bool = False) -> int:
+def measure(
+    root,
+    max_entries: int = MAX_ENTRIES,
+    max_depth: int = MAX_DEPTH,
+    sizes: set | None = None,
+    one_filesystem: bool = False,
+    prune: bool = False,
+) -> int:
     """Bytes the files under ``root`` take on disk; :class:`TooLarge` past ``max_entries`` entries or
     ``max_depth`` levels. With ``sizes``, the size of every regular file is added to it; with
     ``one_filesystem``, what is mounted below ``root`` is left out. A folder that disappears while it
@@ -66,8 +73,12 @@ def measure(root, max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH, si
             if one_filesystem and info.st_dev != device:
                 continue
             total += info.st_blocks * 512
-            if stat.S_ISREG(info.st_mode) and sizes is not None and len(sizes) < max_entries \
-                    and written(entry.name, info, fd):
+            if (
+                stat.S_ISREG(info.st_mode)
+                and sizes is not None
+                and len(sizes) < max_entries
+                and written(entry.name, info, fd)
+            ):
                 sizes.add(info.st_size)
             if stat.S_ISDIR(info.st_mode):
                 if len(stack) >= max_depth and prune:
@@ -105,8 +116,9 @@ def written(name, info, dir_fd=None) -> bool:
         return False
     try:
         step = max(1, (info.st_size - SAMPLE_BYTES) // (SAMPLES - 1))
-        return any(os.pread(fd, SAMPLE_BYTES, min(i * step, info.st_size - SAMPLE_BYTES)).strip(b"\0")
-                   for i in range(SAMPLES))
+        return any(
+            os.pread(fd, SAMPLE_BYTES, min(i * step, info.st_size - SAMPLE_BYTES)).strip(b"\0") for i in range(SAMPLES)
+        )
     except OSError:
         return False
     finally:

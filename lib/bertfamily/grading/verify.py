@@ -12,6 +12,7 @@ course ships it: its ✓ / ✗ lines and hints are the task's verdict and feedba
 
 No pickle crosses from the kernel to the grader: the answers are JSON.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,8 +37,15 @@ MAX_LAYERS = 1_000  # the course's largest model, multilingual DistilBERT, has 3
 #: The configurations rebuilt with transformers: the model types the course's budget counts, without
 #: the keys that only make transformers build labels (``num_labels=10**9``: a billion of them).
 BUDGET_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "albert")
-NOT_SIZES = ("model_type", "transformers_version", "_name_or_path", "architectures", "num_labels", "id2label",
-             "label2id")
+NOT_SIZES = (
+    "model_type",
+    "transformers_version",
+    "_name_or_path",
+    "architectures",
+    "num_labels",
+    "id2label",
+    "label2id",
+)
 
 
 def _not_its_configuration(value: dict) -> str | None:
@@ -52,19 +60,29 @@ def _not_its_configuration(value: dict) -> str | None:
         from transformers import AutoConfig
 
         from bertfamily import budget
-        settings = {k: v for k, v in value["config"].items() if k not in NOT_SIZES
-                    and (v is None or isinstance(v, (bool, int, float, str)))}
+
+        settings = {
+            k: v
+            for k, v in value["config"].items()
+            if k not in NOT_SIZES and (v is None or isinstance(v, (bool, int, float, str)))
+        }
         want = budget.count(AutoConfig.for_model(value["config"]["model_type"], **settings))
     except Exception:  # a configuration the budget cannot read: the checks will say what is wrong
         return None
     hidden = value["config"].get("hidden_size")
-    if value["values"] == want - (hidden * hidden + hidden if isinstance(hidden, int) else 0) \
-            and value["config"]["model_type"] != "distilbert":  # the course's checks say the same (mistakes.py)
-        return ("is the encoder without its pooler (add_pooling_layer=False, or the encoder of a masked-LM "
-                "model): the exercise counts the bare encoder that AutoModel loads, pooler included")
+    if (
+        value["values"] == want - (hidden * hidden + hidden if isinstance(hidden, int) else 0)
+        and value["config"]["model_type"] != "distilbert"
+    ):  # the course's checks say the same (mistakes.py)
+        return (
+            "is the encoder without its pooler (add_pooling_layer=False, or the encoder of a masked-LM "
+            "model): the exercise counts the bare encoder that AutoModel loads, pooler included"
+        )
     if value["values"] != want:
-        return (f"holds {value['values']:,} values, not the {want:,} of the configuration it carries: "
-                "not a real model of that configuration")
+        return (
+            f"holds {value['values']:,} values, not the {want:,} of the configuration it carries: "
+            "not a real model of that configuration"
+        )
     return None
 
 
@@ -85,6 +103,7 @@ def _rebuilt(value: dict, objects: dict):
     import math
 
     import torch
+
     if "tensor" in value:
         dtype, shape = torch.float32 if value["floating"] else torch.int64, value["tensor"]
         if not isinstance(shape, list) or len(shape) > 64 or not all(type(d) is int and d >= 0 for d in shape):
@@ -98,9 +117,12 @@ def _rebuilt(value: dict, objects: dict):
         if value["object"] in objects:  # the same model passed twice (``model is distilbert``)
             return objects[value["object"]]
         from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
         if value["linear"] + len(value["dynamic"]) > MAX_LAYERS:
-            raise ValueError(f"a model of {value['linear'] + len(value['dynamic']):,} linear layers, more than the "
-                             f"grader rebuilds ({MAX_LAYERS:,}; the course's models have under 100)")
+            raise ValueError(
+                f"a model of {value['linear'] + len(value['dynamic']):,} linear layers, more than the "
+                f"grader rebuilds ({MAX_LAYERS:,}; the course's models have under 100)"
+            )
         model = type(value["module"], (torch.nn.Module,), {})()
         if value["config"] is not None:
             model.config = SimpleNamespace(**value["config"])
@@ -168,8 +190,11 @@ def check_statements(source: str) -> list[tuple[str, str]]:
     tree = ast.parse(source)
     found = []
     for node in tree.body:
-        calls = [n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                 and n.func.attr.startswith("check_")]
+        calls = [
+            n.func.attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")
+        ]
         found.append((calls[0] if calls else "", ast.get_source_segment(source, node) or ""))
     return found
 
@@ -187,8 +212,10 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
 
     if "__error__" in answers:
         why = f"the grader could not read the answers ({answers['__error__']})"
-        return [{"check": c, "passed": False, "why": why, "printed": "", "missing": []}
-                for c in [c for c, _ in check_statements(source) if c] or [CELL_CHECK]]
+        return [
+            {"check": c, "passed": False, "why": why, "printed": "", "missing": []}
+            for c in [c for c, _ in check_statements(source) if c] or [CELL_CHECK]
+        ]
     objects: dict = {}  # what stand_in rebuilt, shared by the answers (see _rebuilt)
     namespace: dict[str, object] = {"checks": _checks}
     absent: dict[str, str | None] = {}  # an answer the checks cannot read -> why (None: not defined)
@@ -216,8 +243,10 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
         except NameError as exc:
             gone = [n for n in reads if n == getattr(exc, "name", None)] or reads
             result["missing"] = [n for n in gone if absent.get(n) is None]
-            result["why"] = next((absent[n] for n in gone if absent.get(n)), "") or \
-                f"`{(gone or [getattr(exc, 'name', '?')])[0]}` was not defined when the check ran"
+            result["why"] = (
+                next((absent[n] for n in gone if absent.get(n)), "")
+                or f"`{(gone or [getattr(exc, 'name', '?')])[0]}` was not defined when the check ran"
+            )
         except Exception as exc:  # a check never raises on an answer: one the kernel could not have had
             result["why"] = f"the check raised {type(exc).__name__}: {exc}"[:200]
         result["printed"] = text = printed.getvalue()
@@ -225,8 +254,13 @@ def recheck_each(source: str, answers: dict) -> list[dict]:
         if check and not result["why"]:
             failed = [m for m in marks if m.group(1) != "✓"]
             result["passed"] = bool(marks) and not failed
-            result["why"] = "" if result["passed"] else (
-                f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200] if failed else "the check printed no result")
+            result["why"] = (
+                ""
+                if result["passed"]
+                else (
+                    f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200] if failed else "the check printed no result"
+                )
+            )
         if check:
             results.append(result)
     return results
