@@ -121,3 +121,29 @@ def test_a_reduction_from_a_bert_without_its_pooler_says_so():
         1 - distil / (bert - 768 * 768 - 768), 1 - distil / bert, 5e-4, 1 - distil / (bert - 768 * 768 - 768)
     )
     assert "without its pooler" in hint
+
+
+def test_a_worksheet_downloaded_in_another_zone_is_said():
+    from datetime import datetime, timedelta
+
+    from bertfamily.grading.lateness import worksheet_offset
+    from bertfamily.grading.pipeline import Row
+
+    due = datetime.fromisoformat("2026-03-01T23:59:00-08:00")
+
+    def row(late, read_as):  # a late submission as a worksheet from Rome shows it: 9 hours later
+        return Row(
+            "m.ipynb",
+            "graded",
+            1,
+            1,
+            {},
+            "",
+            submitted=(due + read_as).isoformat(),
+            time_from=f"Moodle's worksheet; Moodle's Status: {late} late",
+        )
+
+    rome = [row("1 day 10 hours", timedelta(days=1, hours=19, minutes=30)), row("2 hours", timedelta(hours=11))]
+    assert worksheet_offset(rome, due) == timedelta(hours=9)
+    here = [row("1 day 10 hours", timedelta(days=1, hours=10, minutes=30)), row("2 hours", timedelta(hours=2))]
+    assert worksheet_offset(here, due) is None and worksheet_offset([], due) is None

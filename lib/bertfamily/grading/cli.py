@@ -24,6 +24,7 @@ from bertfamily.grading.gradebook import (
     write_canvas,
     write_gradebook,
 )
+from bertfamily.grading.lateness import worksheet_offset
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.moodle import read_worksheet, write_moodle
@@ -223,6 +224,12 @@ def _main_gradebook(argv) -> int:
         else:
             rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None, tz)
         marks = rows
+        offset = worksheet_offset(rows, rules.due) if worksheet else None
+        if offset:
+            print(f"warning: Moodle's worksheet times read {offset.total_seconds() / 3600:+g} h from the deadline's "
+                  f"zone (its Status says how late each late one was): downloaded from a profile in another time "
+                  f"zone? The submitted column shows them as written; lateness follows Moodle's Status",
+                  file=sys.stderr)
         rows = policy.apply(rows, rules, exercise)
         changed = package_changes(started)
         if changed:  # rows graded before and after a change of the course: none of them is written

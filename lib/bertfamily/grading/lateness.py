@@ -61,3 +61,25 @@ def late_words(late: timedelta) -> str:
     minutes = int(late.total_seconds() // 60)
     days, rest = divmod(minutes, 24 * 60)
     return "late by " + (f"{days} d " if days else "") + f"{rest // 60} h {rest % 60} min"
+
+
+def worksheet_offset(rows, due: datetime | None) -> timedelta | None:
+    """How far a Moodle worksheet's times sit from the deadline's zone, where its Status tells (None: it does
+    not, or they agree): for each late row, its time less the deadline less Moodle's own delay, which Moodle
+    rounds down (below its largest unit: "1 day 10 hours" is 1 day 10 to 11 hours); the quarter hour of an
+    hour or more that every late row allows (a worksheet downloaded from a profile in another zone)."""
+    low, high = None, None
+    for row in rows:
+        late = MOODLE_LATE.search(row.time_from or "")
+        if not (late and row.submitted and due):
+            continue
+        found = re.findall(r"(\d+)\s*(year|day|hour|min|sec)", late.group(1))
+        said = sum(int(amount) * _UNITS[unit] for amount, unit in found)
+        hidden = {"year": 86400, "day": 3600, "hour": 60, "min": 1}.get(found[0][1], 0) if found else 0
+        gap = (datetime.fromisoformat(row.submitted) - due).total_seconds() - said  # the offset, at most
+        low = gap - hidden if low is None else max(low, gap - hidden)
+        high = gap if high is None else min(high, gap)
+    if low is None or high is None or low > high or low <= 0 <= high:
+        return None
+    quarter = 900 * (high // 900)  # the zone's offset: a multiple of a quarter hour in [low, high]
+    return timedelta(seconds=quarter) if quarter >= low and abs(quarter) >= 3600 else None
