@@ -726,3 +726,16 @@ def test_a_class_that_timed_out_entirely_exits_1(tmp_path, cheap_cli, monkeypatc
     klass, roster, _ = _class(tmp_path, n=2)
     assert _run(tmp_path, klass, roster) == 1
     assert "or each ran out of time" in capsys.readouterr().err and not (tmp_path / "canvas.csv").exists()
+
+
+def test_one_students_own_failure_beside_missing_ones_is_written_as_usual(tmp_path, cheap_cli, monkeypatch, capsys):
+    from bertfamily.grading import classroom
+
+    def broken(path, display, exercise, *args, **kwargs):
+        names = [t.name for t in exercise.graded]
+        return Row(display, "error", None, len(names), dict.fromkeys(names), "error: the grading worker died")
+
+    monkeypatch.setattr(classroom, "grade_submission", broken)
+    klass, roster, _ = _class(tmp_path, n=1)  # the roster has s0 and s1: s1 handed in nothing
+    assert _run(tmp_path, klass, roster, "--extension", "s1=2026-03-05T23:59+01:00") == 0  # s1: on the roster
+    assert (tmp_path / "canvas.csv").is_file()

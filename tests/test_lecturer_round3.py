@@ -147,3 +147,61 @@ def test_a_worksheet_downloaded_in_another_zone_is_said():
     assert worksheet_offset(rome, due) == timedelta(hours=9)
     here = [row("1 day 10 hours", timedelta(days=1, hours=10, minutes=30)), row("2 hours", timedelta(hours=2))]
     assert worksheet_offset(here, due) is None and worksheet_offset([], due) is None
+
+
+# round 3c: a reviewer's reading of these fixes
+
+
+def test_an_extension_moodle_granted_is_not_counted_twice_and_one_before_the_deadline_is_refused(exercise):
+    from datetime import datetime, timedelta
+
+    from bertfamily.grading import policy
+    from bertfamily.grading.lateness import late_by
+    from bertfamily.grading.pipeline import Row
+
+    due = datetime.fromisoformat("2026-03-01T23:59:00-08:00")
+    text = "Moodle's worksheet; Moodle's Status: 2 days 1 hour late; Moodle's Status: extension granted"
+    row = Row("m/g.ipynb", "graded", 1, 1, {}, "", time_from=text)
+    assert late_by(row, due, due + timedelta(days=4)) > timedelta(days=2)  # Moodle's verdict already counts it
+    with pytest.raises(ValueError, match="is not after the deadline"):
+        policy.load(exercise, due=due.isoformat(), extensions=["alice=2026-02-28T12:00-08:00"])
+
+
+def test_moodle_with_no_due_date_of_its_own_is_said():
+    from datetime import datetime
+
+    from bertfamily.grading.lateness import unmarked_late
+    from bertfamily.grading.pipeline import Row
+
+    due = datetime.fromisoformat("2026-03-01T23:59:00-08:00")
+    far = Row(
+        "m.ipynb",
+        "graded",
+        1,
+        1,
+        {},
+        "",
+        submitted="2026-03-03T12:00:00-08:00",
+        time_from="Moodle's worksheet; Moodle's Status does not say late",
+    )
+    near = Row("n.ipynb", "graded", 1, 1, {}, "", submitted="2026-03-02T08:00:00-08:00", time_from=far.time_from)
+    assert unmarked_late([far, near], due) == [far]  # 9 h past: a time zone; 36 h: no due date in Moodle
+
+
+def test_a_moodle_comment_shows_its_characters_and_starts_no_formula():
+    import csv
+
+    from bertfamily.grading.moodle import _html
+
+    said = _html("size >= 50 MiB; =HYPERLINK(1); -1")
+    assert "&gt;&#61;" in said and "; &#61;HYPERLINK" in said and "; &#45;1" in said
+    for cell in next(csv.reader([said], delimiter=";")):
+        assert not cell.lstrip().startswith(("=", "+", "-", "@")), cell
+
+
+def test_other_libraries_or_classes_are_other_code():
+    one = "import numpy as np\nx = np.sum([1, 2])\nprint(x)"
+    two = "import torch\nx = torch.sum([1, 2])\nprint(x)"
+    same = "import numpy as np\ntotal = np.sum([1, 2])\nprint(total)"
+    a, b, c = (copies.renamed((copies.normalized(s),)) for s in (one, two, same))
+    assert a != b and a == c

@@ -59,7 +59,9 @@ def test_the_reference_and_honest_attribute_stores_are_not_said(exercise):
     assert integrity.suspicious(exercise.reference, exercise) == []
     honest = (
         "from transformers import AutoModel\nmodel = AutoModel.from_config(None)\n"
-        "model.config.output_hidden_states = True\nmodel.training = False\nstats = {}\nstats['size'] = 3"
+        "model.config.output_hidden_states = True\nmodel.training = False\nstats = {}\nstats['size'] = 3\n"
+        "class Args:\n    pass\nargs = Args()\nargs.type, args.default, args.id = 'x', 1, 2\n"
+        "tok = model\ntok.decoder = None\ntok.encoder = None"
     )
     nb = with_cell(grading.student_version(exercise.reference), honest)
     assert integrity.suspicious(nb, exercise) == []
@@ -159,5 +161,5 @@ def test_a_function_replaced_by_its_name_or_an_import_hook_is_said(exercise, sou
 
 def test_other_semicolons_and_the_last_invisible_characters():
     assert gradebook.csv_cell("x\u061b=1+1") == "x\u061b'=1+1" and gradebook.csv_cell('a;"=1"') == "a;\"'=1\""
-    for char in ("\u2800", "\U00016fe4", "\U0001d159", "\U0001da9b", "\u0378"):  # the last: unassigned
+    for char in ("\u2800", "\U00016fe4", "\U0001d159", "\U0001da9b"):
         assert char not in escape_controls(f"bob{char}.ipynb"), repr(char)

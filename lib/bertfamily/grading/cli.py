@@ -24,7 +24,7 @@ from bertfamily.grading.gradebook import (
     write_canvas,
     write_gradebook,
 )
-from bertfamily.grading.lateness import worksheet_offset
+from bertfamily.grading.lateness import unmarked_late, worksheet_offset
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.moodle import read_worksheet, write_moodle
@@ -197,7 +197,8 @@ def _main_gradebook(argv) -> int:
         owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
-        policy.check_extensions(rules, {f.display: owners[f.display] for f in found})
+        if not args.pattern:  # with a pattern the students are known after grading: policy.apply checks then
+            policy.check_extensions(rules, {f.display: owners[f.display] for f in found}, roster or ())
         executor: Executor
         if args.scheduler:  # distributed stays optional: imported only here
             if regrade:
@@ -230,6 +231,12 @@ def _main_gradebook(argv) -> int:
                   f"zone (its Status says how late each late one was): downloaded from a profile in another time "
                   f"zone? The submitted column shows them as written; lateness follows Moodle's Status",
                   file=sys.stderr)
+        unmarked = unmarked_late(rows, rules.due) if worksheet else []
+        if unmarked:
+            print(f"warning: Moodle's Status calls {len(unmarked)} submission{'s' * (len(unmarked) > 1)} on time "
+                  f"that its worksheet times put more than 14 h past the deadline ({unmarked[0].submission}...): "
+                  "has the assignment this due date in Moodle? Moodle's Status decides lateness",
+                  file=sys.stderr)
         rows = policy.apply(rows, rules, exercise)
         changed = package_changes(started)
         if changed:  # rows graded before and after a change of the course: none of them is written
@@ -237,10 +244,9 @@ def _main_gradebook(argv) -> int:
                              "nothing was written. No kernel could change it (each had a read-only copy): "
                              "something on this machine did (a git pull, a pip install). Grade the class again "
                              "(--force starts over from the journal of the earlier code)")
-        ran = [r for r in rows if r.status not in ("missing", "invalid")]
-        failed = [r for r in ran if r.status == "error"] if len(ran) < 2 else \
-            [r for r in ran if r.status in ("error", "timeout")]  # one student's endless loop is a timeout, not this
-        if failed and len(failed) == len(ran):
+        ran = [r for r in rows if r.status not in ("missing", "invalid")]  # one student's own failure is his row
+        failed = [r for r in ran if r.status in ("error", "timeout")]
+        if len(ran) >= 2 and len(failed) == len(ran):
             write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows),
                             timed=roster is not None or rules.due is not None)
             print(f"error: the grader failed on every submission, or each ran out of time ({failed[0].detail[:200]}): "

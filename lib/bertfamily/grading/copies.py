@@ -52,14 +52,32 @@ def normalized(source: str) -> tuple:
 def renamed(cells: tuple) -> tuple:
     """Normalized cells (:func:`normalized`) with the names in each cell replaced, in order of first use in
     that cell, by ``v0``, ``v1``...: a copy whose variables were renamed reads the same. Keywords,
-    built-ins and attributes (``model.parameters``) keep their names."""
+    built-ins, attributes (``model.parameters``) and every name an import binds (``torch``, ``np``,
+    ``AutoModel``) keep their names: code with other libraries or classes is other code."""
+    imported = set()
+    for cell in cells:  # the names of import statements, in any cell
+        inside = False
+        for token in cell:
+            kind, text = token if isinstance(token, tuple) else (None, token)
+            if kind == tokenize.NAME and text in ("import", "from"):
+                inside = True
+            elif kind in (tokenize.NEWLINE, tokenize.OP) and text in ("\n", ";", ""):
+                inside = False
+            elif inside and kind == tokenize.NAME:
+                imported.add(text)
     out = []
     for cell in cells:
         names: dict[str, str] = {}
         tokens, before = [], None
         for token in cell:
             kind, text = token if isinstance(token, tuple) else (None, token)
-            if kind == tokenize.NAME and not keyword.iskeyword(text) and not hasattr(builtins, text) and before != ".":
+            if (
+                kind == tokenize.NAME
+                and not keyword.iskeyword(text)
+                and not hasattr(builtins, text)
+                and before != "."
+                and text not in imported
+            ):
                 token = (kind, names.setdefault(text, f"v{len(names)}"))
             tokens.append(token)
             before = text

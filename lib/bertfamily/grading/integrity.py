@@ -86,17 +86,18 @@ STRINGS = ("/proc", "/grader", "bertfamily-grade", "vnd.bertfamily", "/sys/", "/
 CHANNEL_ATTRIBUTES = {"publish_display_data": "publishes raw display messages", "display_pub": "IPython's publisher",
                       "displayhook": "the kernel's display hook", "excepthook": "the kernel's error hook",
                       "user_ns": "the kernel's namespace", "user_global_ns": "the kernel's namespace"}
-#: Modules whose functions the grader's exporter line runs through in the kernel: it reads its file with
-#: ``runpy`` (``io.open_code``), writes the answers with ``json`` (which asks ``numbers``, ``codecs``).
-EXPORTER_MODULES = ("json", "json.encoder", "io", "runpy", "codecs", "numbers", "importlib", "importlib.util",
-                    "importlib.machinery")
-#: Their attributes, the file reads and stats the course's size helpers use, and the built-ins the exporter
-#: calls: replaced (``x.dumps = f``, ``x.open_code = f``) through whatever holds the module (a function's
-#: parameter, an unpacked name), the exporter would run the student's code. No solution stores any of them.
+#: The functions the grader's exporter line runs through in the kernel (it reads its file with ``runpy``, through
+#: ``io.open_code``; it writes the answers with ``json``, which asks ``numbers`` and ``codecs``), the file reads
+#: and stats of the sizes it reports, and the built-ins it calls: replaced (``x.dumps = f``, ``x.open_code = f``)
+#: through whatever holds the module (a function's parameter, an unpacked name), the exporter would run the
+#: student's code. Named one by one, so that an honest attribute of the same name as something generic
+#: (``tokenizer.decoder``, ``args.type``) is not one of them, and the same on every Python.
 EXPORTER_ATTRIBUTES = frozenset(
-    {name for module in EXPORTER_MODULES for name in dir(importlib.import_module(module)) if not name.startswith("__")}
-    | {"encode", "iterencode", "default", "getsize", "stat", "lstat", "st_size", "read_bytes", "read_text"}
-    | (SHADOWED - {"checks", "__builtins__"}))
+    "dumps dump loads JSONEncoder JSONDecoder encode iterencode encode_basestring encode_basestring_ascii "
+    "c_make_encoder open_code run_path run_module import_module module_from_spec spec_from_file_location "
+    "spec_from_loader exec_module get_code source_to_code decode_source getencoder getdecoder Integral Real Number "
+    "getsize lstat st_size read_bytes read_text open isinstance getattr hasattr setattr globals locals vars "
+    "__import__ exec eval compile repr".split())
 #: What a solution may call on ``checks`` (the exercise's own check cells call the rest).
 CHECKS_ALLOWED = ("check_", "for_the_instructor")
 def authored(nb, exercise) -> list[tuple[int, str, str]]:

@@ -19,8 +19,13 @@ def late_by(row, due: datetime | None, extended: datetime | None = None) -> time
     extension), on time when it says no such thing (its times are in the downloader's zone).
 
     ``extended``: the student's own deadline given to the grader (``--extension``), later than ``due``; it
-    moves the LMS's verdict by as much (late by Moodle's "2 days" with a one-day extension: 1 day)."""
+    moves the LMS's verdict by as much (late by Moodle's "2 days" with a one-day extension: 1 day), but for a
+    Moodle submission whose Status says Moodle granted one (its verdict counts that extension already). Moodle
+    rounds its delay down: a submission its words put within the extension is on time (the benefit of the doubt).
+    """
     shift = (extended - due) if extended and due and extended > due else timedelta(0)
+    if MOODLE_EXTENDED in (row.time_from or ""):
+        shift = timedelta(0)
     when = datetime.fromisoformat(row.submitted) if row.submitted else None
     moodle = MOODLE_LATE.search(row.time_from)
     if moodle:
@@ -40,6 +45,7 @@ def late_by(row, due: datetime | None, extended: datetime | None = None) -> time
 CANVAS_LATE, CANVAS_ON_TIME = "Canvas marked it LATE", "Canvas did not mark it late"
 #: ... and of a Moodle submission whose worksheet has a Status (lms.submitted): Moodle decides.
 MOODLE_ON_TIME = "Moodle's Status does not say late"
+MOODLE_EXTENDED = "Moodle's Status: extension granted"
 MOODLE_LATE = re.compile(r"Moodle's Status: (\d[\w ,]*?) late\b")
 _UNITS = {"year": 365 * 86400, "day": 86400, "hour": 3600, "min": 60, "sec": 1}
 
@@ -83,3 +89,17 @@ def worksheet_offset(rows, due: datetime | None) -> timedelta | None:
         return None
     quarter = 900 * (high // 900)  # the zone's offset: a multiple of a quarter hour in [low, high]
     return timedelta(seconds=quarter) if quarter >= low and abs(quarter) >= 3600 else None
+
+
+def unmarked_late(rows, due: datetime | None) -> list:
+    """The rows Moodle's Status calls on time though their worksheet time is more than 14 hours (more than any
+    time zone explains) past ``due``: an assignment with no due date (or another one) in Moodle."""
+    return [
+        r
+        for r in rows
+        if MOODLE_ON_TIME in (r.time_from or "")
+        and MOODLE_EXTENDED not in (r.time_from or "")
+        and r.submitted
+        and due
+        and datetime.fromisoformat(r.submitted) - due > timedelta(hours=14)
+    ]

@@ -36,7 +36,7 @@ from bertfamily.grading.gradebook import (
     feedback_names,
     write_markdown_files,
 )
-from bertfamily.grading.lateness import CANVAS_LATE, CANVAS_ON_TIME, MOODLE_ON_TIME
+from bertfamily.grading.lateness import CANVAS_LATE, CANVAS_ON_TIME, MOODLE_EXTENDED, MOODLE_ON_TIME
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import number, utc
 from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
@@ -226,6 +226,8 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
     if f.layout == "moodle" and status is not None:  # and Moodle, by its Status ("1 day 2 hours late")
         late = MOODLE_STATUS_LATE.search(status)
         source += f"; Moodle's Status: {late.group(1)} late" if late else f"; {MOODLE_ON_TIME}"
+        if "xtension granted" in status:  # Moodle's verdict counts it already: the grader's must not again
+            source += f"; {MOODLE_EXTENDED}"
     return when, source
 
 

@@ -99,15 +99,25 @@ def _grade_and_comment(r: Row | None, max_score, scale: float | None = None) -> 
         return "", ""  # missing: Moodle's own status says "No submission"
     if r.status == "invalid":  # Moodle imports the comment as HTML: a file's name in it is text, not a tag
         why = "; ".join(p for p in r.detail.split("; ") if not p.startswith("duplicate: ")) or r.detail
-        return "0", html.escape(f"not graded: {why}", quote=False)
+        return "0", _html(f"not graded: {why}")
     if r.score is None:  # the grader failed on it (an error row): no grade, and no number in the comment
-        return "", html.escape(f"not graded yet ({r.status}): your instructor grades it by hand", quote=False)
+        return "", _html(f"not graded yet ({r.status}): your instructor grades it by hand")
     score = str(r.score)
     said = f"{score} of {max_score} points ({r.status})" + (f"; {r.late}" if r.late else "")
     if score and scale and max_score:
         score = str(number(round(float(r.score) * scale / float(max_score), 2)))
         said += f"; {score} of {number(scale)} on Moodle's scale"
-    return score, html.escape(said, quote=False)
+    return score, _html(said)
+
+
+def _html(text: str) -> str:
+    """A comment as Moodle imports it (HTML: a name in it is text, not a tag), in which a formula character after
+    a ``;`` (an entity's, ``&gt;=``, or the text's) is an entity too: a spreadsheet that splits on ``;`` starts no
+    formula there, and Moodle shows the character itself (csv_cell's apostrophe would show)."""
+    escaped = html.escape(text, quote=False)
+    while (found := re.search(r";(\s*)([=+\-@])", escaped)) is not None:
+        escaped = escaped[: found.start()] + f";{found.group(1)}&#{ord(found.group(2))};" + escaped[found.end() :]
+    return escaped
 
 
 def _number_or_none(text: str) -> float | None:

@@ -222,6 +222,12 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
     moved = {str(s): parse_time(d, f"{where}: the extension of {s}") for s, d in given.items()}
     if moved and due is None:
         raise ValueError("an extension needs a deadline to extend: --deadline or due in [deadline]")
+    early = sorted(s for s, d in moved.items() if d <= due)
+    if early:
+        raise ValueError(
+            f"the extension of {', '.join(early)} is not after the deadline ({due.isoformat()}): an "
+            "extension gives a later deadline"
+        )
     source = str(path) if path is not None else "the default: 1 point a task"
     return Policy(tasks, due, late, float(penalty), counts, source, moved)
 
@@ -283,10 +289,12 @@ def _due_of(row: Row, policy: Policy) -> datetime | None:
     return policy.due
 
 
-def check_extensions(policy: Policy, students: dict) -> None:
+def check_extensions(policy: Policy, students: dict, roster=()) -> None:
     """Every extension names a student of the class: ``students`` maps each submission's name to its
-    student's id (or ""); asked before grading, so that a typo costs no run."""
+    student's id (or ""), ``roster`` the roster's ids (who handed in nothing included); asked before grading,
+    so that a typo costs no run."""
     known = {k for name, sid in students.items() for k in (sid, Path(name).name, Path(name).stem) if k}
+    known |= set(roster)
     unknown = sorted(set(policy.extensions) - known)
     if unknown:
         said = sorted({sid or Path(name).stem for name, sid in students.items()})

@@ -14,7 +14,6 @@ import hashlib
 import html
 import os
 import re
-import unicodedata
 
 #: Control characters and the invisible ones that reorder or hide text: C0 and C1, every format
 #: character (Unicode's category Cf: bidirectional marks, zero-width ones, tags, the soft hyphen...), line
@@ -49,11 +48,7 @@ def escape_controls(text, keep: str = "") -> str:
     text = os.fspath(text) if not isinstance(text, str) else text
     if isinstance(text, bytes):
         text = text.decode("utf-8", "surrogateescape")
-    text = CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
-    if text.isascii():
-        return text
-    # code points Unicode has not assigned (a font may show them as nothing): escaped too
-    return "".join(_escape_char(c) if unicodedata.category(c) == "Cn" else c for c in text)
+    return CONTROL.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m), text)
 
 
 def display_name(path) -> str:
