@@ -5,27 +5,17 @@ sentences for the course model (test_webmodel.py, test_browser_fill.py)."""
 
 import functools
 import http.server
-import os
 from pathlib import Path
 
 import nbformat
 import yaml
 
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: F401 (one home: the browser tests launch it alike)
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The longest a module of lib/, tools/ or benchmarks/ may be (test_one_home.py; test_format.py: a file that
 #: formatting would take past it stays unformatted until it is split).
 MAX_LINES = 400
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 #: Sentences for the course model: news of each kind, several blanks, punctuation, unknown words.
 SENTENCES = [
     "the chancellor said the [MASK] would grow by 3% next year.",

@@ -24,7 +24,7 @@ from bertfamily.grading.gradebook import (
     write_canvas,
     write_gradebook,
 )
-from bertfamily.grading.lateness import unmarked_late, worksheet_offset
+from bertfamily.grading.lateness import check_extensions, unmarked_late, worksheet_offset
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.moodle import read_worksheet, write_moodle
@@ -198,7 +198,7 @@ def _main_gradebook(argv) -> int:
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
         if not args.pattern:  # with a pattern the students are known after grading: policy.apply checks then
-            policy.check_extensions(rules, {f.display: owners[f.display] for f in found}, roster or ())
+            check_extensions(rules.extensions, {f.display: owners[f.display] for f in found}, roster or ())
         executor: Executor
         if args.scheduler:  # distributed stays optional: imported only here
             if regrade:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
 import importlib.machinery
 import os
 import sys

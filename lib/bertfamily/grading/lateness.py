@@ -1,4 +1,5 @@
-"""How late a submission was: from its time and the deadline, unless the LMS it came from said.
+"""How late a submission was: from its time and its deadline (the class's, or the student's extension),
+unless the LMS it came from said.
 
 Canvas marks a late file in its name (``_LATE``) and Moodle says it in the worksheet's Status ("1 day 2
 hours late"), each by its own due date and the student's extension; their file times carry no time zone
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 
 def late_by(row, due: datetime | None, extended: datetime | None = None) -> timedelta | None:
@@ -48,6 +50,15 @@ MOODLE_ON_TIME = "Moodle's Status does not say late"
 MOODLE_EXTENDED = "Moodle's Status: extension granted"
 MOODLE_LATE = re.compile(r"Moodle's Status: (\d[\w ,]*?) late\b")
 _UNITS = {"year": 365 * 86400, "day": 86400, "hour": 3600, "min": 60, "sec": 1}
+_UNIT = r"(\d+)\s*(year|day|hour|min|sec)"
+#: Moodle's words for a late submission in the worksheet's Status (its format_time, then "late").
+MOODLE_STATUS_LATE = re.compile(r"(\d+ (?:year|day|hour|min|sec)s?(?: \d+ (?:year|day|hour|min|sec)s?)*) late\b")
+
+
+def _delay(text: str) -> tuple[list, int]:
+    """Moodle's delay words as (amount, unit) pairs, largest first, and the seconds they say."""
+    found = re.findall(_UNIT, text)
+    return found, sum(int(amount) * _UNITS[unit] for amount, unit in found)
 
 
 def moodle_duration(text: str) -> timedelta:
@@ -56,8 +67,7 @@ def moodle_duration(text: str) -> timedelta:
     Moodle says only the two largest units ("1 day" for 1 day and 40 minutes): where the seconds are not
     said, the span is taken as one second longer than its words, so that a penalty per started day counts
     the day Moodle's rounding hid (it would charge one day too few for "1 day" meant as 1 day 0 h 40 min)."""
-    found = re.findall(r"(\d+)\s*(year|day|hour|min|sec)", text)
-    seconds = sum(int(amount) * _UNITS[unit] for amount, unit in found)
+    found, seconds = _delay(text)
     return timedelta(seconds=seconds + (1 if found and found[-1][1] != "sec" else 0))
 
 
@@ -79,8 +89,7 @@ def worksheet_offset(rows, due: datetime | None) -> timedelta | None:
         late = MOODLE_LATE.search(row.time_from or "")
         if not (late and row.submitted and due):
             continue
-        found = re.findall(r"(\d+)\s*(year|day|hour|min|sec)", late.group(1))
-        said = sum(int(amount) * _UNITS[unit] for amount, unit in found)
+        found, said = _delay(late.group(1))
         hidden = {"year": 86400, "day": 3600, "hour": 60, "min": 1}.get(found[0][1], 0) if found else 0
         gap = (datetime.fromisoformat(row.submitted) - due).total_seconds() - said  # the offset, at most
         low = gap - hidden if low is None else max(low, gap - hidden)
@@ -103,3 +112,30 @@ def unmarked_late(rows, due: datetime | None) -> list:
         and due
         and datetime.fromisoformat(r.submitted) - due > timedelta(hours=14)
     ]
+
+
+def _names(submission: str, student: str) -> tuple:
+    """What an extension may name a submission by: its student's id, its file's name, that name's stem."""
+    name = Path(submission).name if submission else ""
+    return tuple(k for k in (student, name, Path(name).stem) if k)
+
+
+def due_of(row, extensions: dict, due: datetime | None) -> datetime | None:
+    """The deadline that ``row``'s student has: an extension's (by the student's id, else the file's name)."""
+    named = [extensions[k] for k in _names(row.submission, row.student) if k in extensions]
+    return named[0] if named else due
+
+
+def check_extensions(extensions: dict, students: dict, roster=()) -> None:
+    """Every extension names a student of the class: ``students`` maps each submission's name to its
+    student's id (or ""), ``roster`` the roster's ids (who handed in nothing included); asked before grading,
+    so that a typo costs no run."""
+    known = {k for name, sid in students.items() for k in _names(name, sid)}
+    known |= set(roster)
+    unknown = sorted(set(extensions) - known)
+    if unknown:
+        said = sorted({sid or Path(name).stem for name, sid in students.items()})
+        raise ValueError(
+            f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
+            f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else "")
+        )

@@ -36,7 +36,13 @@ from bertfamily.grading.gradebook import (
     feedback_names,
     write_markdown_files,
 )
-from bertfamily.grading.lateness import CANVAS_LATE, CANVAS_ON_TIME, MOODLE_EXTENDED, MOODLE_ON_TIME
+from bertfamily.grading.lateness import (
+    CANVAS_LATE,
+    CANVAS_ON_TIME,
+    MOODLE_EXTENDED,
+    MOODLE_ON_TIME,
+    MOODLE_STATUS_LATE,
+)
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import number, utc
 from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
@@ -229,10 +235,6 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
         if "xtension granted" in status:  # Moodle's verdict counts it already: the grader's must not again
             source += f"; {MOODLE_EXTENDED}"
     return when, source
-
-
-#: Moodle's words for a late submission in the worksheet's Status (its format_time, then "late").
-MOODLE_STATUS_LATE = re.compile(r"(\d+ (?:year|day|hour|min|sec)s?(?: \d+ (?:year|day|hour|min|sec)s?)*) late\b")
 
 
 def attribute(

@@ -13,7 +13,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from bertfamily.grading.gradebook import csv_cell, write_csv_atomically
+from bertfamily.grading.gradebook import FORMULA_AFTER_SEMICOLON, csv_cell, write_csv_atomically
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number
 
@@ -114,9 +114,9 @@ def _html(text: str) -> str:
     """A comment as Moodle imports it (HTML: a name in it is text, not a tag), in which a formula character after
     a ``;`` (an entity's, ``&gt;=``, or the text's) is an entity too: a spreadsheet that splits on ``;`` starts no
     formula there, and Moodle shows the character itself (csv_cell's apostrophe would show)."""
-    escaped = html.escape(text, quote=False)
-    while (found := re.search(r";(\s*)([=+\-@])", escaped)) is not None:
-        escaped = escaped[: found.start()] + f";{found.group(1)}&#{ord(found.group(2))};" + escaped[found.end() :]
+    escaped, before = html.escape(text, quote=False), None
+    while escaped != before:  # an entity written here ends in ";" too: until none is followed by one
+        before, escaped = escaped, FORMULA_AFTER_SEMICOLON.sub(lambda m: f"{m[1]}&#{ord(m[2])};", escaped)
     return escaped
 
 

@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.lateness import late_by, late_words
+from bertfamily.grading.lateness import check_extensions, due_of, late_by, late_words
 from bertfamily.grading.pipeline import Row
 
 LATE_POLICIES = ("none", "penalty", "refuse")
@@ -280,36 +280,12 @@ def task_points(row: Row, policy: Policy, totals: dict) -> dict:
     return earned
 
 
-def _due_of(row: Row, policy: Policy) -> datetime | None:
-    """The deadline that ``row``'s student has: an extension's (by the student's id, else the file's name)."""
-    name = Path(row.submission).name if row.submission else ""
-    for key in (row.student, name, Path(name).stem):
-        if key and key in policy.extensions:
-            return policy.extensions[key]
-    return policy.due
-
-
-def check_extensions(policy: Policy, students: dict, roster=()) -> None:
-    """Every extension names a student of the class: ``students`` maps each submission's name to its
-    student's id (or ""), ``roster`` the roster's ids (who handed in nothing included); asked before grading,
-    so that a typo costs no run."""
-    known = {k for name, sid in students.items() for k in (sid, Path(name).name, Path(name).stem) if k}
-    known |= set(roster)
-    unknown = sorted(set(policy.extensions) - known)
-    if unknown:
-        said = sorted({sid or Path(name).stem for name, sid in students.items()})
-        raise ValueError(
-            f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
-            f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else "")
-        )
-
-
 def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
     """The rows with the policy applied: each task's points and the weighted score, each late row
     flagged (and penalised or refused as the policy says), and ``counts`` saying for each student's
     submission whether it is the one that counts (and why not)."""
     totals = reference_checks(exercise)
-    check_extensions(policy, {r.submission: r.student for r in rows if r.submission or r.student})
+    check_extensions(policy.extensions, {r.submission: r.student for r in rows if r.submission or r.student})
     out = []
     for r in rows:
         r = dataclasses.replace(r, tasks=dict(r.tasks), max_score=policy.max_score)
@@ -319,7 +295,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
         if r.score is not None:
             r.tasks = task_points(r, policy, totals)
             r.score = number(sum(v for v in r.tasks.values() if v is not None))
-        late = late_by(r, policy.due, _due_of(r, policy))
+        late = late_by(r, policy.due, due_of(r, policy.extensions, policy.due))
         if late is not None:
             words = late_words(late)
             if policy.late == "refuse" and r.score is not None:

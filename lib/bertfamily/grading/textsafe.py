@@ -32,11 +32,7 @@ _PLAIN = re.compile(r"[^\w.+=,@ -]")
 
 
 def _escape(match) -> str:
-    return _escape_char(match.group(0))
-
-
-def _escape_char(char: str) -> str:
-    code = ord(char)
+    code = ord(match.group(0))
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape); other surrogates: \\udXXX
         return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
