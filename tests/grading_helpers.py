@@ -54,3 +54,14 @@ def passed_run(prepared, exercise, answers, sizes=None):
 
 def _row(name, marks, **kw):
     return Row(name, "graded", sum(v for v in marks.values() if v is not None), len(marks), dict(marks), "", **kw)
+
+
+def with_cell(nb, source, cid="attack01", after=0):
+    """``nb`` with a code cell of ``source`` (id ``cid``) put after its code cell number ``after``."""
+    import nbformat
+
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    new = nbformat.v4.new_code_cell(source)
+    new["id"] = cid
+    nb.cells.insert(code[after] + 1, new)
+    return nb

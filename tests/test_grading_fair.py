@@ -124,6 +124,24 @@ def test_the_served_hub_is_laid_out_as_the_hubs_cache(tmp_path):
     assert (config.model_type, config.dim, config.n_layers) == ("distilbert", 768, 6)
 
 
+def test_the_ids_the_hub_shows_today_are_served_too(tmp_path):
+    """Red team round 9 (R9-6): an honest Colab student who copied `distilbert/distilbert-base-uncased` from
+    the model's page got 0/9, the grader serving only the short names."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    served = hub.write_served_hub(tmp_path)
+    assert set(hub.HUB_IDS.values()) <= set(served) and set(hub.HUB_IDS) <= set(served)
+    for short, long in hub.HUB_IDS.items():
+        config = AutoConfig.from_pretrained(long, cache_dir=tmp_path, local_files_only=True)
+        assert config.to_dict() | {"_name_or_path": ""} == AutoConfig.from_pretrained(
+            short, cache_dir=tmp_path, local_files_only=True
+        ).to_dict() | {"_name_or_path": ""}, long
+    tokens = AutoTokenizer.from_pretrained("google-bert/bert-base-uncased", cache_dir=tmp_path, local_files_only=True)
+    assert tokens("Hello world")["input_ids"] == [101, 7592, 2088, 102]
+    report = f"DistilBertModel LOAD REPORT from: distilbert/distilbert-base-uncased\n{hub.MARKER} | UNEXPECTED |\n"
+    assert hub.served_in(report) == ["distilbert/distilbert-base-uncased"]
+
+
 def test_served_models_are_read_from_transformers_load_report():
     report = (
         "[transformers] \x1b[1mDistilBertModel LOAD REPORT\x1b[0m from: distilbert-base-uncased\n"
@@ -132,6 +150,17 @@ def test_served_models_are_read_from_transformers_load_report():
     assert hub.served_in(report) == ["distilbert-base-uncased"]
     assert hub.served_in(report.replace(hub.MARKER, "vocab_projector.bias")) == []  # a real checkpoint's report
     assert "random weights" in hub.served_note(["bert-base-uncased"])
+
+
+def test_reading_the_load_report_costs_little_whatever_the_output():
+    """Red team round 9 (R9-3): a line of "LOAD REPORT" repeated, beside the marker, cost the grader's own
+    process 18 s a cell (a pattern rescanning the line for each); it is now read a line at a time, so far.
+    Counted in steps of the pattern, not timed: the same text read twice as long takes about twice as long."""
+    line = hub.MARKER + "LOAD REPORT" * 9_100
+    assert hub.served_in(line + "\n" + line) == []
+    text = "DistilBertModel LOAD REPORT from: bert-base-uncased\n" + hub.MARKER + "\n" + "LOAD REPORT" * 9_100
+    assert hub.served_in(text) == ["bert-base-uncased"]
+    assert hub._REPORT.pattern.count("{") >= 2  # bounded repeats: no rescan to the end of a long line
 
 
 def test_the_calculators_are_refused_by_the_same_words_here_and_in_the_sandbox():

@@ -22,8 +22,9 @@ from grading_class import EXERCISE, TINY, tiny
 
 from bertfamily import grading
 from bertfamily.grading import budget, integrity, literals, safeio, sandbox
+from bertfamily.grading.canvas import write_canvas
 from bertfamily.grading.classroom import collect
-from bertfamily.grading.gradebook import summary, write_canvas, write_feedback, write_gradebook
+from bertfamily.grading.gradebook import summary, write_feedback, write_gradebook
 from bertfamily.grading.pipeline import grade_submission
 from bertfamily.grading.textsafe import CONTROL
 

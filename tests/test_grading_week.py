@@ -315,6 +315,53 @@ def test_canvas_tells_invalid_from_missing(tmp_path, exercise):
     assert [line[-1] for line in lines[2:]] == [str(len(names)), "0", ""]
 
 
+def _canvas_export(tmp_path, possible="100.00", n=3):
+    """Canvas's own gradebook export as it comes (BOM, the Points Possible row, another assignment's column)."""
+    head = "Student,ID,SIS User ID,SIS Login ID,Section,Exercise (77),Quiz 1 (78),Current Score\n"
+    rows = "    Points Possible,,,,," + possible + ",10.00,(read only)\n"
+    rows += "".join(f"S {i},s{i},,,A,,,\n" for i in range(n))
+    return _touch(tmp_path / "export.csv", "\ufeff" + head + rows)
+
+
+def test_canvas_scores_are_written_on_canvases_points_possible(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 5 (P2): an assignment out of 100 in Canvas got 14-point scores with no word
+    (Canvas scales nothing on import); Moodle's Maximum Grade was honoured."""
+    klass, _, _ = _class(tmp_path, n=3)
+    roster = _canvas_export(tmp_path)
+    assert _run(tmp_path, klass, roster) == 0
+    lines = list(csv.reader((tmp_path / "canvas.csv").open(encoding="utf-8")))
+    assert lines[1][-1] == "100"
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    for line in lines[2:]:
+        row = rows[line[2]]
+        assert float(line[-1]) == round(float(row["score"]) * 100 / float(row["max_score"]), 2), (line, row)
+        assert float(row["score"]) < float(row["max_score"]) < 100
+    assert "Canvas's points possible of Exercise (77) is 100, the grading policy's maximum" in capsys.readouterr().err
+
+
+def test_a_canvas_assignment_not_in_canvases_export_is_refused_before_grading(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 5 (P5): a typo in --canvas-assignment made Canvas create a new column on import."""
+    klass, _, log = _class(tmp_path, n=2)
+    roster = _canvas_export(tmp_path, n=2)
+    code = _grade(
+        tmp_path,
+        klass,
+        "--roster",
+        str(roster),
+        "--canvas",
+        str(tmp_path / "c.csv"),
+        "--canvas-assignment",
+        "Exercise (7)",
+    )
+    assert code == 2 and not log.exists()
+    err = capsys.readouterr().err
+    assert "--canvas-assignment 'Exercise (7)' is not a column of Canvas's export" in err and "'Exercise (77)'" in err
+    same = _canvas_export(tmp_path, possible="", n=2)  # no points possible there: the policy's maximum
+    assert _run(tmp_path, klass, same) == 0
+    top = next(csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8")))["max_score"]
+    assert list(csv.reader((tmp_path / "canvas.csv").open(encoding="utf-8")))[1][-1] == top
+
+
 # --------------------------------------------------------------------------- the command: journal, regrade
 
 
@@ -367,22 +414,14 @@ def _grade(tmp_path, klass, *extra):
     return cli.main([str(klass), "--out", str(tmp_path / "g.csv"), "--jobs", "1", "--reference", str(EXERCISE), *extra])
 
 
+def _options(tmp_path, roster):
+    """The class command's options of these tests: the roster, Canvas, the feedback and the deadline."""
+    canvas = ["--canvas", str(tmp_path / "canvas.csv"), "--canvas-assignment", "Exercise (77)"]
+    return ["--roster", str(roster), *canvas, "--feedback", str(tmp_path / "feedback"), "--deadline", DUE]
+
+
 def _run(tmp_path, klass, roster, *extra):
-    return _grade(
-        tmp_path,
-        klass,
-        "--roster",
-        str(roster),
-        "--canvas",
-        str(tmp_path / "canvas.csv"),
-        "--canvas-assignment",
-        "Exercise (77)",
-        "--feedback",
-        str(tmp_path / "feedback"),
-        "--deadline",
-        DUE,
-        *extra,
-    )
+    return _grade(tmp_path, klass, *_options(tmp_path, roster), *extra)
 
 
 def _lines(path):
@@ -653,6 +692,28 @@ def test_one_students_extension_changes_only_her_line(tmp_path, cheap_cli, capsy
     assert "an extension for nobody: no such student" in capsys.readouterr().err
     assert _run(tmp_path, klass, roster, "--force", "--extension", "s1") == 2
     assert "write STUDENT=WHEN" in capsys.readouterr().err
+
+
+def test_an_extension_is_kept_for_the_gradebooks_later_runs(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 5 (P3): a regrade of another student a week later, without repeating --extension,
+    took Søren's extension back (his line and feedback rewritten with the penalty)."""
+    klass, roster, _ = _class(tmp_path, n=3)
+    _touch(klass / "s1.ipynb", (klass / "s1.ipynb").read_text(encoding="utf-8"), when="2026-03-02T12:00+01:00")
+    assert _run(tmp_path, klass, roster, "--late", "penalty:10", "--extension", "s1=2026-03-02T23:59+01:00") == 0
+    kept = tmp_path / "g.csv.extensions"
+    assert kept.read_text(encoding="utf-8") == "s1=2026-03-02T23:59+01:00\n"
+    before = (tmp_path / "g.csv").read_text(encoding="utf-8")
+    capsys.readouterr()
+    regrade = [*_options(tmp_path, roster), "--late", "penalty:10"]
+    assert _grade(tmp_path, klass, *regrade, "--regrade", "s0") == 0
+    assert (
+        "extensions given in earlier runs of g.csv, applied again: s1=2026-03-02T23:59+01:00" in capsys.readouterr().err
+    )
+    assert (tmp_path / "g.csv").read_text(encoding="utf-8") == before
+    kept.unlink()  # taken back: the next run applies the deadline to s1
+    assert _grade(tmp_path, klass, *regrade, "--regrade", "s0") == 0
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
+    assert rows["s1"]["late"].startswith("late by") and "s1.ipynb" in capsys.readouterr().err
 
 
 def test_a_class_the_grader_failed_on_entirely_exits_1_and_writes_no_lms_file(tmp_path, cheap_cli, monkeypatch, capsys):

@@ -53,6 +53,32 @@ def test_a_copy_with_renamed_variables_is_flagged_and_different_code_is_not():
     assert ("print" in str(canon)) and ("numel" in str(canon))  # built-ins and attributes keep their names
 
 
+def test_a_renamed_copy_is_flagged_when_the_names_are_in_f_strings_too():
+    """The lecturer, round 5 (P4): Python 3.11 reads an f-string as one token, so a copy whose renamed
+    variable was printed in an f-string read as other code, and went unflagged."""
+    one = 'size_mb = total / 2**20\nprint(f"{size_mb:.1f} MiB, {{not a field}} {model.config.dim} {size_mb}")'
+    two = 'mib = total / 2**20\nprint(f"{mib:.1f} MiB, {{not a field}} {model.config.dim} {mib}")'
+    other = 'mib = total / 2**20\nprint(f"{mib:.1f} MB, {{not a field}} {model.config.dim} {mib}")'
+    canon = [copies.renamed((copies.normalized(code),)) for code in (one, two, other)]
+    assert canon[0] == canon[1] != canon[2]  # the text around the fields stays as written
+    assert "|v0:.1f|v2.config.dim|v0'" in str(canon[0]), canon[0]  # attributes keep their names; {{ is text
+
+
+def test_a_renamed_copy_with_a_line_added_is_flagged_and_honest_overlap_is_not():
+    """The lecturer, round 5 (P4): Mai's code renamed, with one print added, was not flagged (the whole code had
+    to be the same). Cells the same once renamed, 90% of each one's code: flagged; 70% (honest students who
+    wrote from the same lessons shared that much in the lecturer's class): not."""
+    cell = [(("c", n), 6) for n in range(10)]  # ten renamed cells of six lines
+    lined = {
+        "mai": cell,
+        "chloe": cell + [(("added", 0), 3)],
+        "ingrid": cell[:7] + [(("own", n), 6) for n in range(3)],
+    }
+    found = sorted(copies._near_copies(lined, set()))
+    assert found == [("chloe", "mai", 60, 63), ("mai", "chloe", 60, 60)], found
+    assert list(copies._near_copies(lined, {("chloe", "mai")})) == []  # flagged already as a whole
+
+
 def test_an_error_in_a_cell_whose_first_line_holds_a_semicolon_keeps_the_feedback_whole():
     source = "# Save both state_dicts in `workdir`; their sizes in bytes\nx = y"
     where = _where(source, {"traceback": ["Cell In[3], line 2"]})

@@ -19,7 +19,7 @@ import tempfile
 
 import nbformat
 import pytest
-from grading_class import EXERCISE
+from grading_helpers import with_cell
 
 from bertfamily import grading
 from bertfamily.grading import copies, integrity
@@ -38,11 +38,6 @@ mod.publish_display_data = relay
 
 
 @pytest.fixture(scope="module")
-def exercise():
-    return grading.Exercise.load(EXERCISE)
-
-
-@pytest.fixture(scope="module")
 def answer_names(exercise):
     return {n for t in exercise.graded for _, s in t.checks for n in read_names(s)}
 
@@ -50,14 +45,6 @@ def answer_names(exercise):
 def student(exercise):
     """The handout as a student gets it: every solution cell its placeholder."""
     return grading.student_version(exercise.reference)
-
-
-def with_cell(nb, source, cid, after=0):
-    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    new = nbformat.v4.new_code_cell(source)
-    new["id"] = cid
-    nb.cells.insert(code[after] + 1, new)
-    return nb
 
 
 def test_the_handout_is_read_clean(exercise, answer_names):

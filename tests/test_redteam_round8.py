@@ -20,23 +20,11 @@ import json
 import nbformat
 import pytest
 from grading_class import EXERCISE
+from grading_helpers import with_cell
 
 from bertfamily import grading
 from bertfamily.grading import channel, gradebook, integrity, pipeline, verify
 from bertfamily.grading.textsafe import display_name, escape_controls, markdown_text
-
-
-@pytest.fixture(scope="module")
-def exercise():
-    return grading.Exercise.load(EXERCISE)
-
-
-def with_cell(nb, source, cid="attack01"):
-    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    new = nbformat.v4.new_code_cell(source)
-    new["id"] = cid
-    nb.cells.insert(code[0] + 1, new)
-    return nb
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """A tiny masked-language-model toolkit: small enough to pretrain a BERT from scratch on a laptop CPU.
 
-* :func:`token_blocks` cuts tokenised articles into ``[CLS] ... [SEP]`` blocks of one length.
+* :func:`token_blocks` cuts tokenised articles into ``[CLS] ... [SEP]`` blocks of one length
+  (:func:`blocks_of_texts`: with each block's article).
 * :class:`CompactVocabulary` renumbers the ids that actually occur (a few thousand of the
   30,522 WordPiece entries) so the output layer stays small; the rest map to ``[UNK]``.
 * :func:`tiny_bert_config` / :func:`tiny_bert` build a small ``BertForMaskedLM``.
@@ -26,8 +27,8 @@ from tqdm.auto import tqdm
 
 from .masking import IGNORE_INDEX, as_batch, mask_tokens
 
-__all__ = ["token_blocks", "CompactVocabulary", "compact_corpus", "tiny_bert_config", "tiny_bert", "masked_lm_loss",
-           "HeldOut", "unigram_baseline", "evaluate_mlm", "train_mlm", "mlm_steps", "History"]
+__all__ = ["token_blocks", "blocks_of_texts", "CompactVocabulary", "compact_corpus", "tiny_bert_config", "tiny_bert",
+           "masked_lm_loss", "HeldOut", "unigram_baseline", "evaluate_mlm", "train_mlm", "mlm_steps", "History"]
 
 
 # --------------------------------------------------------------------------- data
@@ -39,6 +40,12 @@ def token_blocks(tokenizer, texts: Sequence[str], length: int = 64,
     A text's last incomplete piece is dropped; ``max_blocks_per_text`` keeps only the first blocks
     of each text. Returns a ``(blocks, length)`` long tensor of the tokenizer's ids.
     """
+    return blocks_of_texts(tokenizer, texts, length, max_blocks_per_text)[0]
+
+
+def blocks_of_texts(tokenizer, texts: Sequence[str], length: int = 64,
+                    max_blocks_per_text: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`token_blocks` and, per block, the index of its text in ``texts`` (one tokenisation for both)."""
     if not isinstance(length, int) or length < 3:
         raise ValueError(f"length must be an integer >= 3 ([CLS] + a token + [SEP]), got {length!r}")
     if max_blocks_per_text is not None and (not isinstance(max_blocks_per_text, int) or max_blocks_per_text < 1):
@@ -46,15 +53,16 @@ def token_blocks(tokenizer, texts: Sequence[str], length: int = 64,
     if len(texts) == 0:
         raise ValueError("texts is empty: give at least one text")
     body = length - 2
-    blocks = []
+    blocks, of_text = [], []
     # verbose=False: a whole article is longer than the model's 512 positions, which is why we cut it
-    for ids in tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]:
+    for text, ids in enumerate(tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]):
         pieces = [ids[i:i + body] for i in range(0, len(ids) - body + 1, body)]
         for piece in pieces[:max_blocks_per_text]:
             blocks.append([tokenizer.cls_token_id, *piece, tokenizer.sep_token_id])
+            of_text.append(text)
     if not blocks:
         raise ValueError(f"no text has {body} tokens: shorten length or give longer texts")
-    return torch.tensor(blocks, dtype=torch.long)
+    return torch.tensor(blocks, dtype=torch.long), torch.tensor(of_text, dtype=torch.long)
 
 
 class CompactVocabulary:

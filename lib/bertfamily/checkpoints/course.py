@@ -82,28 +82,20 @@ class CourseData:
     validation: object = None  # pretraining.HeldOut on the validation articles' blocks (settings, curves)
     test_articles: object = None  # per test block, the index of its article (for article-level intervals)
     validation_articles: object = None
-
-
-def block_articles(tokenizer, texts, length: int, max_blocks_per_text: int | None = None) -> torch.Tensor:
-    """Per block of :func:`~bertfamily.pretraining.token_blocks` (same arguments), the index of its text."""
-    body, out = length - 2, []
-    for i, ids in enumerate(tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]):
-        n = max(0, (len(ids) - body) // body + 1) if len(ids) >= body else 0
-        out += [i] * min(n, max_blocks_per_text or n)
-    return torch.tensor(out, dtype=torch.long)
+    train_articles: object = None  # per training block, the index of its article
 
 
 def course_data(settings: CourseSettings = COURSE) -> CourseData:
     from bertfamily.data import bbc_split
     from bertfamily.models import minilm_tokenizer
-    from bertfamily.pretraining import HeldOut, compact_corpus, tiny_bert_config, token_blocks
+    from bertfamily.pretraining import HeldOut, blocks_of_texts, compact_corpus, tiny_bert_config
 
     s = settings
     tokenizer, split = minilm_tokenizer(), bbc_split()
     n, most = s.length, s.test_blocks_per_article
-    train_ids = token_blocks(tokenizer, split.train_texts, length=n)
-    test_ids = token_blocks(tokenizer, split.test_texts, length=n, max_blocks_per_text=most)
-    valid_ids = token_blocks(tokenizer, split.validation_texts, length=n, max_blocks_per_text=most)
+    train_ids, train_articles = blocks_of_texts(tokenizer, split.train_texts, length=n)
+    test_ids, test_articles = blocks_of_texts(tokenizer, split.test_texts, length=n, max_blocks_per_text=most)
+    valid_ids, valid_articles = blocks_of_texts(tokenizer, split.validation_texts, n, most)
     words, train, test, small = compact_corpus(tokenizer, train_ids, test_ids, min_count=s.min_count)
     held_out = HeldOut.fixed_mask(test, seed=s.held_out_seed, **small)
     validation = HeldOut.fixed_mask(words.encode(valid_ids), seed=s.held_out_seed + 1, **small)
@@ -124,8 +116,9 @@ def course_data(settings: CourseSettings = COURSE) -> CourseData:
         counts,
         len(split.train_texts),
         validation,
-        block_articles(tokenizer, split.test_texts, n, most),
-        block_articles(tokenizer, split.validation_texts, n, most),
+        test_articles,
+        valid_articles,
+        train_articles,
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .common import Experiment
-from .course import CourseData, block_articles, course_data, load_course_model
+from .course import CourseData, course_data, load_course_model
 from .course_distil import COURSE_DISTIL, CourseDistilSettings, distil_course_model
 from .scores import blank_scores, right_answers
 
@@ -74,18 +74,19 @@ def scarce_data(data: CourseData, settings: CourseScarceSettings = COURSE_SCARCE
     """``data`` with only the training blocks of :func:`scarce_articles` (the evaluation sets unchanged)."""
     import dataclasses
 
-    from bertfamily.data import bbc_split
-
-    of_block = block_articles(data.tokenizer, bbc_split().train_texts, data.train.shape[1])
-    if len(of_block) != data.train.shape[0]:
-        raise ValueError(
-            f"{len(of_block)} blocks of articles for {data.train.shape[0]} training blocks: "
-            "the data are not course_data()'s"
-        )
+    of_block = data.train_articles
+    if of_block is None or len(of_block) != data.train.shape[0]:
+        known = "no article" if of_block is None else f"the articles of {len(of_block)} blocks"
+        raise ValueError(f"{known} for {data.train.shape[0]} training blocks: the data are not course_data()'s")
     chosen = scarce_articles(data, settings)
-    train = data.train[torch.isin(of_block, chosen)]
+    kept = torch.isin(of_block, chosen)
+    train = data.train[kept]
     return dataclasses.replace(
-        data, train=train, articles=len(chosen), counts=torch.bincount(train.flatten(), minlength=data.counts.numel())
+        data,
+        train=train,
+        articles=len(chosen),
+        counts=torch.bincount(train.flatten(), minlength=data.counts.numel()),
+        train_articles=of_block[kept],
     )
 
 

@@ -60,7 +60,7 @@ _WHERE = {
     'gradebook_fields': 'gradebook',
     'read_roster': 'gradebook',
     'summary': 'gradebook',
-    'write_canvas': 'gradebook',
+    'write_canvas': 'canvas',
     'write_feedback': 'gradebook',
     'write_gradebook': 'gradebook',
     'CheckResult': 'marks',

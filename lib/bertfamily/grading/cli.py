@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bertfamily import kernels
 from bertfamily.grading import lms, policy
+from bertfamily.grading.canvas import canvas_points, write_canvas
 from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.fingerprints import package_changes, package_files
@@ -21,10 +22,15 @@ from bertfamily.grading.gradebook import (
     feedback_markdown,
     read_roster,
     summary,
-    write_canvas,
     write_gradebook,
 )
-from bertfamily.grading.lateness import check_extensions, unmarked_late, worksheet_offset
+from bertfamily.grading.lateness import (
+    check_extensions,
+    remember_extensions,
+    remembered_extensions,
+    unmarked_late,
+    worksheet_offset,
+)
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.moodle import read_worksheet, write_moodle
@@ -168,6 +174,7 @@ def _main_gradebook(argv) -> int:
         if canvas and not args.canvas_assignment.strip():
             raise ValueError("--canvas needs --canvas-assignment, the assignment's column in Canvas, "
                              "e.g. 'DistilBERT exercise (1234)' (as Canvas's own grade export names it)")
+        points = canvas_points(args.roster, args.canvas_assignment) if canvas else None  # a typo: refused now
         if moodle and not args.moodle_worksheet:
             raise ValueError("--moodle needs --moodle-worksheet, the grading worksheet downloaded from Moodle "
                              "(Moodle matches the grades to its participants by the worksheet's Identifier)")
@@ -192,8 +199,13 @@ def _main_gradebook(argv) -> int:
         if args.strict_outputs and not args.sanitize:
             print("warning: --strict-outputs without --sanitize: outputs must reproduce as printed (timings, "
                   "addresses and digits included); the course's rules are tests/sanitize.cfg", file=sys.stderr)
+        extensions = remembered_extensions(out, args.extension or ())  # earlier runs' --extension, kept
+        earlier = sorted(set(extensions) - set(args.extension or ()))
+        if earlier:
+            print(f"extensions given in earlier runs of {out.name}, applied again: {', '.join(earlier)} "
+                  f"(kept in {out.name}.extensions: delete a line there to take one back)", file=sys.stderr)
         rules = policy.load(exercise, args.grading, due=args.deadline, late=args.late, counts=args.counts,
-                            extensions=args.extension or ())
+                            extensions=extensions)
         owners = {f.display: (lms.roster_match(f, roster)[0] if roster is not None else lms.plain_key(f))
                   for f in found}
         chosen = select(regrade, found, owners) if regrade else None
@@ -257,6 +269,7 @@ def _main_gradebook(argv) -> int:
         timed = roster is not None or rules.due is not None
         before, refreshed = (_lines_by_submission(out) if chosen else {}), chosen
         write_gradebook(rows, exercise, out, force=update, roster=any(r.student for r in rows), timed=timed)
+        remember_extensions(out, extensions)
         if chosen:  # a deadline, an extension or points given now change others' lines: said, and their feedback
             after = _lines_by_submission(out)  # is written again with the gradebook's line
             also = sorted(s for s in after if s not in chosen and s in before and before[s] != after[s])
@@ -267,7 +280,8 @@ def _main_gradebook(argv) -> int:
                       file=sys.stderr)
                 refreshed = set(chosen) | set(also)
         if canvas and roster is not None:  # --canvas needs --roster (refused above)
-            write_canvas(rows, roster, args.canvas_assignment, canvas, force=update)
+            for warning in write_canvas(rows, roster, args.canvas_assignment, canvas, force=update, points=points):
+                print(f"warning: {warning}", file=sys.stderr)
         if moodle and worksheet is not None:  # --moodle needs --moodle-worksheet (refused above)
             for warning in write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)

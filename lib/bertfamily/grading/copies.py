@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import io
 import keyword
+import re
 import tokenize
 from collections import defaultdict
 
@@ -29,6 +30,10 @@ from bertfamily.grading.submission import MAX_NOTEBOOK_BYTES, Invalid, link_prob
 
 #: Lines of code in common (not comments, not blank) below which nothing is flagged.
 MIN_LINES = 20
+#: The share of two submissions' own code (the larger's) that must be the same, cell by cell once renamed, for
+#: a pair whose code is not the same as a whole to be flagged (a copy with a line added or changed): honest work
+#: written from the same lessons shared 65-70% of its lines in the lecturers' test classes.
+NEAR_SHARE = 0.9
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 
 
@@ -71,18 +76,28 @@ def renamed(cells: tuple) -> tuple:
         tokens, before = [], None
         for token in cell:
             kind, text = token if isinstance(token, tuple) else (None, token)
-            if (
-                kind == tokenize.NAME
-                and not keyword.iskeyword(text)
-                and not hasattr(builtins, text)
-                and before != "."
-                and text not in imported
-            ):
-                token = (kind, names.setdefault(text, f"v{len(names)}"))
+            if kind == tokenize.NAME and before != ".":
+                token = (kind, _rename(text, names, imported))
+            elif kind == tokenize.STRING and "f" in text[: text.find(text[-1])].lower():
+                # Python 3.11 reads an f-string as one token: the names of its {fields} are renamed too
+                parts = re.split(r"(?<!\{)\{(?!\{)([^{}]*)\}", text)  # text, field, text, ... ({{ is no field)
+                for i in range(1, len(parts), 2):
+                    parts[i] = re.sub(
+                        r"(?<![.\w])[A-Za-z_]\w*", lambda m, seen=names: _rename(m[0], seen, imported), parts[i]
+                    )
+                token = (kind, "{}".join(parts[::2]) + "|" + "|".join(parts[1::2]))
             tokens.append(token)
             before = text
         out.append(tuple(tokens))
     return tuple(out)
+
+
+def _rename(name: str, names: dict, imported: set) -> str:
+    """``name`` as :func:`renamed` writes it: ``v0``, ``v1``... in order of first use, but for keywords,
+    built-ins and the names imports bind."""
+    if keyword.iskeyword(name) or hasattr(builtins, name) or name in imported:
+        return name
+    return names.setdefault(name, f"v{len(names)}")
 
 
 def code_lines(source: str) -> int:
@@ -145,6 +160,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
     ``found`` ((path, name) pairs, as :func:`~bertfamily.grading.classroom.collect` gives them). A file
     that cannot be read as a notebook is left out (its row says why)."""
     flags, groups, renamings = defaultdict(list), defaultdict(list), defaultdict(list)
+    lined: dict[str, list] = {}  # each submission's renamed cells, with their lines of code
     for path, name in found:
         try:
             if link_problem(path):
@@ -164,6 +180,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
             cells = tuple(tokens for tokens, _ in own)
             groups[cells].append(name)
             renamings[renamed(cells)].append(name)
+            lined[name] = list(zip(renamed(cells), (lines for _, lines in own), strict=True))
     same = set()
     for names in groups.values():
         for name in names if len(names) > 1 else ():
@@ -175,4 +192,32 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
             others = ", ".join(n for n in names if n != name and (name, n) not in same)
             if others:
                 flags[name].append(f"copy: its own code is that of {others} with its variables renamed: read by hand")
+            same |= {(name, n) for n in names}
+    for name, other, common, total in _near_copies(lined, same):
+        flags[name].append(
+            f"copy: {common} of its {total} lines of code are those of {other} with the variables renamed: read by hand"
+        )
     return dict(flags)
+
+
+def _near_copies(lined: dict, same: set):
+    """(submission, another, lines in common, its lines) for pairs not flagged already whose renamed cells are
+    the same but for a few lines (a copy with a line added): at least :data:`MIN_LINES` and
+    :data:`NEAR_SHARE` of the code of each in common, cell by cell."""
+    names = sorted(lined)
+    for i, one in enumerate(names):
+        for two in names[i + 1 :]:
+            if (one, two) in same:
+                continue
+            left: dict[tuple, int] = defaultdict(int)
+            for cell, _ in lined[two]:
+                left[cell] += 1
+            common = 0
+            for cell, lines in lined[one]:
+                if left[cell]:
+                    left[cell] -= 1
+                    common += lines
+            sizes = {n: sum(lines for _, lines in lined[n]) for n in (one, two)}
+            if common >= MIN_LINES and common >= NEAR_SHARE * max(sizes.values()):
+                yield one, two, common, sizes[one]
+                yield two, one, common, sizes[two]

@@ -19,7 +19,7 @@ from bertfamily.grading.pipeline import STATUSES, Row
 from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.scoring import REPRODUCED
 from bertfamily.grading.submission import printable
-from bertfamily.grading.textsafe import disk_name, escape_controls, html_text, markdown_text
+from bertfamily.grading.textsafe import disk_name, escape_controls, html_text, markdown_item, markdown_text
 
 # --------------------------------------------------------------------------- a roster
 
@@ -219,48 +219,6 @@ def write_gradebook(
     write_csv_atomically(out, lines, force)
 
 
-#: Canvas's grade-import CSV: these five columns, then one column per assignment, named as Canvas
-#: exports it ("Name (assignment id)"); the "Points Possible" row is optional and written.
-CANVAS_FIELDS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-
-
-def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False) -> None:
-    """A Canvas grade-import CSV of the roster's students: the score of the submission that counts
-    (:func:`bertfamily.grading.policy.counted_rows`: as the row's ``counts`` says, else the latest);
-    an ``invalid`` one scores 0 (handed in, not gradable: its feedback says why); a student who handed
-    in nothing (``missing``) is left blank, so Canvas keeps its own missing-work policy."""
-    from bertfamily.grading.policy import counted_rows
-
-    if not assignment.strip():
-        raise ValueError("--canvas-assignment must name the assignment column, e.g. 'DistilBERT exercise (1234)'")
-    best = {
-        sid: 0 if r.status == "invalid" else r.score
-        for sid, r in counted_rows(rows).items()
-        if sid in roster and (r.score is not None or r.status == "invalid")
-    }
-    possible = max((r.max_score for r in rows), default=0)
-    lines: list[list] = [CANVAS_FIELDS + [assignment], ["Points Possible", "", "", "", "", possible]]
-    for sid, s in roster.items():
-        lines.append(
-            [
-                s.get("name", ""),
-                s.get("canvas_id", ""),
-                s.get("sis_user_id", "") or sid,
-                s.get("sis_login_id", ""),
-                s.get("section", ""),
-                best.get(sid, ""),
-            ]
-        )
-    write_csv_atomically(out, lines, force)
-
-
-def _item(text: str) -> str:
-    """One item of the feedback's lists, kept one item: the newlines of a student's error message (or
-    of anything else the run said) do not start lines of their own (a heading, a score, a link
-    definition), and no image is loaded from where a student's text points (``![x](https://...)``)."""
-    return re.sub(r"[\r\n]+", " ", text).replace("![", "!\\[")
-
-
 def feedback_markdown(row: Row, exercise: Exercise) -> str:
     """What one student reads: each task's mark, the check's ✗ line and hint, what was repaired."""
     title = markdown_text(re.sub(r"[\r\n]+", " ", Path(row.submission).name or row.student))
@@ -271,7 +229,7 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
         "",
     ]
     if row.status == "invalid":
-        lines += [f"The grader could not grade this file: {_item(row.detail)}.", ""]
+        lines += [f"The grader could not grade this file: {markdown_item(row.detail)}.", ""]
         return "\n".join(lines)
     lines += ["| task | mark | |", "|---|:-:|---|"]
     for t in exercise.graded:
@@ -284,7 +242,12 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
         # the error a check's "(see the error above)" points at is in `detail`: it goes above that line
         errors = [p for p in lost if " raised " in p and p not in said] if said else []
         if said or lost:
-            lines += [f"## {t.name}: {t.title}", "", *(f"- {_item(line)}" for line in errors + (said or lost)), ""]
+            lines += [
+                f"## {t.name}: {t.title}",
+                "",
+                *(f"- {markdown_item(line)}" for line in errors + (said or lost)),
+                "",
+            ]
     if row.read_by_hand:
         # one entry a task ("task7: the student's words"); a student's own "; " is not a boundary
         lines += [
@@ -292,18 +255,18 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
             "",
             "Not scored by the grader; your instructor reads it:",
             "",
-            *(f"- {_item(part)}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)),
+            *(f"- {markdown_item(part)}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)),
             "",
         ]
     others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
     if others:
-        lines += ["## About the run", "", *(f"- {_item(p)}" for p in others), ""]
+        lines += ["## About the run", "", *(f"- {markdown_item(p)}" for p in others), ""]
     if row.outputs and row.outputs != REPRODUCED:
         lines += [
             "## Outputs",
             "",
             "Not every stored output came out the same on the grader's re-run "
-            f"(this costs no mark unless the instructor asks for it): {_item(row.outputs)}.",
+            f"(this costs no mark unless the instructor asks for it): {markdown_item(row.outputs)}.",
             "",
         ]
     return "\n".join(lines)

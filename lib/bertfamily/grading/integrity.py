@@ -17,6 +17,20 @@ import os
 import sys
 from collections import Counter
 
+from bertfamily.grading.denylist import (
+    ATTRIBUTES,
+    CALCULATORS,
+    CHANNEL_ATTRIBUTES,
+    CHECKS_ALLOWED,
+    DUNDERS,
+    EXPORTER_ATTRIBUTES,
+    MODULES,
+    NAMES,
+    PIP,
+    RUNTIME_MODULES,
+    SHADOWED,
+    STRINGS,
+)
 from bertfamily.grading.literals import (
     all_folded,
     bindings,
@@ -36,69 +50,7 @@ from bertfamily.grading.magics import (
 )
 from bertfamily.grading.student import SOLUTION, cell_tags
 
-#: Modules no solution of the exercise needs, and what importing them can do to a graded run.
-MODULES = {"gc": "reach any object of the interpreter", "ctypes": "write the interpreter's memory",
-           "runpy": "run the grader's exporter", "importlib": "swap modules", "builtins": "replace built-ins",
-           "subprocess": "run programs", "signal": "signal processes", "socket": "open sockets",
-           "pty": "open terminals", "multiprocessing": "start processes", "_thread": "start threads",
-           "threading": "start threads", "IPython": "reach the kernel's machinery",
-           "pkgutil": "import by name", "zipimport": "import from archives", "marshal": "load compiled code",
-           "code": "run code from a string", "codeop": "compile code from a string",
-           "pickle": "run code hidden in bytes", "dill": "run code hidden in bytes",
-           "cloudpickle": "run code hidden in bytes", "inspect": "reach the interpreter's frames",
-           "unittest": "replace any function by its name (mock.patch)", "mock": "replace any function by its name"}
-NAMES = {"__builtins__": "touches the built-ins", "__import__": "imports by name", "exec": "runs code from a string",
-         "eval": "runs code from a string", "compile": "compiles code from a string",
-         "get_ipython": "reaches the kernel's machinery", "setattr": "sets attributes by name",
-         "delattr": "deletes attributes by name", "globals": "edits the namespace by name",
-         "publish_display_data": "publishes raw display messages", "vars": "reads a namespace by name",
-         "breakpoint": "runs the debugger"}
-#: Attributes no solution needs, through which code reaches a module's or a function's namespace
-#: (``f.__globals__``, ``vars(module)``), the interpreter's frames or its classes' insides: what
-#: rewrites the grader's exporter from inside the kernel.
-DUNDERS = {"__globals__", "__builtins__", "__dict__", "__code__", "__closure__", "__subclasses__", "__bases__",
-           "__mro__", "__func__", "__self__", "__getattribute__", "__loader__", "__spec__", "__wrapped__",
-           "__kwdefaults__", "__defaults__", "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame",
-           "tb_frame", "cr_frame", "__traceback__", "__reduce__", "__reduce_ex__", "__setattr__", "__import__"}
-#: Built-ins the grader's exporter line and the checks rely on: a student's own binding of one of these
-#: names (``def globals(): ...``) changes what the exporter reads.
-SHADOWED = {"globals", "locals", "vars", "__import__", "exec", "eval", "compile", "open", "print", "isinstance",
-            "type", "getattr", "setattr", "hasattr", "repr", "id", "str", "int", "float", "dict", "list", "len",
-            "runpy", "json", "checks", "__builtins__"}
-#: What the runtimes and editors students work in put in a notebook: Colab's own module (its Drive mount,
-#: its forms, its files), IPython's display tools. Not installed where the grader runs (google.colab), or
-#: harmless there: never a flag.
-RUNTIME_MODULES = ("google.colab", "IPython.display", "IPython.core.display")
-#: A shell line an honest Colab notebook holds (``!pip install -q transformers``): an install, nothing chained.
-_PIP = ("pip install", "pip -q install", "pip3 install", "python -m pip install")
-#: The course's calculators: they predict what tasks 2, 6 and 9 ask to count or measure.
-CALCULATORS = ("bertfamily.budget", "bertfamily.quantization", "bertfamily.models.published_config",
-               "bertfamily.checks")
-ATTRIBUTES = {("sys", "modules"), ("sys", "settrace"), ("sys", "setprofile"), ("sys", "displayhook"),
-              ("sys", "path_hooks"), ("sys", "meta_path"), ("sys", "path_importer_cache"),
-              ("sys", "excepthook"), ("sys", "addaudithook"), ("os", "fork"), ("os", "forkpty"), ("os", "kill"),
-              ("os", "killpg"), ("os", "system"), ("os", "popen"), ("os", "setsid"), ("os", "execv"),
-              ("os", "execve"), ("os", "execvp"), ("os", "posix_spawn"), ("os", "spawnv")}
-STRINGS = ("/proc", "/grader", "bertfamily-grade", "vnd.bertfamily", "/sys/", "/dev/shm")
-#: Attributes the grader's answers travel through in the kernel (IPython's display machinery): no solution
-#: reads or sets them, whatever object (a module, an alias, a function's parameter) they are reached through.
-CHANNEL_ATTRIBUTES = {"publish_display_data": "publishes raw display messages", "display_pub": "IPython's publisher",
-                      "displayhook": "the kernel's display hook", "excepthook": "the kernel's error hook",
-                      "user_ns": "the kernel's namespace", "user_global_ns": "the kernel's namespace"}
-#: The functions the grader's exporter line runs through in the kernel (it reads its file with ``runpy``, through
-#: ``io.open_code``; it writes the answers with ``json``, which asks ``numbers`` and ``codecs``), the file reads
-#: and stats of the sizes it reports, and the built-ins it calls: replaced (``x.dumps = f``, ``x.open_code = f``)
-#: through whatever holds the module (a function's parameter, an unpacked name), the exporter would run the
-#: student's code. Named one by one, so that an honest attribute of the same name as something generic
-#: (``tokenizer.decoder``, ``args.type``) is not one of them, and the same on every Python.
-EXPORTER_ATTRIBUTES = frozenset(
-    "dumps dump loads JSONEncoder JSONDecoder encode iterencode encode_basestring encode_basestring_ascii "
-    "c_make_encoder open_code run_path run_module import_module module_from_spec spec_from_file_location "
-    "spec_from_loader exec_module get_code source_to_code decode_source getencoder getdecoder Integral Real Number "
-    "getsize lstat st_size read_bytes read_text open isinstance getattr hasattr setattr globals locals vars "
-    "__import__ exec eval compile repr".split())
-#: What a solution may call on ``checks`` (the exercise's own check cells call the rest).
-CHECKS_ALLOWED = ("check_", "for_the_instructor")
+
 def authored(nb, exercise) -> list[tuple[int, str, str]]:
     """The code the student wrote, as (cell index, source, the course's source of that cell or ""):
     solution cells, added cells and course cells the student changed; never the course's own cells,
@@ -293,6 +245,13 @@ def _findings(tree, imported, expected) -> list[str]:
             found.append(f"uses .{node.attr} (reaches the interpreter's machinery)")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DUNDERS:
             found.append(f"names {node.value!r} (reaches the interpreter's machinery)")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                node.value in EXPORTER_ATTRIBUTES or node.value in CHANNEL_ATTRIBUTES):  # setattr(json, "dumps", f)
+            found.append(f"names {node.value!r} in a text (what the grader's exporter runs through)")
+        elif isinstance(node, ast.keyword) and node.arg in EXPORTER_ATTRIBUTES:  # SimpleNamespace(dumps=f)
+            found.append(f"passes {node.arg}= (what the grader's exporter runs through)")
+        elif isinstance(node, ast.Attribute) and node.attr in ("update_wrapper", "wraps"):
+            found.append(f"uses .{node.attr} ({NAMES[node.attr]})")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
                 and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant):
             found.append(f"uses {node.func.id} with a computed name (an attribute the grader cannot read)")
@@ -323,7 +282,7 @@ def _runtime_module(module: str, node) -> bool:
 def _pip_line(node) -> bool:
     """``!pip install -q x`` (Colab's usual first line): a pip install, with no other shell command chained."""
     line = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-    return isinstance(line, str) and line.strip().startswith(_PIP) and not any(c in line for c in ";&|`$<>\n")
+    return isinstance(line, str) and line.strip().startswith(PIP) and not any(c in line for c in ";&|`$<>\n")
 
 
 def _python_file(value) -> bool:

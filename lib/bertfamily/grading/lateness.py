@@ -139,3 +139,31 @@ def check_extensions(extensions: dict, students: dict, roster=()) -> None:
             f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
             f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else "")
         )
+
+
+def extensions_file(out) -> Path:
+    """Where the ``--extension`` options given for a gradebook are kept, beside it: a later run (a regrade of
+    another student, a resume) applies them again, so a one-off extension is not taken back by leaving it out."""
+    out = Path(out)
+    return out.with_name(out.name + ".extensions")
+
+
+def remembered_extensions(out, given=()) -> list[str]:
+    """The ``--extension`` options of earlier runs of ``out`` (:func:`extensions_file`, one ``STUDENT=WHEN``
+    a line), then ``given``: a student's later option overrides an earlier one."""
+    path = extensions_file(out)
+    earlier = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    merged: dict = {}
+    for option in [*earlier, *given]:
+        student, sep, _ = option.partition("=")
+        merged[student.strip() if sep and student.strip() else option] = option.strip()  # a bad one: refused later
+    return list(merged.values())
+
+
+def remember_extensions(out, options) -> None:
+    """Keep ``options`` (every ``--extension`` in force for ``out``) for the next run; none: nothing kept."""
+    path = extensions_file(out)
+    if options:
+        path.write_text("".join(f"{o}\n" for o in options), encoding="utf-8")
+    elif path.is_file():
+        path.unlink()

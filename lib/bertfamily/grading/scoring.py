@@ -121,6 +121,7 @@ def _problem(index, entry, cell_timeout, source: str = "") -> str | None:
     errors = [o for o in entry["outputs"] if o["output_type"] == "error"]
     if errors:  # a SyntaxError names the kernel's temporary file of the cell: keep only the line
         evalue = re.sub(r"\([^()]*\.py, line (\d+)\)", r"(line \1)", str(errors[0]["evalue"]))
+        evalue = evalue.replace("; ", ";\u00a0")  # the student's words: not where the detail's parts split
         return f"cell {index}{_where(source, errors[0], evalue)} raised {errors[0]['ename']}: {evalue}"[:ERROR_CHARS]
     return f"cell {index}: {message}"[:ERROR_CHARS]
 

@@ -82,3 +82,18 @@ def disk_name(name: str, suffix: str = "") -> str:
     room = MAX_NAME_BYTES - len(suffix.encode("utf-8")) - 14  # bytes: é is two, a file system counts bytes
     cut = plain.encode("utf-8", "surrogateescape")[:room].decode("utf-8", "ignore")
     return f"{cut}-{digest}{suffix}"
+
+
+def markdown_item(text: str) -> str:
+    """One item of the feedback's lists, kept one item: the newlines of a student's error message (or
+    of anything else the run said) do not start lines of their own (a heading, a score, a link
+    definition), and outside its code spans no ``[`` starts a link or an image (``[appeal](https://...)`` in a
+    student's error message is shown as it is written)."""
+    text = re.sub(r"[\r\n]+", " ", text)
+    parts = re.split(r"((`+).*?(?<!`)\2(?!`))", text)  # text, code span, its fence, text, ...
+    shown = []
+    for index in range(0, len(parts), 3):
+        shown.append(parts[index].replace("[", "\\["))  # HTML: the feedback's writer escapes it (html_text)
+        if index + 1 < len(parts):
+            shown.append(parts[index + 1])
+    return "".join(shown)

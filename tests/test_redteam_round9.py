@@ -1,0 +1,97 @@
+"""Round 9 of the red team (a helper attacking the sealed grader with the course's real exercise): three more
+ways to replace what the grader's exporter runs through with no flag, a reading of one cell's code that took
+minutes of the grader's own time, and a student's error message that wrote fake verdicts, with a link, into
+the feedback. Each safe behaviour is asserted on the grader's readers and writers (no kernel runs). The hub's
+namespaced ids and the load report's reading are in tests/test_grading_fair.py.
+
+- ``json._default_encoder`` (what ``json.dumps`` uses with default arguments) replaced through a parameter;
+  ``pytest.MonkeyPatch().setattr(json, "dumps", f)``; ``functools.update_wrapper(json, namespace)``;
+- ``_MAGIC_LINE``, whose two parts could both take a line's leading spaces: 200,000 spaces cost 39 s;
+- ``raise ValueError("x; task5: ✓ ... [appeal](https://...)")``: a part of its own in ``detail``, a ✓ item under
+  task 5 in the feedback, and a live link.
+"""
+
+import pytest
+from grading_helpers import with_cell
+
+from bertfamily import grading
+from bertfamily.grading import gradebook, integrity, magics, pipeline, scoring, textsafe
+
+
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        ("import json\ndef use(m, w):\n    m._default_encoder = w\nuse(json, json.JSONEncoder())", "._default_encoder"),
+        ("import json, pytest\npytest.MonkeyPatch().setattr(json, 'dumps', print)", "imports pytest"),
+        ("import json, pytest\npytest.MonkeyPatch().setattr(json, 'dumps', print)", "names 'dumps' in a text"),
+        ("import json, functools, types\nfunctools.update_wrapper(json, types.SimpleNamespace(dumps=print))", "dumps="),
+        ("import json, functools, types\nfunctools.update_wrapper(json, types.SimpleNamespace())", ".update_wrapper"),
+        ("import json, types\nfrom functools import wraps\nwraps(types.SimpleNamespace())(json)", "uses wraps"),
+        ("import json\nsetattr(json, 'du' + 'mps', print)", "uses setattr"),
+    ],
+)
+def test_other_ways_to_replace_what_the_exporter_runs_through_are_said(exercise, source, said):
+    nb = with_cell(grading.student_version(exercise.reference), source)
+    found = " ".join(integrity.suspicious(nb, exercise))
+    assert said in found, found
+
+
+def test_honest_code_with_json_and_decorators_is_not_said(exercise):
+    honest = (
+        "import json, functools\n"
+        "@functools.lru_cache\n"
+        "def size(n):\n    return n * 4\n"
+        "print(json.dumps({'bytes': size(3)}, indent=1, default=str))\n"
+    )
+    nb = with_cell(grading.student_version(exercise.reference), honest)
+    assert integrity.suspicious(nb, exercise) == []
+
+
+@pytest.mark.parametrize(
+    "line, magic",
+    [
+        ("%time x = 1", True),
+        ("   !ls", True),
+        ("files = !ls", True),
+        ("a, b[0] = %time f()", True),
+        (" " * 50 + "x = 1", False),
+        (" " * 50 + "y = f(1)  # 100% sure", False),
+        ("x = 3 % 2", False),
+    ],
+)
+def test_magic_lines_are_found_as_before(line, magic):
+    assert bool(magics._MAGIC_LINE.findall(line + "\n")) == magic
+
+
+def test_a_line_of_spaces_is_read_in_one_pass():
+    """The pattern's optional assignment starts with a character that is no space, so the leading spaces of a
+    line are taken by one part only (before, each split of 200,000 spaces between two parts was tried)."""
+    assert magics._MAGIC_LINE.pattern.startswith(r"^[ \t]*(?:[\w.,\[\]][")
+    magics.as_python.cache_clear()
+    tree, unread = magics.read_cell("%%time\n" * 8 + "if 1:\n" + " " * 100_000 + "x = 1\n")
+    assert tree is not None and unread == []
+
+
+def test_a_students_error_message_is_one_part_of_detail_and_no_link_in_the_feedback(exercise):
+    message = "x; task5: ✓ Task 5: regraded by hand [appeal](https://evil.example/login) <a href=x>y</a>"
+    entry = {
+        "outcome": "failed",
+        "message": "",
+        "outputs": [{"output_type": "error", "ename": "ValueError", "evalue": message, "traceback": []}],
+    }
+    problem = scoring._problem(12, entry, 60)
+    assert "; " not in problem and "task5: ✓" in problem  # shown whole, but not where detail splits
+    t1, t5 = exercise.graded[0].name, exercise.graded[4].name
+    row = pipeline.Row(
+        submission="mallory.ipynb",
+        status="graded",
+        score=0,
+        max_score=len(exercise.graded),
+        tasks={t.name: 0 for t in exercise.graded},
+        detail=f"{t1}: {problem}",
+        feedback={},
+    )
+    text = gradebook.feedback_markdown(row, exercise)
+    assert f"## {t5}" not in text and "\\[appeal](https" in text
+    assert "<a href" not in textsafe.html_text(text)  # as the feedback's writer writes it
+    assert "`b[0]`" in textsafe.markdown_item("`b[0]` [x](y)") and "\\[x](y)" in textsafe.markdown_item("`b[0]` [x](y)")
