@@ -204,6 +204,23 @@ def _touch(path: Path, text="{}", when=None):
     return path
 
 
+def test_a_canvas_file_with_no_name_part_is_its_students_and_a_file_of_no_one_is_said(tmp_path, exercise):
+    """The lecturer, round 5 (P1): "Волков, Дмитрий" as a Canvas file name whose name part is empty
+    (`_48207_903306_...`) matched no one: his line was blank in Canvas's import and nothing said so."""
+    canvas = tmp_path / "canvas"
+    _touch(canvas / "_48207_903306_exercise_distilbert.ipynb")
+    _touch(canvas / "someone_else.ipynb")
+    found = {f.path.name: f for f in lms.find([canvas])}
+    assert found["_48207_903306_exercise_distilbert.ipynb"].layout == "canvas"
+    roster = grading.read_roster(_touch(tmp_path / "r.csv", "Student,ID,Section\nДмитрий Волков,48207,A\n"))
+    names = [t.name for t in exercise.graded]
+    rows = [_row(f.display, dict.fromkeys(names, 1)) for f in found.values()]
+    got = lms.attribute(rows, list(found.values()), exercise, roster)
+    assert {r.student for r in got if r.submission.endswith("_48207_903306_exercise_distilbert.ipynb")} == {"48207"}
+    said = grading.summary(got, exercise)
+    assert "1 submission matched no student of the roster, so no LMS file has them" in said and "someone_else" in said
+
+
 def test_canvas_moodle_and_folder_layouts_find_every_student(tmp_path, exercise):
     canvas = tmp_path / "canvas"
     _touch(canvas / "smithjane_12345_67890_exercise_distilbert.ipynb")

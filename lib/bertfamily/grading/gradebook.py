@@ -347,6 +347,10 @@ def summary(rows, exercise: Exercise) -> str:
     counts = {s: sum(r.status == s for r in rows) for s in STATUSES if s != "missing"}
     handed = [r for r in rows if r.status != "missing"]
     lines.append(f"{len(handed)} submissions: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    strays = [r.submission for r in handed if not r.student] if any(r.student for r in rows) else []
+    if strays:  # a roster in use: a file that matched no one is in no LMS file
+        lines.append(f"{len(strays)} submission{'s' * (len(strays) != 1)} matched no student of the roster, so no "
+                     f"LMS file has them (rename the file, or --pattern): {', '.join(strays[:10])}")
     if len(handed) < len(rows):
         nobody = len(rows) - len(handed)
         lines.append(f"{nobody} student{'s' * (nobody != 1)} of the roster handed in nothing")

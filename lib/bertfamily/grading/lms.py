@@ -54,8 +54,8 @@ from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$", re.DOTALL)
 CANVAS_FILE = re.compile(
-    r"^(?P<name>[^\W_]+?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.IGNORECASE | re.DOTALL
-)  # a file name may hold a newline
+    r"^(?P<name>[^\W_]*?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.IGNORECASE | re.DOTALL
+)  # a file name may hold a newline; its name part may be empty (a name of no letter Canvas keeps)
 SKIPPED = {".ipynb_checkpoints", "__MACOSX", ".DS_Store", "Thumbs.db"}
 EXPORT = (
     "export the notebook itself and hand it in again: in Jupyter or JupyterLab, File > Download (or Save "
