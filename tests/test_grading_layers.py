@@ -136,3 +136,26 @@ def test_the_checks_find_a_planted_course_path_and_import():
         "line 6: .parent.parent",
     ]
     assert course_imports(planted) == {"bertfamily.models", "bertfamily.kernels"}
+
+
+def test_the_kernels_checks_stub_is_read_from_the_checks_text_as_importing_them_gives_it():
+    """The grader writes the kernel's ``checks`` (every check function, the literal constants, no answer key)
+    from checks.py's text, so that no grading command imports torch for it: the same module as reading the
+    imported module's names gave."""
+    import subprocess
+    import sys
+
+    from bertfamily import checks
+    from bertfamily.grading import channel
+
+    names = sorted(n for n in vars(checks) if n.startswith("check_") and callable(getattr(checks, n)))
+    constants = "\n".join(
+        f"{n} = {v!r}"
+        for n, v in vars(checks).items()
+        if n.isupper() and isinstance(v, (str, int, float)) and not n.startswith("_")
+    )
+    assert names and "DISTILBERT = 'distilbert-base-uncased'" in constants
+    assert channel.kernel_checks_source() == channel.KERNEL_CHECKS.format(constants=constants, names=names)
+    code = "import sys; from bertfamily.grading import channel; channel.kernel_checks_source(); "
+    code += "print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
