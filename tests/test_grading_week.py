@@ -817,3 +817,25 @@ def test_one_students_own_failure_beside_missing_ones_is_written_as_usual(tmp_pa
     klass, roster, _ = _class(tmp_path, n=1)  # the roster has s0 and s1: s1 handed in nothing
     assert _run(tmp_path, klass, roster, "--extension", "s1=2026-03-05T23:59+01:00") == 0  # s1: on the roster
     assert (tmp_path / "canvas.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "Thursday, 26 November 2026, 11:58 PM",  # English
+        "Thursday, November 26, 2026, 11:58 PM",  # English (United States): the lecturer, round 5 (P6)
+        "Thursday, November 26, 2026, 23:58",
+        "2026-11-26T23:58:00",
+    ],
+)
+def test_moodles_english_and_us_english_times_are_read(written):
+    from bertfamily.grading.moodle import _moodle_time
+
+    assert _moodle_time(written) == datetime(2026, 11, 26, 23, 58)
+
+
+def test_a_time_moodle_does_not_write_says_what_it_reads():
+    from bertfamily.grading.moodle import _moodle_time
+
+    with pytest.raises(ValueError, match="English \\(United States\\)'s 'Monday, March 6, 2023, 2:15 PM'"):
+        _moodle_time("26/11/2026 23:58")

@@ -35,6 +35,9 @@ _MOODLE_TIME = (
     "%A, %d %B %Y, %I:%M %p",
     "%A, %d %B %Y, %H:%M",
     "%d %B %Y, %I:%M %p",
+    "%A, %B %d, %Y, %I:%M %p",  # English (United States): the month first
+    "%A, %B %d, %Y, %H:%M",
+    "%B %d, %Y, %I:%M %p",
     "%Y-%m-%d %H:%M:%S",
     "%Y-%m-%dT%H:%M:%S",
 )
@@ -55,7 +58,8 @@ def _moodle_time(text: str) -> datetime | None:
             continue
     raise ValueError(
         f"Moodle's worksheet: cannot read the time {text!r} (Last modified (submission)); expected "
-        "Moodle's English format, e.g. 'Monday, 6 March 2023, 2:15 PM'"
+        "Moodle's English format, e.g. 'Monday, 6 March 2023, 2:15 PM' (or English (United States)'s "
+        "'Monday, March 6, 2023, 2:15 PM')"
     )
 
 
