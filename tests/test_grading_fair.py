@@ -213,6 +213,11 @@ def test_a_missing_answer_names_the_task_it_comes_from():
     assert causes.undefined_name(problem) == "int8_mib"
     said = causes.needs("task6", "int8_mib", owners, {"task4": ["cell 12 raised NameError: name 'x' is not defined"]})
     assert said == "task6 needs `int8_mib` from task4, where cell 12 raised NameError"
+    quoted = "cell 28 (the cell that starts `# Save (both)`, line 3: `f(x)`) raised RuntimeError: no such folder"
+    said = causes.needs("task7", "int8_bytes", owners | {"int8_bytes": "task6"}, {"task6": [quoted]})
+    assert (
+        said == "task7 needs `int8_bytes` from task6, where cell 28 raised RuntimeError"
+    )  # the lecturer, round 5 (P7)
 
 
 def test_feedback_says_a_value_is_computed_from_a_typed_number():

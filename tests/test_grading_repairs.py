@@ -408,3 +408,16 @@ def test_a_run_stopped_in_a_task_says_why_and_never_that_no_mark_was_lost(exerci
         p.startswith(f"task1: cell {code[stop]}") and "ran past the per-cell limit of 120 s" in p
         for p in score.problems
     ), score.problems
+
+
+def test_a_checks_two_hints_stay_apart():
+    """The lecturer, round 5 (P7): two hints of one check read as one run-on sentence in the feedback and the
+    self-check ("... 2**20 bytes `int8_mib` is in MB ...")."""
+    from bertfamily.grading.marks import report
+
+    text = "✗ Task 4 (predicted sizes): not yet\n  hint: `fp32_mib` is in MB\n  hint: `int8_mib` is in MB\n"
+    cell = nbformat.v4.new_code_cell("checks.check_predicted_sizes(fp32_mib, int8_mib)")
+    cell.metadata["tags"] = ["check"]
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    (result,) = report(nbformat.v4.new_notebook(cells=[cell]))
+    assert result.hint == "`fp32_mib` is in MB · `int8_mib` is in MB"

@@ -231,3 +231,24 @@ def test_other_libraries_or_classes_are_other_code():
     same = "import numpy as np\ntotal = np.sum([1, 2])\nprint(total)"
     a, b, c = (copies.renamed((copies.normalized(s),)) for s in (one, two, same))
     assert a != b and a == c
+
+
+def test_a_quoted_cell_is_cut_at_a_space_and_says_so():
+    """The lecturer, round 5 (P7): "`# Multilingual DistilBERT: load, count, quantise in place, w`"."""
+    source = "# Multilingual DistilBERT: load, count, quantise in place, with care\nx = = 1"
+    where = _where(source, None, "invalid syntax (line 2)")
+    assert "`# Multilingual DistilBERT: load, count, quantise in place, …`" in where, where
+    assert "line 2: `x = = 1`" in where
+
+
+def test_an_outputs_difference_shows_no_colour_codes():
+    """The lecturer, round 5 (P7): pip's colours reached the student as `\\x1b[33mWARNING: ...`."""
+    from bertfamily.grading.scoring import _difference
+
+    entry = {
+        "outcome": "failed",
+        "message": "Cell outputs differ",
+        "stored": "\x1b[33mWARNING: pip\x1b[0m",
+        "rerun": "",
+    }
+    assert _difference(3, entry) == "cell 3: stored 'WARNING: pip', re-run ''"

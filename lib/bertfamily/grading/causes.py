@@ -46,8 +46,11 @@ def needs(task: str, name: str, owners: dict, errors: dict) -> str:
     source = owners.get(name)
     if source is None or source == task:
         return f"`{name}` was not defined (see the error above)" if errors.get(task) else f"`{name}` was not defined"
-    first = (errors.get(source) or [""])[0]  # "cell 12 raised NameError (the cell that starts `# Task 2: ...`): ..."
-    stopped = first.split(" (the cell that starts", 1)[0].split(": ", 1)[0]  # "cell 12 raised NameError"
+    # "cell 12 (the cell that starts `# Task 2: ...`, line 3: `...`) raised NameError: ...": "cell 12 raised NameError"
+    first = (errors.get(source) or [""])[0]
+    stopped = first.split(" (the cell that starts", 1)[0].split(": ", 1)[0]
+    raised = re.search(r"\) raised ([\w.]+)", first) if " raised " not in stopped else None
+    stopped += f" raised {raised[1]}" if raised else ""
     return f"{task} needs `{name}` from {source}" + (f", where {stopped}" if stopped else ", which did not define it")
 
 

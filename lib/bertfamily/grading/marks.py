@@ -63,7 +63,8 @@ def report(nb) -> list[CheckResult]:
                 results.append(CheckResult(m.group(2), m.group(1) == "✓", m.group(3), index))
             elif marks and line.strip().startswith("hint:"):
                 hint = line.strip()[len("hint:") :].strip()
-                results[-1].hint = f"{results[-1].hint} {hint}".strip()
+                # a check's hints, one a line in the notebook: kept apart (not where detail's "; " splits)
+                results[-1].hint = f"{results[-1].hint} · {hint}" if results[-1].hint else hint
         if errors:
             e = errors[0]
             results.append(

@@ -76,7 +76,8 @@ def _owners(nb, exercise: Exercise) -> dict[int, str | None]:
 
 def _difference(index, entry) -> str | None:
     if entry["outcome"] == "failed" and entry["message"] == "Cell outputs differ":
-        return f"cell {index}: stored {entry['stored']!r}, re-run {entry['rerun']!r}"
+        stored, rerun = (_ANSI.sub("", str(entry[k])) for k in ("stored", "rerun"))  # pip's colours: not text
+        return f"cell {index}: stored {stored!r}, re-run {rerun!r}"
     return None
 
 
@@ -93,11 +94,19 @@ def _where(source: str, error: dict | None, evalue: str = "") -> str:
     trace = _ANSI.sub("", "\n".join(error.get("traceback") or [])) if error else ""
     found = (re.search(r"Cell In\[\d+\], line (\d+)", trace) or re.search(r"^-+> (\d+) ", trace, re.M)
              or re.search(r"\(line (\d+)\)", evalue))
-    parts = [f"the cell that starts {_code(first[:60])}"] if first else []
+    parts = [f"the cell that starts {_code(_cut(first, 60))}"] if first else []
     if found and 0 < int(found.group(1)) <= len(lines):
         number = int(found.group(1))
-        parts.append(f"line {number}: {_code(lines[number - 1].strip()[:100])}")
+        parts.append(f"line {number}: {_code(_cut(lines[number - 1].strip(), 100))}")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _cut(text: str, most: int) -> str:
+    """``text`` cut to about ``most`` characters at a space, with "…" where it was cut (never mid-word)."""
+    if len(text) <= most:
+        return text
+    space = text.rfind(" ", most // 2, most + 1)  # a word cut in two reads as another word
+    return (text[:space] if space > 0 else text[:most]).rstrip() + " …"
 
 
 def _code(text: str) -> str:
