@@ -782,14 +782,17 @@ def test_moodle_decides_lateness_from_its_status(tmp_path, exercise):
         for r in policy.apply(lms.attribute(rows, found, exercise, roster, times, rules.due.tzinfo), rules, exercise)
     }
     assert done["1"].late == "" and "Moodle's Status does not say late" in done["1"].time_from
-    assert done["2"].late.startswith("late by 1 d 2 h 0 min: -20%"), done["2"].late
+    assert done["2"].late.startswith("late by 1 d 2 h (Moodle's Status): -20%"), done["2"].late  # to the hour, as said
     assert done["3"].late == ""  # Moodle counted her extension
 
 
 def test_an_extension_for_no_student_is_refused_before_anyone_is_graded(tmp_path, cheap_cli, capsys):
     klass, roster, log = _class(tmp_path, n=2)
     assert _run(tmp_path, klass, roster, "--extension", "nobdy=2026-03-02T23:59+01:00") == 2
-    assert "an extension for nobdy: no such student" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "an extension for nobdy: no such student" in err
+    # with their names, and the student who handed in nothing (the lecturer, round 5)
+    assert "the students are s0 (S 0), s1 (S 1), s2 (S 2)" in err, err
     assert not log.exists() or log.read_text(encoding="utf-8") == ""  # no one was graded
 
 
@@ -839,3 +842,17 @@ def test_a_time_moodle_does_not_write_says_what_it_reads():
 
     with pytest.raises(ValueError, match="English \\(United States\\)'s 'Monday, March 6, 2023, 2:15 PM'"):
         _moodle_time("26/11/2026 23:58")
+
+
+def test_a_class_of_files_copied_at_one_moment_after_the_deadline_is_said(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 5 (P8): files copied from e-mail or a USB stick carry the time they were copied: a
+    whole class late by the same 9 days, scored 0, with no word but each row's `late`."""
+    klass, roster, _ = _class(tmp_path, n=3)
+    for i, minute in enumerate((0, 3, 7)):
+        name = klass / f"s{i}.ipynb"
+        _touch(name, name.read_text(encoding="utf-8"), when=f"2026-03-10T09:0{minute}+01:00")
+    assert _run(tmp_path, klass, roster) == 0
+    assert "all 3 submissions whose file times decide are late, by times within ten minutes" in capsys.readouterr().err
+    _touch(klass / "s0.ipynb", (klass / "s0.ipynb").read_text(encoding="utf-8"), when="2026-03-01T09:00+01:00")
+    assert _run(tmp_path, klass, roster, "--force") == 0  # one on time: the times are the students' own
+    assert "file times decide" not in capsys.readouterr().err

@@ -28,8 +28,7 @@ from bertfamily.grading.lateness import (
     check_extensions,
     remember_extensions,
     remembered_extensions,
-    unmarked_late,
-    worksheet_offset,
+    time_warnings,
 )
 from bertfamily.grading.marks import print_report, self_check
 from bertfamily.grading.monitor import Limits
@@ -237,18 +236,8 @@ def _main_gradebook(argv) -> int:
         else:
             rows = lms.attribute(rows, found, exercise, roster, worksheet[1] if worksheet else None, tz)
         marks = rows
-        offset = worksheet_offset(rows, rules.due) if worksheet else None
-        if offset:
-            print(f"warning: Moodle's worksheet times read {offset.total_seconds() / 3600:+g} h from the deadline's "
-                  f"zone (its Status says how late each late one was): downloaded from a profile in another time "
-                  f"zone? The submitted column shows them as written; lateness follows Moodle's Status",
-                  file=sys.stderr)
-        unmarked = unmarked_late(rows, rules.due) if worksheet else []
-        if unmarked:
-            print(f"warning: Moodle's Status calls {len(unmarked)} submission{'s' * (len(unmarked) > 1)} on time "
-                  f"that its worksheet times put more than 14 h past the deadline ({unmarked[0].submission}...): "
-                  "has the assignment this due date in Moodle? Moodle's Status decides lateness",
-                  file=sys.stderr)
+        for warning in time_warnings(rows, rules.due, moodle_status=worksheet is not None):
+            print(f"warning: {warning}", file=sys.stderr)
         rows = policy.apply(rows, rules, exercise)
         changed = package_changes(started)
         if changed:  # rows graded before and after a change of the course: none of them is written

@@ -71,11 +71,16 @@ def moodle_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds + (1 if found and found[-1][1] != "sec" else 0))
 
 
-def late_words(late: timedelta) -> str:
+def late_words(late: timedelta, row=None) -> str:
+    """How late, in words: to the minute from times, or in the units Moodle's Status gave (``row``'s), which
+    says no more ("1 day 14 hours late": not "1 d 14 h 0 min")."""
     if not late:
         return "late (the LMS marked it late)"
     minutes = int(late.total_seconds() // 60)
     days, rest = divmod(minutes, 24 * 60)
+    if row is not None and MOODLE_LATE.search(row.time_from or ""):
+        said = [f"{n} {unit}" for n, unit in ((days, "d"), (rest // 60, "h"), (rest % 60, "min")) if n]
+        return f"late by {' '.join(said) or '0 min'} (Moodle's Status)"
     return "late by " + (f"{days} d " if days else "") + f"{rest // 60} h {rest % 60} min"
 
 
@@ -98,6 +103,26 @@ def worksheet_offset(rows, due: datetime | None) -> timedelta | None:
         return None
     quarter = 900 * (high // 900)  # the zone's offset: a multiple of a quarter hour in [low, high]
     return timedelta(seconds=quarter) if quarter >= low and abs(quarter) >= 3600 else None
+
+
+#: What ``time_from`` says where the file's own time decides (lms.submitted).
+FILE_TIME = "the file's modification time"
+
+
+def copied_times(rows, due: datetime | None) -> list:
+    """The late rows whose file times decide, where three or more are late and all of them within ten minutes
+    of each other: files copied (``cp`` without ``-p``, from e-mail or a USB stick) rather than unzipped carry
+    the time they were copied, not when they were handed in. Empty where that is not so."""
+    late = [
+        r
+        for r in rows
+        if FILE_TIME in (r.time_from or "") and r.submitted and due and datetime.fromisoformat(r.submitted) > due
+    ]
+    timed = [r for r in rows if FILE_TIME in (r.time_from or "") and r.submitted]
+    if len(late) < 3 or len(late) != len(timed):
+        return []
+    times = sorted(datetime.fromisoformat(r.submitted) for r in late)
+    return late if times[-1] - times[0] <= timedelta(minutes=10) else []
 
 
 def unmarked_late(rows, due: datetime | None) -> list:
@@ -134,7 +159,9 @@ def check_extensions(extensions: dict, students: dict, roster=()) -> None:
     known |= set(roster)
     unknown = sorted(set(extensions) - known)
     if unknown:
-        said = sorted({sid or Path(name).stem for name, sid in students.items()})
+        ids = sorted({sid or Path(name).stem for name, sid in students.items()} | set(roster))
+        names = {i: (roster.get(i) or {}).get("name", "") for i in ids} if isinstance(roster, dict) else {}
+        said = [f"{i} ({names[i]})" if names.get(i) else i for i in ids]
         raise ValueError(
             f"an extension for {', '.join(unknown)}: no such student or submission; the students are "
             f"{', '.join(said[:20])}" + (" ..." if len(said) > 20 else "")
@@ -167,3 +194,32 @@ def remember_extensions(out, options) -> None:
         path.write_text("".join(f"{o}\n" for o in options), encoding="utf-8")
     elif path.is_file():
         path.unlink()
+
+
+def time_warnings(rows, due: datetime | None, moodle_status: bool) -> list[str]:
+    """What the hand-in times of a class suggest went wrong, for the grading command to say: a Moodle worksheet
+    from another time zone (:func:`worksheet_offset`), a Moodle assignment with another due date
+    (:func:`unmarked_late`), files copied rather than unzipped (:func:`copied_times`)."""
+    said = []
+    offset = worksheet_offset(rows, due) if moodle_status else None
+    if offset:
+        said.append(
+            f"Moodle's worksheet times read {offset.total_seconds() / 3600:+g} h from the deadline's zone (its "
+            "Status says how late each late one was): downloaded from a profile in another time zone? The "
+            "submitted column shows them as written; lateness follows Moodle's Status"
+        )
+    copied = copied_times(rows, due)
+    if copied:
+        said.append(
+            f"all {len(copied)} submissions whose file times decide are late, by times within ten minutes of "
+            "each other: were the files copied (not unzipped, or cp without -p)? Copying gives a file the time "
+            "it was copied; lateness here follows those times"
+        )
+    unmarked = unmarked_late(rows, due) if moodle_status else []
+    if unmarked:
+        said.append(
+            f"Moodle's Status calls {len(unmarked)} submission{'s' * (len(unmarked) > 1)} on time that its "
+            f"worksheet times put more than 14 h past the deadline ({unmarked[0].submission}...): has the "
+            "assignment this due date in Moodle? Moodle's Status decides lateness"
+        )
+    return said

@@ -39,6 +39,7 @@ from bertfamily.grading.gradebook import (
 from bertfamily.grading.lateness import (
     CANVAS_LATE,
     CANVAS_ON_TIME,
+    FILE_TIME,
     MOODLE_EXTENDED,
     MOODLE_ON_TIME,
     MOODLE_STATUS_LATE,
@@ -224,7 +225,7 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
         source = "Moodle's worksheet (Last modified (submission))"
     else:
         try:
-            when, source = utc(os.lstat(f.path).st_mtime), "the file's modification time"
+            when, source = utc(os.lstat(f.path).st_mtime), FILE_TIME
         except OSError:
             pass
     if f.layout == "canvas":  # Canvas decides lateness (lateness.late_by)

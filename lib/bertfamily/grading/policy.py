@@ -297,7 +297,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
             r.score = number(sum(v for v in r.tasks.values() if v is not None))
         late = late_by(r, policy.due, due_of(r, policy.extensions, policy.due))
         if late is not None:
-            words = late_words(late)
+            words = late_words(late, r)
             if policy.late == "refuse" and r.score is not None:
                 words += f": refused, scores 0 (it earned {r.score})"
                 r.score = 0
