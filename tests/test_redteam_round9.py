@@ -95,3 +95,32 @@ def test_a_students_error_message_is_one_part_of_detail_and_no_link_in_the_feedb
     assert f"## {t5}" not in text and "\\[appeal](https" in text
     assert "<a href" not in textsafe.html_text(text)  # as the feedback's writer writes it
     assert "`b[0]`" in textsafe.markdown_item("`b[0]` [x](y)") and "\\[x](y)" in textsafe.markdown_item("`b[0]` [x](y)")
+
+
+def test_a_size_measured_on_random_bytes_is_known_from_a_saved_models(tmp_path):
+    """R9-2: files of os.urandom bytes, of the length a model would have, passed tasks 6, 9 and 10 with no flag.
+    The run records the sizes (a MiB or more) that no saved model has: the grader flags an answer that is one."""
+    import os
+
+    import torch
+    from safetensors.torch import save_file
+
+    from bertfamily.grading import nbval_worker, trees
+
+    weights = {"w": torch.arange(2**19, dtype=torch.float32)}  # 2 MiB of tensor
+    torch.save(weights, tmp_path / "model.pt")
+    torch.save(weights, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
+    save_file(weights, str(tmp_path / "model.safetensors"))
+    (tmp_path / "fake.pt").write_bytes(os.urandom(3 * 2**20 + 7))
+    sizes, unsaved = nbval_worker.file_sizes([str(tmp_path)])
+    assert unsaved == {3 * 2**20 + 7} and len(sizes) == 4, (sizes, unsaved)
+    folder = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert [trees.saved(n, folder) for n in ("model.pt", "old.pt", "model.safetensors", "fake.pt")] == [
+            True,
+            True,
+            True,
+            False,
+        ]
+    finally:
+        os.close(folder)

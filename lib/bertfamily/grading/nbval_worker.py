@@ -196,12 +196,14 @@ def inside(tree):
     return None
 
 
-def file_sizes(where: list | str) -> set:
+def file_sizes(where: list | str) -> tuple[set, set]:
     """The sizes of the files now in a run's writable space: the sandbox's own file systems, seen
-    through its kernel (``where == "sandbox"``), or the given folders."""
+    through its kernel (``where == "sandbox"``), or the given folders; and those of them (of a MiB or more)
+    that no saved model has (:func:`~bertfamily.grading.trees.saved`)."""
     from bertfamily.grading import trees
 
     sizes: set[int] = set()
+    formats: dict[int, bool] = {}
     if where == "sandbox":
         kernel = inside(process_tree(os.getpid()))
         roots = [f"/proc/{kernel.pid}/root/.", f"/proc/{kernel.pid}/root/dev/shm/."] if kernel else []
@@ -209,13 +211,15 @@ def file_sizes(where: list | str) -> set:
         roots = list(where)
     for root in roots:
         try:
-            trees.measure(root, max_entries=20_000, max_depth=64, sizes=sizes, one_filesystem=True)
+            trees.measure(root, max_entries=20_000, max_depth=64, sizes=sizes, one_filesystem=True, formats=formats)
         except (trees.TooLarge, OSError):  # a deep or wide tree stopped the walk: the top levels still count
             try:
-                trees.measure(root, max_entries=20_000, max_depth=4, sizes=sizes, one_filesystem=True, prune=True)
+                trees.measure(
+                    root, max_entries=20_000, max_depth=4, sizes=sizes, one_filesystem=True, prune=True, formats=formats
+                )
             except (trees.TooLarge, OSError):
                 pass
-    return sizes
+    return sizes, {size for size, model in formats.items() if not model}
 
 
 def main(argv) -> int:
@@ -274,8 +278,9 @@ def main(argv) -> int:
             if entry["message"].startswith("Timeout"):
                 item.session.shouldstop = "a cell timed out"  # the kernel was interrupted: stop here
             if call.when == "call":
-                now = file_sizes(sizes_from)
+                now, unsaved = file_sizes(sizes_from)
                 entry["sizes"] = sorted(now - self.seen)[:MAX_SIZES]
+                entry["unsaved"] = sorted(unsaved & (now - self.seen))[:MAX_SIZES]  # no saved model's size
                 self.seen |= now
             if not self.write(**entry):
                 item.session.shouldstop = FULL

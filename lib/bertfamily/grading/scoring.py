@@ -191,9 +191,10 @@ def measured_names(exercise: Exercise) -> set[str]:
     return names
 
 
-def _sizes_before(results: dict, index: int) -> set:
-    """The sizes of the files the run held at the end of any cell before ``index``."""
-    return {size for i, entry in results.items() if i < index for size in entry.get("sizes") or ()}
+def _sizes_before(results: dict, index: int, key: str = "sizes") -> set:
+    """The sizes of the files the run held at the end of any cell before ``index`` (``key="unsaved"``: those of
+    a MiB or more that no saved model had)."""
+    return {size for i, entry in results.items() if i < index for size in entry.get(key) or ()}
 
 
 def _not_a_file(name: str, value, sizes: set) -> str | None:
@@ -338,6 +339,9 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 if why:
                     found.append(why)
                     feedback.append(why)
+                elif isinstance(value, dict) and value.get("plain") in _sizes_before(results, index, "unsaved"):
+                    score.flags.append(f"{task.name}: `{name}` ({value['plain']:,}) is the size of a file that is no "
+                                       "saved model (not torch.save's zip or pickle, nor safetensors): read by hand")
                     score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
                     verdicts["partial"] = False
             for name in _for_the_instructor(source):

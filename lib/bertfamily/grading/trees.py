@@ -42,12 +42,14 @@ def measure(
     sizes: set | None = None,
     one_filesystem: bool = False,
     prune: bool = False,
+    formats: dict | None = None,
 ) -> int:
     """Bytes the files under ``root`` take on disk; :class:`TooLarge` past ``max_entries`` entries or
     ``max_depth`` levels. With ``sizes``, the size of every regular file is added to it; with
     ``one_filesystem``, what is mounted below ``root`` is left out. A folder that disappears while it
     is walked counts as empty. With ``prune``, folders deeper than ``max_depth`` are left out instead.
-    With ``sizes``, only files whose bytes were written count (:func:`written`)."""
+    With ``sizes``, only files whose bytes were written count (:func:`written`); with ``formats`` too, each
+    size of :data:`FORMAT_BYTES` or more maps to whether some file of that size is a saved model (:func:`saved`)."""
     try:
         top = _open_dir(root)
         device = os.fstat(top).st_dev
@@ -80,6 +82,8 @@ def measure(
                 and written(entry.name, info, fd)
             ):
                 sizes.add(info.st_size)
+                if formats is not None and info.st_size >= FORMAT_BYTES:
+                    formats[info.st_size] = formats.get(info.st_size, False) or saved(entry.name, fd)
             if stat.S_ISDIR(info.st_mode):
                 if len(stack) >= max_depth and prune:
                     continue  # only the top levels were asked for
@@ -95,6 +99,29 @@ def measure(
             listing.close()
             os.close(fd)
     return total
+
+
+#: Files this large or larger are asked whether they are a saved model (:func:`saved`).
+FORMAT_BYTES = 2**20
+_MAGIC = (b"PK\x03\x04", b"\x93NUMPY", b"\x89HDF\r\n\x1a\n", b"\x1f\x8b")
+
+
+def saved(name, dir_fd=None) -> bool:
+    """True where the file starts as a saved model or array does: a zip (``torch.save``, TorchScript), a pickle
+    (``torch.save``'s older format), safetensors (its header's length, then its JSON), numpy's ``.npy``, HDF5 or
+    gzip. Random bytes of a size a model would have are none of these."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        head = os.pread(fd, 16, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    pickled = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
+    return head.startswith(_MAGIC) or pickled or head[8:9] == b"{"
 
 
 #: A file's size counts as measured only when its bytes were written: most of its length is on disk
