@@ -856,3 +856,32 @@ def test_a_class_of_files_copied_at_one_moment_after_the_deadline_is_said(tmp_pa
     _touch(klass / "s0.ipynb", (klass / "s0.ipynb").read_text(encoding="utf-8"), when="2026-03-01T09:00+01:00")
     assert _run(tmp_path, klass, roster, "--force") == 0  # one on time: the times are the students' own
     assert "file times decide" not in capsys.readouterr().err
+
+
+def test_moodle_feedback_goes_back_in_one_zip_as_moodle_takes_it(tmp_path, exercise):
+    """The lecturer, round 5 (P8): Moodle takes feedback files in bulk ("Upload multiple feedback files in a zip",
+    a folder per participant as its download names them); the grader wrote only one file per student, and a
+    time in UTC where the class's deadline was in +01:00."""
+    import zipfile
+
+    names = [t.name for t in exercise.graded]
+    moodle = tmp_path / "moodle"
+    rows = [
+        _row(str(moodle / "Łucja Wróbel_2384711_assignsubmission_file_" / "ex.ipynb"), dict.fromkeys(names, 1)),
+        _row(str(moodle / "Ana Pop_2384716_assignsubmission_file_ex <b>.ipynb"), dict.fromkeys(names, 0)),
+        _row(str(tmp_path / "canvas" / "doejohn_12346_67891_ex.ipynb"), dict.fromkeys(names, 1)),
+    ]
+    for r, sid in zip(rows, ("2384711", "2384716", "12346"), strict=True):
+        r.student, r.submitted, r.time_from = sid, "2026-11-27T22:58:00+00:00", "the file's modification time"
+    rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00")
+    path = lms.write_moodle_feedback_zip(rows, exercise, tmp_path / "feedback", rules)
+    with zipfile.ZipFile(path) as archive:
+        entries = {n: archive.read(n).decode("utf-8") for n in archive.namelist()}
+    assert sorted(entries) == [
+        "Ana Pop_2384716_assignsubmission_file_/2384716.md",
+        "Łucja Wróbel_2384711_assignsubmission_file_/2384711.md",
+    ]
+    text = entries["Ana Pop_2384716_assignsubmission_file_/2384716.md"]
+    assert "handed in: 2026-11-27T23:58:00+01:00" in text and "<b>" not in text
+    assert lms.write_moodle_feedback_zip(rows[2:], exercise, tmp_path / "none", rules) is None
+    assert not (tmp_path / "none" / "moodle-feedback.zip").exists()

@@ -276,6 +276,7 @@ def _main_gradebook(argv) -> int:
                 print(f"warning: {warning}", file=sys.stderr)
         feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=refreshed)
                     if args.feedback else [])
+        bundle = lms.write_moodle_feedback_zip(rows, exercise, args.feedback, rules) if args.feedback else None
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -286,6 +287,7 @@ def _main_gradebook(argv) -> int:
         print(f"late: {', '.join(late)}")
     print(f"gradebook: {out}" + (f"; Canvas import: {canvas}" if canvas else "")
           + (f"; Moodle worksheet: {moodle}" if moodle else "")
+          + (f"; Moodle's feedback zip: {bundle}" if bundle else "")
           + (f"; regraded {len(chosen)} submission{'s' * (len(chosen) != 1)} in place" if chosen else "")
           + (f"; {len(feedback)} feedback file{'s' * (len(feedback) != 1)} in {args.feedback}"
              if args.feedback else ""))

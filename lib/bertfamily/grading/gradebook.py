@@ -310,6 +310,11 @@ def write_feedback(rows, exercise: Exercise, folder) -> list[Path]:
     )
 
 
+def student_bytes(markdown: str) -> bytes:
+    """A feedback's Markdown as a student may safely read it: control characters escaped, HTML shown as text."""
+    return (html_text(escape_controls(printable(markdown), keep="\n")) + "\n").encode("utf-8")
+
+
 def write_markdown_files(folder, named_texts) -> list[Path]:
     """Each (file name, Markdown) into ``folder`` (created), as a student may safely read it: control
     characters escaped, HTML shown as text, no link followed at any part of the path or at a name."""
@@ -317,8 +322,7 @@ def write_markdown_files(folder, named_texts) -> list[Path]:
     written, where = [], open_folder(folder)
     try:
         for name, markdown in named_texts:
-            text = html_text(escape_controls(printable(markdown), keep="\n"))
-            write_in(where, name, (text + "\n").encode("utf-8"))
+            write_in(where, name, student_bytes(markdown))
             written.append(folder / name)
     finally:
         os.close(where)
@@ -349,8 +353,10 @@ def summary(rows, exercise: Exercise) -> str:
     lines.append(f"{len(handed)} submissions: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     strays = [r.submission for r in handed if not r.student] if any(r.student for r in rows) else []
     if strays:  # a roster in use: a file that matched no one is in no LMS file
-        lines.append(f"{len(strays)} submission{'s' * (len(strays) != 1)} matched no student of the roster, so no "
-                     f"LMS file has them (rename the file, or --pattern): {', '.join(strays[:10])}")
+        lines.append(
+            f"{len(strays)} submission{'s' * (len(strays) != 1)} matched no student of the roster, so no "
+            f"LMS file has them (rename the file, or --pattern): {', '.join(strays[:10])}"
+        )
     if len(handed) < len(rows):
         nobody = len(rows) - len(handed)
         lines.append(f"{nobody} student{'s' * (nobody != 1)} of the roster handed in nothing")

@@ -25,7 +25,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
@@ -34,6 +34,7 @@ from bertfamily.grading.gradebook import (
     attribution,
     feedback_markdown,
     feedback_names,
+    student_bytes,
     write_markdown_files,
 )
 from bertfamily.grading.lateness import (
@@ -329,8 +330,10 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
             )
         text = text.replace("| task | mark | |", "| task | points | |", 1)
     extra = []
-    if row.submitted:
-        extra.append(f"- handed in: {row.submitted} (from {row.time_from})")
+    if row.submitted:  # in the deadline's zone, as the class was told it
+        zone = policy.due.tzinfo if policy is not None and policy.due else None
+        shown = datetime.fromisoformat(row.submitted).astimezone(zone).isoformat() if zone else row.submitted
+        extra.append(f"- handed in: {shown} (from {row.time_from})")
     if row.late:
         extra.append(f"- {row.late}")
     if row.counts and row.counts != "yes":
@@ -351,6 +354,39 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
             if only is None or r.submission in only
         ),
     )
+
+
+#: The folder Moodle's download gives a participant's files ("Full name_12345_assignsubmission_file_"), also
+#: at the start of a file's name where the download was not in folders.
+MOODLE_FOLDER = re.compile(r"^(.+?_\d+_assignsubmission_file_)", re.DOTALL)
+
+
+def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> Path | None:
+    """``folder/moodle-feedback.zip`` for Moodle's "Upload multiple feedback files in a zip": each Moodle
+    submission's feedback (:func:`feedback_text`) in a folder named as Moodle's download named the participant's
+    (Moodle gives each the files of its folder); None, and nothing written, where no row came from Moodle."""
+    import io
+    import zipfile
+
+    from bertfamily.grading.safeio import open_folder, write_in
+
+    entries = {}
+    for r, name in feedback_files(rows):
+        found = next((m[1] for m in map(MOODLE_FOLDER.match, reversed(Path(r.submission).parts)) if m), None)
+        if found:
+            entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
+    if not entries:
+        return None
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
+        for entry, text in sorted(entries.items()):
+            archive.writestr(entry, text)
+    where = open_folder(folder)
+    try:
+        write_in(where, "moodle-feedback.zip", data.getvalue())
+    finally:
+        os.close(where)
+    return Path(folder) / "moodle-feedback.zip"
 
 
 # --------------------------------------------------------------------------- Moodle's grading worksheet
