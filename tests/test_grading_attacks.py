@@ -22,7 +22,7 @@ import pytest
 from grading_class import EXERCISE, TINY, tiny
 
 from bertfamily import grading
-from bertfamily.grading import integrity, literals, magics, monitor, nbval_worker, trees
+from bertfamily.grading import causes, integrity, literals, magics, monitor, nbval_worker, trees
 from bertfamily.grading.classroom import collect
 from bertfamily.grading.gradebook import write_feedback, write_gradebook
 
@@ -88,7 +88,7 @@ def test_the_real_exercises_solution_types_nothing_and_is_not_flagged():
     from bertfamily.grading.channel import read_names
 
     names = {n for t in ex.graded for _, s in t.checks for n in read_names(s)}
-    assert integrity.typed_answers(nb, ex, names) == {} and integrity.suspicious(nb, ex) == []
+    assert causes.typed_answers(nb, ex, names) == {} and integrity.suspicious(nb, ex) == []
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_only_files_whose_bytes_were_written_are_measured(tmp_path):
         deep = deep / "d"
     os.makedirs(deep)
     sizes, unsaved = nbval_worker.file_sizes([str(tmp_path)])
-    assert unsaved == set()  # too small to be asked (trees.FORMAT_BYTES)
+    assert unsaved == {size}  # random bytes: no saved model (trees.saved)
     assert size in sizes and 2 in sizes and size + 1 not in sizes and size + 2 not in sizes, sizes
     folder = os.open(tmp_path, os.O_RDONLY)
     try:
@@ -203,10 +203,10 @@ def test_data_the_courses_cells_give_is_not_a_literal_even_in_a_changed_course_c
     setup = next(c for c in nb.cells if c.get("id") == "setup")
     setup.source = setup.source.replace("import os\n", "import os, math\n")  # the course's cell, changed
     names = {n for t in ex.graded for _, s in t.checks for n in read_names(s)}
-    assert integrity.typed_answers(nb, ex, names) == {}
+    assert causes.typed_answers(nb, ex, names) == {}
     typed = next(c for c in nb.cells if c.get("id") == "s1")
     typed.source = "x = max(42, 0)\nnote = 'typed'"
-    found = integrity.typed_answers(nb, ex, names)  # y = 2 * x: a literal too
+    found = causes.typed_answers(nb, ex, names)  # y = 2 * x: a literal too
     assert found["x"] == nb.cells.index(typed) and set(found) == {"x", "y"}, found
 
 

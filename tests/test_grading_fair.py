@@ -223,7 +223,7 @@ def test_a_missing_answer_names_the_task_it_comes_from():
 def test_feedback_says_a_value_is_computed_from_a_typed_number():
     exercise = grading.Exercise.load(EXERCISE)
     nb = with_source(honest(), COUNT, "distilbert_count = 66362880\nbert_count = 109482240\n")
-    typed = integrity.typed_answers(nb, exercise, {"distilbert_count", "bert_count", "reduction"})
+    typed = causes.typed_answers(nb, exercise, {"distilbert_count", "bert_count", "reduction"})
     assert set(typed) == {"distilbert_count", "bert_count", "reduction"}
     origins = causes.typed_origins(nb, exercise, typed)
     assert origins == {"distilbert_count": [], "bert_count": [], "reduction": ["bert_count", "distilbert_count"]}

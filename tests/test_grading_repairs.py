@@ -14,7 +14,7 @@ import torch
 from grading_helpers import message, passed_run
 
 from bertfamily import grading
-from bertfamily.grading import channel, verify
+from bertfamily.grading import causes, channel, verify
 from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 
 EXPORTER = {}
@@ -368,7 +368,7 @@ def test_code_too_deep_to_parse_is_said_not_a_crash(exercise):
     prepared = grading.prepare(nb, exercise)
     said = integrity.suspicious(prepared.nb, exercise)
     assert any("cannot be read by the grader (nested too deeply)" in s for s in said), said
-    assert integrity.typed_answers(prepared.nb, exercise, {"reduction"}) == {}
+    assert causes.typed_answers(prepared.nb, exercise, {"reduction"}) == {}
 
 
 def test_a_measured_size_must_be_a_file_the_run_wrote(exercise):
@@ -388,6 +388,14 @@ def test_a_measured_size_must_be_a_file_the_run_wrote(exercise):
         prepared, exercise, passed_run(prepared, exercise, answers, sizes=[fp32, int8]), grading.Limits()
     )
     assert files.marks["task6"] == 1 and not any("size of" in f for f in files.flags)
+    run = passed_run(prepared, exercise, answers, sizes=[fp32, int8])
+    run["results"][0]["unsaved"] = [fp32]  # red team round 9 (R9-2): random bytes of that length, no saved model
+    random = grading.score_run(prepared, exercise, run, grading.Limits())
+    assert random.marks["task6"] == 1  # a flag to read, not a mark lost
+    assert [f for f in random.flags if "size of" in f] == [
+        f"task6: `fp32_bytes` ({fp32:,}) is the size of a file that is no saved model (not torch.save's zip or "
+        "pickle, nor safetensors): read by hand"
+    ]
 
 
 def test_a_run_stopped_in_a_task_says_why_and_never_that_no_mark_was_lost(exercise):

@@ -22,7 +22,7 @@ import pytest
 from grading_helpers import with_cell
 
 from bertfamily import grading
-from bertfamily.grading import copies, integrity
+from bertfamily.grading import causes, copies, integrity
 from bertfamily.grading.budget import Budget, OverBudget
 from bertfamily.grading.channel import read_names
 from bertfamily.grading.submission import prepare
@@ -49,7 +49,7 @@ def student(exercise):
 
 def test_the_handout_is_read_clean(exercise, answer_names):
     nb = student(exercise)
-    assert integrity.suspicious(nb, exercise) == [] and integrity.typed_answers(nb, exercise, answer_names) == {}
+    assert integrity.suspicious(nb, exercise) == [] and causes.typed_answers(nb, exercise, answer_names) == {}
 
 
 @pytest.mark.parametrize("cid", ["x-course", "forge-course"])
@@ -57,7 +57,7 @@ def test_a_cell_the_student_ids_like_the_graders_copies_is_read(exercise, answer
     nb = with_cell(student(exercise), "distilbert_count = 66362880\nbert_count = 109482240\n" + FORGE, cid)
     said = " ".join(integrity.suspicious(nb, exercise))
     assert "holds the number 66362880" in said and "replaces IPython.display.publish_display_data" in said, said
-    assert set(integrity.typed_answers(nb, exercise, answer_names)) == {"distilbert_count", "bert_count"}
+    assert set(causes.typed_answers(nb, exercise, answer_names)) == {"distilbert_count", "bert_count"}
 
 
 def test_the_course_code_under_a_course_id_is_still_not_the_students(exercise):
@@ -121,15 +121,15 @@ def test_a_typed_answer_below_the_placeholder_is_typed(exercise, answer_names):
     nb = student(exercise)
     task = next(c for c in nb.cells if "distilbert_count = None" in c.source)
     task.source += "\ndistilbert_count = 66362880\nbert_count = 109482240\n"
-    typed = integrity.typed_answers(nb, exercise, answer_names)
+    typed = causes.typed_answers(nb, exercise, answer_names)
     assert set(typed) == {"distilbert_count", "bert_count"}, typed
     nb = with_cell(student(exercise), "distilbert_count = 66362880\nbert_count = 109482240", "typed001", after=4)
-    typed = integrity.typed_answers(nb, exercise, answer_names)  # in a cell of its own: that cell is named
+    typed = causes.typed_answers(nb, exercise, answer_names)  # in a cell of its own: that cell is named
     assert set(typed.values()) == {[c.get("id") for c in nb.cells].index("typed001")}, typed
 
 
 def test_an_untouched_placeholder_is_not_a_typed_answer(exercise, answer_names):
-    assert integrity.typed_answers(student(exercise), exercise, answer_names) == {}
+    assert causes.typed_answers(student(exercise), exercise, answer_names) == {}
 
 
 def huge(exercise, cells=700):

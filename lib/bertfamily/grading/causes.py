@@ -2,7 +2,8 @@
 
 A task is scored on its own checks. When a check reads an answer that was never defined, the feedback
 names the task that defines it and what went wrong there ("task6 needs `int8_mib` from task4 ..."),
-and an error in a line that only prints an earlier task's answer is said, not scored.
+and an error in a line that only prints an earlier task's answer is said, not scored. An answer typed
+rather than computed (:func:`typed_answers`) earns nothing, and the feedback says what it was computed from.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import re
 
 from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.integrity import authored
-from bertfamily.grading.literals import bindings
+from bertfamily.grading.literals import bindings, is_placeholder, literal_names
 from bertfamily.grading.magics import Unreadable, cell_tree
+from bertfamily.grading.student import SOLUTION, cell_tags
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
@@ -77,3 +79,41 @@ def typed_origins(nb, exercise, names) -> dict:
         }
         origins[name] = sorted(used)
     return origins
+
+
+def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
+    """The answers the student typed rather than computed: {name: cell index} for each name in
+    ``answers`` (the names the checks read) that the student's code binds, every binding being made of
+    literals (:func:`literal_names`), whatever wraps them."""
+    trees = []
+    for index, source, _ in authored(nb, exercise):
+        if budget is not None:
+            budget.take(len(source))
+        try:
+            tree = cell_tree(source)
+        except Unreadable:
+            continue  # said by suspicious()
+        if tree is not None:
+            trees.append((index, tree))
+    course = [
+        cell_tree(c.source) for c in exercise.reference.cells if c.cell_type == "code" and SOLUTION not in cell_tags(c)
+    ]
+    given = set(bindings([t for t in course if t is not None])[0])  # the data the course's cells give
+    known = literal_names([t for _, t in trees], given, budget)
+    typed: dict[str, int] = {}
+    for index, tree in trees:
+        for node in ast.walk(tree):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, (ast.AnnAssign, ast.AugAssign))
+                else []
+            )
+            if is_placeholder(getattr(node, "value", None)):
+                continue  # the placeholder (x = None), not where the number was typed
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and name.id in answers and name.id in known:
+                        typed.setdefault(name.id, index)
+    return typed

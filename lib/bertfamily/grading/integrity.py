@@ -8,6 +8,7 @@ reads the code the student wrote (never the course's cells) and says where it do
 instructor to read. An answer typed as a number (``distilbert_count = 66362880``) gains nothing: the
 tasks whose check reads it get no mark, and the row says why.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,13 +34,10 @@ from bertfamily.grading.denylist import (
 )
 from bertfamily.grading.literals import (
     all_folded,
-    bindings,
     chain,
     expected_in_text,
     imported_names,
     in_text_cells,
-    is_placeholder,
-    literal_names,
 )
 from bertfamily.grading.magics import (
     Unreadable,
@@ -55,15 +53,19 @@ def authored(nb, exercise) -> list[tuple[int, str, str]]:
     """The code the student wrote, as (cell index, source, the course's source of that cell or ""):
     solution cells, added cells and course cells the student changed; never the course's own cells,
     restored checks or their copies."""
-    course = {c.id: c.source for c in exercise.reference.cells
-              if c.cell_type == "code" and SOLUTION not in cell_tags(c)}
+    course = {
+        c.id: c.source for c in exercise.reference.cells if c.cell_type == "code" and SOLUTION not in cell_tags(c)
+    }
     found = []
     for index, cell in enumerate(nb.cells):
         cid = cell.get("id") or ""
         # prepare()'s copy of a changed course cell (id "<course id>-course") holds the course's code only:
         # an id the student chose in that form, with code of their own, is read like any other
-        if cell.cell_type != "code" or course.get(cid) == cell.source or (
-                cid.endswith("-course") and course.get(cid.removesuffix("-course")) == cell.source):
+        if (
+            cell.cell_type != "code"
+            or course.get(cid) == cell.source
+            or (cid.endswith("-course") and course.get(cid.removesuffix("-course")) == cell.source)
+        ):
             continue
         found.append((index, cell.source, course.get(cid, "")))
     return found
@@ -98,8 +100,9 @@ def suspicious(nb, exercise, budget=None) -> list[str]:
             found = _findings(tree, imported, expected)
             if course:  # a course cell the student changed: only what the student's version adds, counted
                 # (a second `sys.modules` added beside the course's own is still the student's)
-                known = Counter(_findings(cell_tree(course) or ast.Module(body=[], type_ignores=[]), imported,
-                                          expected))
+                known = Counter(
+                    _findings(cell_tree(course) or ast.Module(body=[], type_ignores=[]), imported, expected)
+                )
                 kept = []
                 for finding in found:
                     if known[finding]:
@@ -154,7 +157,8 @@ def aliased(trees, imported: dict, budget=None) -> dict:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     values = [node.value]
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and isinstance(
-                        node.iter, (ast.List, ast.Tuple, ast.Set)):
+                    node.iter, (ast.List, ast.Tuple, ast.Set)
+                ):
                     targets, values = [node.target], list(node.iter.elts)
                 else:
                     continue
@@ -171,6 +175,7 @@ def aliased(trees, imported: dict, budget=None) -> dict:
 def _expected_values() -> set:
     """The numbers the checks expect (counts and sizes): a student's code that holds one typed it."""
     from bertfamily import checks
+
     values = set(checks.expected_counts()) | set(checks.predicted_file_bytes().values())
     split = checks.distilbert_split()
     return values | {checks.kept_in_fp32(), split["linear weights"], split["embedding tables"]}
@@ -192,8 +197,9 @@ def _findings(tree, imported, expected) -> list[str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if isinstance(node, ast.ImportFrom) and node.level:
-                found.append(f"imports {'.' * node.level}{node.module or ''} (a relative import: code the grader "
-                             "does not read)")
+                found.append(
+                    f"imports {'.' * node.level}{node.module or ''} (a relative import: code the grader does not read)"
+                )
             for module in modules:
                 if _runtime_module(module, node):
                     continue
@@ -201,8 +207,10 @@ def _findings(tree, imported, expected) -> list[str]:
                 if why:
                     found.append(f"imports {module} ({why})")
                 elif module and not _installed(module.split(".")[0]):
-                    found.append(f"imports {module}, which is not installed (a module the run wrote? its code "
-                                 "is not read by the grader)")
+                    found.append(
+                        f"imports {module}, which is not installed (a module the run wrote? its code "
+                        "is not read by the grader)"
+                    )
                 names = [f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [module]
                 if any(n.startswith(CALCULATORS) for n in names + [module]):
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
@@ -217,11 +225,16 @@ def _findings(tree, imported, expected) -> list[str]:
                 names = imported[names[0]].split(".") + names[1:]
             if len(names) >= 2 and (names[-2], names[-1]) in ATTRIBUTES:
                 found.append(f"uses {names[-2]}.{names[-1]}")
-            elif len(names) >= 2 and names[-2] == "checks" and not names[-1].startswith(CHECKS_ALLOWED) \
-                    and not names[-1].isupper():
+            elif (
+                len(names) >= 2
+                and names[-2] == "checks"
+                and not names[-1].startswith(CHECKS_ALLOWED)
+                and not names[-1].isupper()
+            ):
                 found.append(f"asks bertfamily.checks for {names[-1]} (the answer key)")
             if isinstance(node.ctx, (ast.Store, ast.Del)) and any(
-                    isinstance(n, ast.Name) and n.id in imported for n in ast.walk(node.value)):
+                isinstance(n, ast.Name) and n.id in imported for n in ast.walk(node.value)
+            ):
                 # a module's attribute, also through an item or a call ([display][0].x, sys.modules[k].x)
                 owner = ".".join(names[:-1]) or _module_of(node.value, imported) or ast.unparse(node.value)[:40]
                 found.append(f"replaces {owner}.{node.attr}")
@@ -231,29 +244,48 @@ def _findings(tree, imported, expected) -> list[str]:
             found.append(f"names a Python file {node.value[:40]!r} (code the grader does not read)")
         elif numbers.get(id(node)) in expected:
             found.append(f"holds the number {numbers[id(node)]!r}, an answer the checks expect")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and expected_in_text(
-                node.value, expected):
-            found.append(f"holds the number {expected_in_text(node.value, expected)[0]!r} in a text, an answer the "
-                         "checks expect")
-        if isinstance(node, ast.Attribute) and node.attr in CHANNEL_ATTRIBUTES and not (
-                isinstance(node.ctx, (ast.Store, ast.Del)) and any(f.endswith(f".{node.attr}") for f in found)):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (str, bytes))
+            and expected_in_text(node.value, expected)
+        ):
+            found.append(
+                f"holds the number {expected_in_text(node.value, expected)[0]!r} in a text, an answer the checks expect"
+            )
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in CHANNEL_ATTRIBUTES
+            and not (isinstance(node.ctx, (ast.Store, ast.Del)) and any(f.endswith(f".{node.attr}") for f in found))
+        ):
             found.append(f"uses .{node.attr} ({CHANNEL_ATTRIBUTES[node.attr]}), whatever it is reached through")
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                and node.attr in EXPORTER_ATTRIBUTES and not any(f.endswith(f".{node.attr}") for f in found):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            and node.attr in EXPORTER_ATTRIBUTES
+            and not any(f.endswith(f".{node.attr}") for f in found)
+        ):
             found.append(f"replaces .{node.attr} (what the grader's exporter runs through), whatever holds it")
         if isinstance(node, ast.Attribute) and node.attr in DUNDERS:
             found.append(f"uses .{node.attr} (reaches the interpreter's machinery)")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DUNDERS:
             found.append(f"names {node.value!r} (reaches the interpreter's machinery)")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-                node.value in EXPORTER_ATTRIBUTES or node.value in CHANNEL_ATTRIBUTES):  # setattr(json, "dumps", f)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and (node.value in EXPORTER_ATTRIBUTES or node.value in CHANNEL_ATTRIBUTES)
+        ):  # setattr(json, "dumps", f)
             found.append(f"names {node.value!r} in a text (what the grader's exporter runs through)")
         elif isinstance(node, ast.keyword) and node.arg in EXPORTER_ATTRIBUTES:  # SimpleNamespace(dumps=f)
             found.append(f"passes {node.arg}= (what the grader's exporter runs through)")
         elif isinstance(node, ast.Attribute) and node.attr in ("update_wrapper", "wraps"):
             found.append(f"uses .{node.attr} ({NAMES[node.attr]})")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
-                and len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and not isinstance(node.args[1], ast.Constant)
+        ):
             found.append(f"uses {node.func.id} with a computed name (an attribute the grader cannot read)")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in SHADOWED:
             found.append(f"defines {node.name} (shadows what the grader's exporter uses)")
@@ -261,11 +293,17 @@ def _findings(tree, imported, expected) -> list[str]:
             found.append(f"assigns {node.id} (shadows what the grader's exporter uses)")
         elif isinstance(node, ast.alias) and node.asname in SHADOWED and node.asname != node.name:
             found.append(f"imports something as {node.asname} (shadows what the grader's exporter uses)")
-        if isinstance(node, ast.ClassDef) and (node.name.endswith(("Model", "Linear", "Module"))
-                                               or any("Module" in ".".join(chain(b)) for b in node.bases)):
+        if isinstance(node, ast.ClassDef) and (
+            node.name.endswith(("Model", "Linear", "Module")) or any("Module" in ".".join(chain(b)) for b in node.bases)
+        ):
             found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("system", "getoutput") and on_ipython(node.func) and not _pip_line(node):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("system", "getoutput")
+            and on_ipython(node.func)
+            and not _pip_line(node)
+        ):
             found.append("runs a shell command (!)")
     return found
 
@@ -275,8 +313,9 @@ def _runtime_module(module: str, node) -> bool:
     import drive``, ``import google.colab``, ``from google import colab``, ``from IPython.display import
     display``."""
     names = [module] + ([f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [])
-    return any(n == r or n.startswith(r + ".") for n in names[1:] or names for r in RUNTIME_MODULES) or \
-        any(module == r or module.startswith(r + ".") for r in RUNTIME_MODULES)
+    return any(n == r or n.startswith(r + ".") for n in names[1:] or names for r in RUNTIME_MODULES) or any(
+        module == r or module.startswith(r + ".") for r in RUNTIME_MODULES
+    )
 
 
 def _pip_line(node) -> bool:
@@ -319,40 +358,10 @@ def _only_magics(tree) -> bool:
                 return False
             call = parent.get(id(attribute))
             # a shell command (``!ls``: get_ipython().system) is said as one by _findings, in those words
-            if not isinstance(call, ast.Call) or call.func is not attribute or (
-                    magic_call(call) is None and attribute.attr not in ("system", "getoutput")):
+            if (
+                not isinstance(call, ast.Call)
+                or call.func is not attribute
+                or (magic_call(call) is None and attribute.attr not in ("system", "getoutput"))
+            ):
                 return False
     return True
-
-
-def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
-    """The answers the student typed rather than computed: {name: cell index} for each name in
-    ``answers`` (the names the checks read) that the student's code binds, every binding being made of
-    literals (:func:`literal_names`), whatever wraps them."""
-    trees = []
-    for index, source, _ in authored(nb, exercise):
-        if budget is not None:
-            budget.take(len(source))
-        try:
-            tree = cell_tree(source)
-        except Unreadable:
-            continue  # said by suspicious()
-        if tree is not None:
-            trees.append((index, tree))
-    course = [cell_tree(c.source) for c in exercise.reference.cells
-              if c.cell_type == "code" and SOLUTION not in cell_tags(c)]
-    given = set(bindings([t for t in course if t is not None])[0])  # the data the course's cells give
-    known = literal_names([t for _, t in trees], given, budget)
-    typed: dict[str, int] = {}
-    for index, tree in trees:
-        for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
-            if is_placeholder(getattr(node, "value", None)):
-                continue  # the placeholder (x = None), not where the number was typed
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and name.id in answers and name.id in known:
-                        typed.setdefault(name.id, index)
-    return typed
-

@@ -356,11 +356,6 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
     )
 
 
-#: The folder Moodle's download gives a participant's files ("Full name_12345_assignsubmission_file_"), also
-#: at the start of a file's name where the download was not in folders.
-MOODLE_FOLDER = re.compile(r"^(.+?_\d+_assignsubmission_file_)", re.DOTALL)
-
-
 def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> Path | None:
     """``folder/moodle-feedback.zip`` for Moodle's "Upload multiple feedback files in a zip": each Moodle
     submission's feedback (:func:`feedback_text`) in a folder named as Moodle's download named the participant's
@@ -372,7 +367,10 @@ def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> 
 
     entries = {}
     for r, name in feedback_files(rows):
-        found = next((m[1] for m in map(MOODLE_FOLDER.match, reversed(Path(r.submission).parts)) if m), None)
+        # the folder Moodle's download gave the participant's files, or the start of the file's name where the
+        # download was not in folders ("Full name_12345_assignsubmission_file_...")
+        folders = (m for m in map(MOODLE_FOLDER.match, reversed(Path(r.submission).parts)) if m)
+        found = next((m[0] for m in folders if m[0].endswith("_assignsubmission_file_")), None)
         if found:
             entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
     if not entries:

@@ -22,7 +22,7 @@ import nbformat
 
 from bertfamily.grading import integrity
 from bertfamily.grading.budget import Budget, OverBudget
-from bertfamily.grading.causes import answer_tasks, needs, typed_origins, undefined_name
+from bertfamily.grading.causes import answer_tasks, needs, typed_answers, typed_origins, undefined_name
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.hub import served_in, served_note
@@ -252,7 +252,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
     budget = Budget()  # the grader's reading of the code: bounded in time and size, whatever the notebook
     try:
-        typed = integrity.typed_answers(nb, exercise, set().union(*reads.values()), budget)
+        typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
         said = integrity.suspicious(nb, exercise, budget)
         origins = typed_origins(nb, exercise, typed)
     except OverBudget as exc:  # not read: the instructor reads it; the marks come from the run alone
@@ -339,11 +339,11 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                 if why:
                     found.append(why)
                     feedback.append(why)
+                    score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
+                    verdicts["partial"] = False
                 elif isinstance(value, dict) and value.get("plain") in _sizes_before(results, index, "unsaved"):
                     score.flags.append(f"{task.name}: `{name}` ({value['plain']:,}) is the size of a file that is no "
                                        "saved model (not torch.save's zip or pickle, nor safetensors): read by hand")
-                    score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
-                    verdicts["partial"] = False
             for name in _for_the_instructor(source):
                 text = (answers.get(name) or {}).get("plain")
                 if isinstance(text, str) and text.strip():
