@@ -885,3 +885,33 @@ def test_moodle_feedback_goes_back_in_one_zip_as_moodle_takes_it(tmp_path, exerc
     assert "handed in: 2026-11-27T23:58:00+01:00" in text and "<b>" not in text
     assert lms.write_moodle_feedback_zip(rows[2:], exercise, tmp_path / "none", rules) is None
     assert not (tmp_path / "none" / "moodle-feedback.zip").exists()
+
+
+def test_moodle_4_1s_folders_without_the_last_underscore_are_its_participants(tmp_path, exercise):
+    """The lecturer, round 5b (N3): Moodle 4.1 and later name a download's folders "..._assignsubmission_file"
+    (mod/assign/classes/downloader.php): every submission matched no one and each Moodle grade came out blank."""
+    import zipfile
+
+    moodle = tmp_path / "moodle"
+    _touch(moodle / "Zoë Wang_2384730_assignsubmission_file" / "ex.ipynb")
+    _touch(moodle / "Wei Li_2384731_assignsubmission_onlinetext" / "onlinetext.html")
+    found = {f.path.parent.name: f for f in lms.find([moodle])}
+    zoe = found["Zoë Wang_2384730_assignsubmission_file"]
+    assert (zoe.layout, zoe.key, zoe.notebook) == ("moodle", "2384730", True)
+    assert set(found) == {"Zoë Wang_2384730_assignsubmission_file"}  # an online text is no file handed in
+    names = [t.name for t in exercise.graded]
+    row = _row(zoe.display, dict.fromkeys(names, 1), student="2384730")
+    path = lms.write_moodle_feedback_zip([row], exercise, tmp_path / "feedback")
+    with zipfile.ZipFile(path) as archive:
+        assert archive.namelist() == ["Zoë Wang_2384730_assignsubmission_file/2384730.md"]
+
+
+def test_two_files_of_one_student_at_one_time_are_said_in_the_terminal(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 5b (N4): Moodle's worksheet gives all of a participant's files one time; Zoë's draft,
+    whose name sorts last, counted, and only the counts column said so."""
+    klass, roster, _ = _class(tmp_path, n=2)
+    text = (klass / "s0.ipynb").read_text(encoding="utf-8")
+    _touch(klass / "s0_zdraft.ipynb", text, when="2026-03-01T12:00+01:00")
+    assert _run(tmp_path, klass, roster) == 0
+    err = capsys.readouterr().err
+    assert "1 submission tied with another of the student's (one time for both)" in err and "s0.ipynb" in err, err

@@ -112,15 +112,81 @@ def test_a_size_measured_on_random_bytes_is_known_from_a_saved_models(tmp_path):
     torch.save(weights, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
     save_file(weights, str(tmp_path / "model.safetensors"))
     (tmp_path / "fake.pt").write_bytes(os.urandom(3 * 2**20 + 7))
+    # round 9b (N2): a zip's first four bytes, or a safetensors-like length, in front of random bytes
+    (tmp_path / "zip.pt").write_bytes(b"PK\x03\x04" + os.urandom(3 * 2**20 + 11))
+    (tmp_path / "st.pt").write_bytes(
+        (20).to_bytes(8, "little") + b'{"w": {"data_offsets": [0, 4]}}' + os.urandom(2**21)
+    )
     sizes, unsaved = nbval_worker.file_sizes([str(tmp_path)])
-    assert unsaved == {3 * 2**20 + 7} and len(sizes) == 4, (sizes, unsaved)
+    assert len(unsaved) == 3 and len(sizes) == 6, (sizes, unsaved)
     folder = os.open(tmp_path, os.O_RDONLY)
     try:
-        assert [trees.saved(n, folder) for n in ("model.pt", "old.pt", "model.safetensors", "fake.pt")] == [
-            True,
-            True,
-            True,
-            False,
-        ]
+        names = ("model.pt", "old.pt", "model.safetensors", "fake.pt", "zip.pt", "st.pt")
+        assert [trees.saved(n, folder) for n in names] == [True, True, True, False, False, False]
     finally:
         os.close(folder)
+
+
+def test_the_feedbacks_code_spans_are_read_in_one_pass():
+    """Round 9b (N4): a pattern for code spans took time cubic in a run of backticks (2,500 in a student's
+    explanation: 42 s of the grader's own process, after every limit). Spans are matched run to run now."""
+    item = textsafe.markdown_item
+    assert item("`a [b]` [c] ``d`e`` `f [g]") == "`a [b]` \\[c] ``d`e`` `f \\[g]"  # an unmatched fence is text
+    hostile = "`" * 4_000 + "x" + "``" * 3_000 + " [a]" * 10_000
+    assert item(hostile).count("\\[a]") == 10_000
+
+
+# round 9b: the helper's re-check of these fixes
+
+
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        (
+            "import json\ndef use(e, w):\n    e.__class__ = w\nuse(json._default_encoder, object)",
+            "replaces an object's class",
+        ),
+        ("import argparse, json\nargparse.ArgumentParser().parse_args([], namespace=json)", "passes namespace="),
+        ("import logging.config\nlogging.config.dictConfig({'version': 1})", "uses config.dictConfig"),
+        ("from logging.config import dictConfig\ndictConfig({'version': 1})", "uses dictConfig"),
+    ],
+)
+def test_more_routes_to_set_a_modules_attributes_are_said(exercise, source, said):
+    nb = with_cell(grading.student_version(exercise.reference), source)
+    found = " ".join(integrity.suspicious(nb, exercise))
+    assert said in found, found
+
+
+def test_an_honest_timing_decorator_with_functools_wraps_is_not_said(exercise):
+    honest = (
+        "import functools, time\nfrom functools import wraps\n"
+        "def timed(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n"
+        "def timed2(f):\n    @wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n"
+    )
+    nb = with_cell(grading.student_version(exercise.reference), honest)
+    assert integrity.suspicious(nb, exercise) == []
+
+
+def test_the_exporter_writes_its_json_itself_whatever_the_kernels_json_says(tmp_path, monkeypatch):
+    """Round 9b (N1): a notebook replaced json's encoder through routes no list names (an object's __class__,
+    argparse, logging.config). The exporter no longer runs through the kernel's json: replaced, nothing changes."""
+    import json
+    import runpy
+
+    import torch
+
+    from bertfamily.grading import channel
+
+    path = tmp_path / "exporter.py"
+    path.write_text(channel.EXPORTER, encoding="utf-8")
+    names = {"n": 66362880, "x": 0.39, "s": 'q"\\\n\x01é😀\ud800', "nan": float("nan"), "m": torch.nn.Linear(2, 2)}
+    honest = runpy.run_path(str(path))["answers"](names, [*names, "gone"])
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: '{"n": {"plain": 1}}')
+    monkeypatch.setattr(json, "_default_encoder", None)
+    assert runpy.run_path(str(path))["answers"](names, [*names, "gone"]) == honest
+    monkeypatch.undo()
+    back = json.loads(honest)
+    assert back["n"] == {"plain": 66362880} and back["x"] == {"plain": 0.39} and back["s"] == {"plain": names["s"]}
+    assert (
+        back["gone"] == {"missing": True} and back["m"]["values"] == 6 and back["nan"]["plain"] != back["nan"]["plain"]
+    )

@@ -15,7 +15,7 @@ from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.integrity import authored
 from bertfamily.grading.literals import bindings, is_placeholder, literal_names
 from bertfamily.grading.magics import Unreadable, cell_tree
-from bertfamily.grading.student import SOLUTION, cell_tags
+from bertfamily.grading.student import SOLUTION, cell_tags, targets_of
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
@@ -103,13 +103,7 @@ def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
     typed: dict[str, int] = {}
     for index, tree in trees:
         for node in ast.walk(tree):
-            targets = (
-                node.targets
-                if isinstance(node, ast.Assign)
-                else [node.target]
-                if isinstance(node, (ast.AnnAssign, ast.AugAssign))
-                else []
-            )
+            targets = targets_of(node)
             if is_placeholder(getattr(node, "value", None)):
                 continue  # the placeholder (x = None), not where the number was typed
             for target in targets:

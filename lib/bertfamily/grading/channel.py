@@ -21,7 +21,34 @@ ANSWERS_MIME = "application/vnd.bertfamily.answers+json"
 #: The grader's exporter, run inside the kernel by one line put before each graded check cell.
 #: It never raises (an honest notebook must not fail because of it) and prints nothing.
 EXPORTER = r'''
-import json, numbers
+import numbers
+
+
+def _escape(code):
+    if code > 0xFFFF:  # a surrogate pair
+        return _escape(0xD800 + ((code - 0x10000) >> 10)) + _escape(0xDC00 + ((code - 0x10000) & 0x3FF))
+    return "\\u%04x" % code
+
+
+def _text(value):
+    # JSON of the answers written here, with the methods of Python's own types only (which no kernel can
+    # change): not through the kernel's json module, whose functions and encoder a notebook can replace
+    if value is None or value is True or value is False:
+        return {None: "null", True: "true", False: "false"}[value]
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if value != value:
+            return "NaN"
+        return float.__repr__(value) if abs(value) != float("inf") else ("Infinity" if value > 0 else "-Infinity")
+    if kind is str:  # ASCII, as json.dumps writes it: a lone surrogate cannot break the message
+        return '"' + "".join([c if " " <= c < "\x7f" and c not in '"\\' else _escape(ord(c)) for c in value]) + '"'
+    if kind is list:
+        return "[" + ", ".join([_text(v) for v in value]) + "]"
+    if kind is dict:
+        return "{" + ", ".join([_text(str(k)) + ": " + _text(v) for k, v in value.items()]) + "}"
+    raise TypeError(f"not an answer's part: {kind.__name__}")
 
 
 def _summary(value, torch):
@@ -75,9 +102,9 @@ def answers(namespace, names):
         out = {}
         for name in names:
             out[name] = _value(namespace[name]) if name in namespace else {"missing": True}
-        return json.dumps(out, allow_nan=True)
+        return _text(out)
     except Exception as exc:
-        return json.dumps({"__error__": f"{type(exc).__name__}: {exc}"[:200]})
+        return _text({"__error__": str(f"{type(exc).__name__}: {exc}")[:200]})
 
 
 def export(namespace, names, cell):

@@ -39,6 +39,8 @@ NAMES = {
     "get_ipython": "reaches the kernel's machinery",
     "update_wrapper": "copies one object's attributes onto another (a module's too)",
     "wraps": "copies one object's attributes onto another (a module's too)",
+    "dictConfig": "sets attributes on what it makes (logging.config)",
+    "fileConfig": "sets attributes on what it makes (logging.config)",
     "setattr": "sets attributes by name",
     "delattr": "deletes attributes by name",
     "globals": "edits the namespace by name",
@@ -123,6 +125,8 @@ CALCULATORS = (
     "bertfamily.checks",
 )
 ATTRIBUTES = {
+    ("config", "dictConfig"),
+    ("config", "fileConfig"),
     ("sys", "modules"),
     ("sys", "settrace"),
     ("sys", "setprofile"),

@@ -193,6 +193,10 @@ def _findings(tree, imported, expected) -> list[str]:
     found = []
     numbers = all_folded(tree)  # every number the code holds, at any depth (one pass)
     own = imported_names(tree)  # what this cell imports itself is said as "imports ..."
+    defining = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # @functools.wraps(f) on a def: honest
+    decorating = {
+        id(n) for f in ast.walk(tree) if isinstance(f, defining) for d in f.decorator_list for n in ast.walk(d)
+    }
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -214,7 +218,7 @@ def _findings(tree, imported, expected) -> list[str]:
                 names = [f"{module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else [module]
                 if any(n.startswith(CALCULATORS) for n in names + [module]):
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
-        elif isinstance(node, ast.Name) and node.id in NAMES:
+        elif isinstance(node, ast.Name) and node.id in NAMES and not (node.id == "wraps" and id(node) in decorating):
             found.append(f"uses {node.id} ({NAMES[node.id]})")
         elif isinstance(node, ast.Name) and node.id in imported and node.id not in own and _risky(imported[node.id]):
             # a module another cell imported (the course's set-up cell imports subprocess and importlib)
@@ -277,7 +281,9 @@ def _findings(tree, imported, expected) -> list[str]:
             found.append(f"names {node.value!r} in a text (what the grader's exporter runs through)")
         elif isinstance(node, ast.keyword) and node.arg in EXPORTER_ATTRIBUTES:  # SimpleNamespace(dumps=f)
             found.append(f"passes {node.arg}= (what the grader's exporter runs through)")
-        elif isinstance(node, ast.Attribute) and node.attr in ("update_wrapper", "wraps"):
+        elif (
+            isinstance(node, ast.Attribute) and node.attr in ("update_wrapper", "wraps") and id(node) not in decorating
+        ):
             found.append(f"uses .{node.attr} ({NAMES[node.attr]})")
         elif (
             isinstance(node, ast.Call)
@@ -287,6 +293,10 @@ def _findings(tree, imported, expected) -> list[str]:
             and not isinstance(node.args[1], ast.Constant)
         ):
             found.append(f"uses {node.func.id} with a computed name (an attribute the grader cannot read)")
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr == "__class__":
+            found.append("replaces an object's class (.__class__ = ...)")
+        elif isinstance(node, ast.keyword) and node.arg == "namespace":  # parse_args(namespace=json) sets its names
+            found.append("passes namespace= (what argparse sets attributes on)")
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in SHADOWED:
             found.append(f"defines {node.name} (shadows what the grader's exporter uses)")
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in SHADOWED:

@@ -52,8 +52,9 @@ from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
 # name, which may itself look like another student's prefix: the participant is the FIRST such prefix
 # (the name is matched lazily), so "Mallory_222_assignsubmission_file_Bob_333_assignsubmission_file_x.ipynb"
-# is Mallory's, not Bob's.
-MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)_")
+# is Mallory's, not Bob's. A download in folders names each "Full Name_participant_assignsubmission_file_", or
+# from Moodle 4.1 on "..._assignsubmission_file" (no last "_").
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assign(?:submission|feedback)_(?P<plugin>[a-z]+)(?:_|$)")
 MOODLE_FILE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_file_(?P<file>.+)$", re.DOTALL)
 CANVAS_FILE = re.compile(
     r"^(?P<name>[^\W_]*?)(?P<late>_late)?_(?P<id>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.IGNORECASE | re.DOTALL
@@ -369,8 +370,10 @@ def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> 
     for r, name in feedback_files(rows):
         # the folder Moodle's download gave the participant's files, or the start of the file's name where the
         # download was not in folders ("Full name_12345_assignsubmission_file_...")
-        folders = (m for m in map(MOODLE_FOLDER.match, reversed(Path(r.submission).parts)) if m)
-        found = next((m[0] for m in folders if m[0].endswith("_assignsubmission_file_")), None)
+        folders = ((p, MOODLE_FOLDER.match(p)) for p in reversed(Path(r.submission).parts))
+        found = next(
+            (p if m.end() == len(p) else m[0] for p, m in folders if m and "_assignsubmission_file" in m[0]), None
+        )
         if found:
             entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
     if not entries:

@@ -48,6 +48,13 @@ def cell_tags(cell) -> list:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
+def targets_of(node) -> list:
+    """What an assignment binds (``a = b = 1``: both; ``x: int = 1``, ``x += 1``: x); [] for any other node."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+
+
 def answers(cell) -> list[str]:
     """The names a solution code cell must leave defined: metadata ``answers`` or its top-level assignments."""
     listed = cell.get("metadata", {}).get("answers")
@@ -63,13 +70,7 @@ def answers(cell) -> list[str]:
         raise ValueError(f"solution cell {cell.get('id')} is not valid Python: {exc}") from exc
     names = []
     for node in tree.body:
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, (ast.AnnAssign, ast.AugAssign))
-            else []
-        )
+        targets = targets_of(node)
         for target in targets:
             for sub in ast.walk(target):
                 if isinstance(sub, ast.Name) and sub.id not in names:

@@ -90,10 +90,19 @@ def markdown_item(text: str) -> str:
     definition), and outside its code spans no ``[`` starts a link or an image (``[appeal](https://...)`` in a
     student's error message is shown as it is written)."""
     text = re.sub(r"[\r\n]+", " ", text)
-    parts = re.split(r"((`+).*?(?<!`)\2(?!`))", text)  # text, code span, its fence, text, ...
-    shown = []
-    for index in range(0, len(parts), 3):
-        shown.append(parts[index].replace("[", "\\["))  # HTML: the feedback's writer escapes it (html_text)
-        if index + 1 < len(parts):
-            shown.append(parts[index + 1])
-    return "".join(shown)
+    runs = [m.span() for m in re.finditer(r"`+", text)]  # a code span: a run of backticks to the next as long
+    closing: list[int | None] = [None] * len(runs)  # one pass from the end: each run's next run of its length
+    seen: dict[int, int] = {}
+    for index in range(len(runs) - 1, -1, -1):
+        length = runs[index][1] - runs[index][0]
+        closing[index], seen[length] = seen.get(length), index
+    shown: list[str] = []
+    done, index = 0, 0
+    while index < len(runs):
+        end = closing[index]
+        if end is None:  # no run as long after it: its backticks are text
+            index += 1
+            continue
+        shown += [text[done : runs[index][0]].replace("[", "\\["), text[runs[index][0] : runs[end][1]]]
+        done, index = runs[end][1], end + 1
+    return "".join(shown) + text[done:].replace("[", "\\[")  # HTML: the feedback's writer escapes it (html_text)

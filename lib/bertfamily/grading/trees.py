@@ -103,25 +103,42 @@ def measure(
 
 #: Files this large or larger are asked whether they are a saved model (:func:`saved`).
 FORMAT_BYTES = 2**20
-_MAGIC = (b"PK\x03\x04", b"\x93NUMPY", b"\x89HDF\r\n\x1a\n", b"\x1f\x8b")
+#: How ``torch.save`` began a file before its zip format (the pickled magic number it checks on load).
+_TORCH_PICKLE = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19."
 
 
 def saved(name, dir_fd=None) -> bool:
-    """True where the file starts as a saved model or array does: a zip (``torch.save``, TorchScript), a pickle
-    (``torch.save``'s older format), safetensors (its header's length, then its JSON), numpy's ``.npy``, HDF5 or
-    gzip. Random bytes of a size a model would have are none of these."""
+    """True where the file is laid out as a saved model: ``torch.save``'s zip (a central directory that names a
+    ``data.pkl`` and whose entries hold nearly all of its bytes), its older pickle (its magic number first), or
+    safetensors (a JSON header whose tensors end where the file does). Only headers and directories are read,
+    never unpickled. Random bytes of a size a model would have, with or without a header in front, are none."""
+    import json
+    import zipfile
+
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd)
     except OSError:
         return False
-    try:
-        head = os.pread(fd, 16, 0)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    pickled = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
-    return head.startswith(_MAGIC) or pickled or head[8:9] == b"{"
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            head, size = handle.read(16), os.fstat(fd).st_size
+            if head.startswith(_TORCH_PICKLE):
+                return True
+            if head.startswith(b"PK\x03\x04"):
+                entries = zipfile.ZipFile(handle).infolist()
+                return (
+                    any(e.filename.endswith("data.pkl") for e in entries)
+                    and sum(e.file_size for e in entries[:100_000]) >= 0.9 * size
+                )
+            header = int.from_bytes(head[:8], "little")
+            if head[8:9] != b"{" or header > min(size - 8, 2**26):
+                return False
+            handle.seek(8)
+            tensors = json.loads(handle.read(header))
+            ends = [v["data_offsets"][1] for k, v in tensors.items() if k != "__metadata__"]
+            return bool(ends) and 8 + header + max(ends) == size
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, zipfile.BadZipFile):
+            return False
 
 
 #: A file's size counts as measured only when its bytes were written: most of its length is on disk
