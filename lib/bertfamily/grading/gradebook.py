@@ -155,7 +155,8 @@ def gradebook_fields(exercise: Exercise, roster: bool = False, timed: bool = Fal
     ]
 
 
-FORMULA_AFTER_SEMICOLON = re.compile(r"([;\u061b\uff1b]\s*\"*)([=+\-@])")  # ; and the Arabic and full-width ones
+SEMICOLONS, FORMULA_START = r"[;\u061b\uff1b]", r"[=+\-@]"  # ; and the Arabic and full-width ones
+FORMULA_AFTER_SEMICOLON = re.compile(rf"({SEMICOLONS}\s*\"*)({FORMULA_START})")
 
 
 def csv_cell(value):

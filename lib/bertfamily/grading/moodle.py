@@ -13,7 +13,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from bertfamily.grading.gradebook import FORMULA_AFTER_SEMICOLON, csv_cell, write_csv_atomically
+from bertfamily.grading.gradebook import FORMULA_START, SEMICOLONS, csv_cell, write_csv_atomically
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number
 
@@ -114,14 +114,18 @@ def _grade_and_comment(r: Row | None, max_score, scale: float | None = None) -> 
     return score, _html(said)
 
 
+#: A ";" (or the Arabic or full-width one), then a run of formula characters, each after spaces or quotes.
+_AFTER_SEMICOLON = re.compile(rf"({SEMICOLONS})((?:\s*\"*{FORMULA_START})+)")
+
+
 def _html(text: str) -> str:
     """A comment as Moodle imports it (HTML: a name in it is text, not a tag), in which a formula character after
     a ``;`` (an entity's, ``&gt;=``, or the text's) is an entity too: a spreadsheet that splits on ``;`` starts no
     formula there, and Moodle shows the character itself (csv_cell's apostrophe would show)."""
-    escaped, before = html.escape(text, quote=False), None
-    while escaped != before:  # an entity written here ends in ";" too: until none is followed by one
-        before, escaped = escaped, FORMULA_AFTER_SEMICOLON.sub(lambda m: f"{m[1]}&#{ord(m[2])};", escaped)
-    return escaped
+    # an entity written here ends in ";" too: each formula character of a run after a ";" becomes one (one pass)
+    return _AFTER_SEMICOLON.sub(
+        lambda m: m[1] + re.sub(FORMULA_START, lambda f: f"&#{ord(f[0])};", m[2]), html.escape(text, quote=False)
+    )
 
 
 def _number_or_none(text: str) -> float | None:
