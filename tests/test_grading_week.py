@@ -915,3 +915,16 @@ def test_two_files_of_one_student_at_one_time_are_said_in_the_terminal(tmp_path,
     assert _run(tmp_path, klass, roster) == 0
     err = capsys.readouterr().err
     assert "1 submission tied with another of the student's (one time for both)" in err and "s0.ipynb" in err, err
+
+
+def test_a_students_feedback_names_her_extension(exercise):
+    """The lecturer, round 5b: Søren's feedback said "Canvas marked it LATE" and no late penalty, with no word of
+    the extension that explained both."""
+    names = [t.name for t in exercise.graded]
+    row = _row("canvas/kierkegardsoren_LATE_48205_903304_ex.ipynb", dict.fromkeys(names, 1), student="48205")
+    row.submitted, row.time_from = "2026-11-29T10:00:00+00:00", "the file's modification time; Canvas marked it LATE"
+    rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00", extensions=["48205=2026-12-01T23:59:00+01:00"])
+    text = lms.feedback_text(row, exercise, rules)
+    assert "- your deadline: 2026-12-01T23:59:00+01:00 (an extension; the class's: 2026-11-27T23:59:00+01:00)" in text
+    other = _row("canvas/x_48206_903305_ex.ipynb", dict.fromkeys(names, 1), student="48206")
+    assert "your deadline" not in lms.feedback_text(other, exercise, rules)

@@ -44,6 +44,7 @@ from bertfamily.grading.lateness import (
     MOODLE_EXTENDED,
     MOODLE_ON_TIME,
     MOODLE_STATUS_LATE,
+    due_of,
 )
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import number, utc
@@ -335,6 +336,9 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
         zone = policy.due.tzinfo if policy is not None and policy.due else None
         shown = datetime.fromisoformat(row.submitted).astimezone(zone).isoformat() if zone else row.submitted
         extra.append(f"- handed in: {shown} (from {row.time_from})")
+    extended = due_of(row, policy.extensions, policy.due) if policy is not None and policy.due else None
+    if extended and extended != policy.due:  # an LMS's own word ("Canvas marked it LATE") is read against it
+        extra.append(f"- your deadline: {extended.isoformat()} (an extension; the class's: {policy.due.isoformat()})")
     if row.late:
         extra.append(f"- {row.late}")
     if row.counts and row.counts != "yes":
