@@ -149,6 +149,7 @@ def test_the_feedbacks_code_spans_are_read_in_one_pass():
         ("import argparse, json\nargparse.ArgumentParser().parse_args([], namespace=json)", "passes namespace="),
         ("import logging.config\nlogging.config.dictConfig({'version': 1})", "uses config.dictConfig"),
         ("from logging.config import dictConfig\ndictConfig({'version': 1})", "uses dictConfig"),
+        ("import torch\nM = type('DistilBertModel', (torch.nn.Module,), {})", "builds a class with type(name"),
     ],
 )
 def test_more_routes_to_set_a_modules_attributes_are_said(exercise, source, said):

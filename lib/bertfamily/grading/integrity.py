@@ -307,6 +307,13 @@ def _findings(tree, imported, expected) -> list[str]:
             node.name.endswith(("Model", "Linear", "Module")) or any("Module" in ".".join(chain(b)) for b in node.bases)
         ):
             found.append(f"defines a model class {node.name} (a stand-in for a real model?)")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "type"
+            and len(node.args) == 3
+        ):
+            found.append("builds a class with type(name, bases, namespace) (a stand-in for a real model?)")
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
