@@ -173,7 +173,6 @@ def _main_gradebook(argv) -> int:
         if canvas and not args.canvas_assignment.strip():
             raise ValueError("--canvas needs --canvas-assignment, the assignment's column in Canvas, "
                              "e.g. 'DistilBERT exercise (1234)' (as Canvas's own grade export names it)")
-        points = canvas_points(args.roster, args.canvas_assignment) if canvas else None  # a typo: refused now
         if moodle and not args.moodle_worksheet:
             raise ValueError("--moodle needs --moodle-worksheet, the grading worksheet downloaded from Moodle "
                              "(Moodle matches the grades to its participants by the worksheet's Identifier)")
@@ -182,6 +181,7 @@ def _main_gradebook(argv) -> int:
                              "worksheet and with --regrade")
         worksheet = read_worksheet(args.moodle_worksheet) if args.moodle_worksheet else None
         roster = read_roster(args.roster) if args.roster else worksheet[0] if worksheet else None
+        points = canvas_points(args.roster, args.canvas_assignment) if canvas else None  # a typo: refused now
         found = lms.find(args.submissions)
         written = {f.path.resolve() for f in found}
         for given, label in ((out, "--out"), (canvas, "--canvas"), (moodle, "--moodle")):
