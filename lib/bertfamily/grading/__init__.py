@@ -15,15 +15,16 @@ its own; tests/test_grading_layers.py keeps it so):
 ``mounts``        the sandbox's walls: bubblewrap's mounts and namespaces, the kernel's copy of the course
 ``sandbox``       one sealed run (and the probe run before a class)
 ``verify``        the grader's own check of the answers, outside the kernel; ``integrity`` reads the student's code
-                  (``literals``: which answers are typed rather than computed; ``magics``: the code IPython's
-                  magics run; ``causes``: which task an answer
-                  that was never defined comes from)
+                  (its tables: ``denylist``; ``literals``: which answers are typed rather than computed;
+                  ``magics``: the code IPython's magics run; ``causes``: which task an answer that was never
+                  defined comes from, and the answers typed)
 ``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row
 ``policy``        the lecturer's points (bonus, partial credit), deadline, late policy, which submission counts
 ``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``)
-``gradebook``     what the instructor gets: the gradebook, roster, Canvas import, feedback, summary
-``lms``           Canvas's and Moodle's exports as they come: whose each file is, when; Moodle's worksheet
+``gradebook``     what the instructor gets: the gradebook, roster, feedback, summary
+``lms``           Canvas's and Moodle's exports as they come: whose each file is, when; Moodle's feedback zip;
+                  ``moodle``: its worksheet; ``canvas``: its export's column and points, its import file
 ``fingerprints``, ``journal``, ``cluster``   grading on a Dask cluster
 ``regrade``       the journal of a local run (``--resume``) and the regrade in place (``--regrade``)
 ``cli``           ``bertfamily-grade``, ``python -m bertfamily.grading student|grade|self-check``
