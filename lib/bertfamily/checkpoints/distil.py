@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from .common import Settings
-from .masking import MASKING, MaskingData, masking_scheme, tiny_config
+from .masking import MASKING, MaskingData, tiny_config, train_run
 
 
 @dataclass(frozen=True)
@@ -64,25 +62,12 @@ DISTIL = DistilSettings(
 
 def train_distil_teacher(data: MaskingData, steps: int | None = None, settings: DistilSettings = DISTIL):
     """Lesson 2's teacher (or its first ``steps``), dynamic masking: ``(model, history)``."""
-    from bertfamily.pretraining import tiny_bert, train_mlm
+    from bertfamily.pretraining import tiny_bert
 
     s = settings
-    seed = s.teacher_seed
-    generator = torch.Generator().manual_seed(seed)
-    model = tiny_bert(tiny_config(data, s.teacher_layers, s), seed=seed)
-    masking = masking_scheme(data, "dynamic", generator)
-    torch.manual_seed(seed)  # dropout
-    history = train_mlm(
-        model,
-        masking,
-        steps=steps or s.teacher_steps,
-        batch_size=s.batch,
-        lr=s.teacher_lr,
-        warmup=s.warmup,
-        generator=generator,
-        held_out=data.held_out,
-        eval_every=250,
-        progress=False,
+    model = tiny_bert(tiny_config(data, s.teacher_layers, s), seed=s.teacher_seed)
+    history, _ = train_run(
+        data, model, "dynamic", s.teacher_seed, steps or s.teacher_steps, s, lr=s.teacher_lr, eval_every=250
     )
     return model, history
 
@@ -102,7 +87,6 @@ def distil_student(data: MaskingData, teacher, arm: str, seed: int = 0, settings
 def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int, settings: DistilSettings = DISTIL):
     """One of lesson 2's student runs (or its first ``steps``): ``(student, history)``."""
     from bertfamily.distillation import mlm_triple_loss
-    from bertfamily.pretraining import train_mlm
 
     s = settings
     student = distil_student(data, teacher, arm, seed, s)
@@ -110,20 +94,5 @@ def train_distil_run(data: MaskingData, teacher, arm: str, seed: int, steps: int
     loss = mlm_triple_loss(
         teacher, temperature=s.temperature, alpha_ce=alpha_ce, alpha_mlm=alpha_mlm, alpha_cos=alpha_cos
     )
-    generator = torch.Generator().manual_seed(seed)
-    masking = masking_scheme(data, "dynamic", generator)
-    torch.manual_seed(seed)  # dropout
-    history = train_mlm(
-        student,
-        masking,
-        steps=steps,
-        batch_size=s.batch,
-        lr=s.lr,
-        warmup=s.warmup,
-        generator=generator,
-        held_out=data.held_out,
-        eval_every=s.eval_every,
-        progress=False,
-        loss=loss,
-    )
+    history, _ = train_run(data, student, "dynamic", seed, steps, s, loss=loss)
     return student, history

@@ -122,26 +122,41 @@ def masking_scheme(data: MaskingData, name: str, generator):
     raise ValueError(f"scheme must be one of {list(MASKING.schemes)}, got {name!r}")
 
 
-def train_masking_run(data: MaskingData, scheme: str, seed: int, steps: int, settings: MaskingSettings = MASKING):
-    """One of lesson 1's long runs (or its first ``steps``): ``(model, history, the scheme)``."""
-    from bertfamily.pretraining import tiny_bert, train_mlm
+def train_run(
+    data: MaskingData, model, scheme: str, seed: int, steps: int, settings, *, lr=None, eval_every=None, loss=None
+):
+    """``model`` trained ``steps`` steps, as every tiny-BERT run of lessons 1, 2 and 4 is: ``scheme``'s masks and
+    the batch order from a generator seeded ``seed`` (dropout too), ``settings``' batch, warm-up, learning rate
+    and evaluation interval (``lr`` and ``eval_every`` where they differ), ``loss`` where it is not the
+    masked-LM loss: ``(history, the scheme)``."""
+    from bertfamily.pretraining import train_mlm
 
     s = settings
     generator = torch.Generator().manual_seed(seed)
-    masking, model = masking_scheme(data, scheme, generator), tiny_bert(data.config, seed=seed)
+    masking = masking_scheme(data, scheme, generator)
     torch.manual_seed(seed)  # dropout draws from torch's global generator: each run starts it afresh
     history = train_mlm(
         model,
         masking,
         steps=steps,
         batch_size=s.batch,
-        lr=s.lr,
+        lr=s.lr if lr is None else lr,
         warmup=s.warmup,
         generator=generator,
         held_out=data.held_out,
-        eval_every=s.eval_every,
+        eval_every=s.eval_every if eval_every is None else eval_every,
         progress=False,
+        loss=loss,
     )
+    return history, masking
+
+
+def train_masking_run(data: MaskingData, scheme: str, seed: int, steps: int, settings: MaskingSettings = MASKING):
+    """One of lesson 1's long runs (or its first ``steps``): ``(model, history, the scheme)``."""
+    from bertfamily.pretraining import tiny_bert
+
+    model = tiny_bert(data.config, seed=seed)  # its own seed: no draw of the scheme's generator
+    history, masking = train_run(data, model, scheme, seed, steps, settings)
     return model, history, masking
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from .common import Experiment, Settings, file_name, halve, load_into
-from .masking import MASKING, MaskingData, masking_data, masking_scheme, seed_runs, tiny_config
+from .masking import MASKING, MaskingData, masking_data, seed_runs, tiny_config, train_run
 
 
 @dataclass(frozen=True)
@@ -70,24 +70,8 @@ def sharing_model(data: MaskingData, variant: str, seed: int = 0, settings: Shar
 
 def train_sharing_run(data: MaskingData, variant: str, seed: int, steps: int, settings: SharingSettings = SHARING):
     """One of lesson 4's runs (or its first ``steps``), with dynamic masking: ``(model, history)``."""
-    from bertfamily.pretraining import train_mlm
-
-    s = settings
-    generator = torch.Generator().manual_seed(seed)
-    masking, model = masking_scheme(data, "dynamic", generator), sharing_model(data, variant, seed, s)
-    torch.manual_seed(seed)  # dropout
-    history = train_mlm(
-        model,
-        masking,
-        steps=steps,
-        batch_size=s.batch,
-        lr=s.lr,
-        warmup=s.warmup,
-        generator=generator,
-        held_out=data.held_out,
-        eval_every=s.eval_every,
-        progress=False,
-    )
+    model = sharing_model(data, variant, seed, settings)
+    history, _ = train_run(data, model, "dynamic", seed, steps, settings)
     return model, history
 
 
