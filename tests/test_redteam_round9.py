@@ -28,6 +28,15 @@ from bertfamily.grading import gradebook, integrity, magics, pipeline, scoring, 
         ("import json, functools, types\nfunctools.update_wrapper(json, types.SimpleNamespace())", ".update_wrapper"),
         ("import json, types\nfrom functools import wraps\nwraps(types.SimpleNamespace())(json)", "uses wraps"),
         ("import json\nsetattr(json, 'du' + 'mps', print)", "uses setattr"),
+        # round 9b: routes to set a module's attributes that no list named
+        (
+            "import json\ndef use(e, w):\n    e.__class__ = w\nuse(json._default_encoder, object)",
+            "replaces an object's class",
+        ),
+        ("import argparse, json\nargparse.ArgumentParser().parse_args([], namespace=json)", "passes namespace="),
+        ("import logging.config\nlogging.config.dictConfig({'version': 1})", "uses config.dictConfig"),
+        ("from logging.config import dictConfig\ndictConfig({'version': 1})", "uses dictConfig"),
+        ("import torch\nM = type('DistilBertModel', (torch.nn.Module,), {})", "builds a class with type(name"),
     ],
 )
 def test_other_ways_to_replace_what_the_exporter_runs_through_are_said(exercise, source, said):
@@ -37,11 +46,15 @@ def test_other_ways_to_replace_what_the_exporter_runs_through_are_said(exercise,
 
 
 def test_honest_code_with_json_and_decorators_is_not_said(exercise):
+    """json, lru_cache and a timing decorator with functools.wraps on a def (round 9b flagged it: a false positive)."""
     honest = (
         "import json, functools\n"
         "@functools.lru_cache\n"
         "def size(n):\n    return n * 4\n"
         "print(json.dumps({'bytes': size(3)}, indent=1, default=str))\n"
+        "from functools import wraps\n"
+        "def timed(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n"
+        "def timed2(f):\n    @wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n"
     )
     nb = with_cell(grading.student_version(exercise.reference), honest)
     assert integrity.suspicious(nb, exercise) == []
@@ -137,35 +150,6 @@ def test_the_feedbacks_code_spans_are_read_in_one_pass():
 
 
 # round 9b: the helper's re-check of these fixes
-
-
-@pytest.mark.parametrize(
-    "source, said",
-    [
-        (
-            "import json\ndef use(e, w):\n    e.__class__ = w\nuse(json._default_encoder, object)",
-            "replaces an object's class",
-        ),
-        ("import argparse, json\nargparse.ArgumentParser().parse_args([], namespace=json)", "passes namespace="),
-        ("import logging.config\nlogging.config.dictConfig({'version': 1})", "uses config.dictConfig"),
-        ("from logging.config import dictConfig\ndictConfig({'version': 1})", "uses dictConfig"),
-        ("import torch\nM = type('DistilBertModel', (torch.nn.Module,), {})", "builds a class with type(name"),
-    ],
-)
-def test_more_routes_to_set_a_modules_attributes_are_said(exercise, source, said):
-    nb = with_cell(grading.student_version(exercise.reference), source)
-    found = " ".join(integrity.suspicious(nb, exercise))
-    assert said in found, found
-
-
-def test_an_honest_timing_decorator_with_functools_wraps_is_not_said(exercise):
-    honest = (
-        "import functools, time\nfrom functools import wraps\n"
-        "def timed(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n"
-        "def timed2(f):\n    @wraps(f)\n    def g(*a):\n        return f(*a)\n    return g\n"
-    )
-    nb = with_cell(grading.student_version(exercise.reference), honest)
-    assert integrity.suspicious(nb, exercise) == []
 
 
 def test_the_exporter_writes_its_json_itself_whatever_the_kernels_json_says(tmp_path, monkeypatch):

@@ -66,29 +66,24 @@ def lifted_pins(spec: dict, requires: dict[str, list[str]]) -> dict[str, str]:
     return out
 
 
+def _pip_report(python: Path, args: list[str], env: dict) -> tuple[list | None, str]:
+    """pip's dry run of ``install args`` in ``python``'s environment, installing nothing (``--dry-run --report``):
+    the report's ``install`` items, or None and pip's error where it failed."""
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    return (None, done.stderr.strip()) if done.returncode else (json.loads(done.stdout)["install"], "")
+
+
 def stand_in_requires(python: Path, spec: dict, env: dict) -> dict[str, list[str]]:
     """Each stand-in's ``Requires-Dist``, from pip's dry run of it (nothing installed)."""
     out = {}
     for name in spec["stand_ins"]:
-        done = subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--dry-run",
-                "--quiet",
-                "--report",
-                "-",
-                "--no-deps",
-                f"{name}=={colab_version(spec, name)}",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode == 0:
-            items = json.loads(done.stdout)["install"]
+        items, _ = _pip_report(python, ["--no-deps", f"{name}=={colab_version(spec, name)}"], env)
+        if items is not None:
             out[name] = [line for item in items for line in item["metadata"].get("requires_dist") or []]
     return out
 
@@ -120,27 +115,10 @@ def dry_run(python: Path, requirements: list[str], env: dict, no_deps: bool = Fa
     (normalised name -> version), installing nothing (``--dry-run --report``)."""
     if not requirements:
         return {}
-    done = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--quiet",
-            "--report",
-            "-",
-            *(["--no-deps"] if no_deps else []),
-            *requirements,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        raise RuntimeError(f"pip's dry run of the first cell failed: {done.stderr.strip()[-600:]}")
-    report = json.loads(done.stdout)
-    return {normalise(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]}
+    items, error = _pip_report(python, [*(["--no-deps"] if no_deps else []), *requirements], env)
+    if items is None:
+        raise RuntimeError(f"pip's dry run of the first cell failed: {error[-600:]}")
+    return {normalise(item["metadata"]["name"]): item["metadata"]["version"] for item in items}
 
 
 def reachable(spec: dict, have: dict, would: dict) -> list[str]:
