@@ -239,7 +239,7 @@ def _main_gradebook(argv) -> int:
         for warning in time_warnings(rows, rules.due, moodle_status=worksheet is not None):
             print(f"warning: {warning}", file=sys.stderr)
         rows = policy.apply(rows, rules, exercise)
-        tied = [r.submission for r in rows if "the tie goes to" in r.counts]
+        tied = [r.submission for r in rows if policy.TIE in r.counts]
         if tied:  # one time for all of a participant's files (Moodle's worksheet): which one counts is a guess
             print(f"warning: {len(tied)} submission{'s' * (len(tied) != 1)} tied with another of the student's (one "
                   f"time for both): the name that sorts last counts; check which the student meant (counts column): "

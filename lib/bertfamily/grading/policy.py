@@ -86,6 +86,9 @@ class Policy:
         return "; ".join(parts)
 
 
+#: What a submission's ``counts`` says where another of the student's had the same time (the grading command
+#: looks for these words to say so).
+TIE = "the tie goes to the name that sorts last, check which the student meant"
 COUNT_WORDS = {
     "latest-before-deadline": "the latest before the deadline (else the latest, late)",
     "latest": "the latest",
@@ -330,10 +333,7 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
         why = COUNT_WORDS[policy.counts]
         tied = [r for r in mine if r is not chosen and r.status != "invalid" and _when(r) == _when(chosen)]
         if tied and policy.counts != "best":  # one time for both (Moodle's worksheet has one a participant)
-            why += (
-                f"; handed in at the same time as {', '.join(r.submission for r in tied)}: the tie goes to the "
-                "name that sorts last, check which the student meant"
-            )
+            why += f"; handed in at the same time as {', '.join(r.submission for r in tied)}: {TIE}"
         for r in mine:
             r.counts = "yes" if r is chosen else f"no: {chosen.submission} counts ({why})"
     return rows

@@ -333,6 +333,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                                        "(the grader's exporter was stopped in the kernel)")
                 continue
             sizes = _sizes_before(results, index) if measured else set()
+            unsaved = _sizes_before(results, index, "unsaved") if measured else set()
             for name in sorted(set(read_names(source)) & measured):
                 value = answers.get(name)
                 why = _not_a_file(name, value.get("plain") if isinstance(value, dict) else None, sizes)
@@ -341,7 +342,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                     feedback.append(why)
                     score.flags.append(f"{task.name}: `{name}` is not the size of a file the run wrote")
                     verdicts["partial"] = False
-                elif isinstance(value, dict) and value.get("plain") in _sizes_before(results, index, "unsaved"):
+                elif isinstance(value, dict) and value.get("plain") in unsaved:
                     score.flags.append(f"{task.name}: `{name}` ({value['plain']:,}) is the size of a file that is no "
                                        "saved model (not torch.save's zip or pickle, nor safetensors): read by hand")
             for name in _for_the_instructor(source):
