@@ -45,8 +45,9 @@ help:
 # The virtual environment is (re)made only when pyproject.toml changed since the last install.
 # uv installs the same versions as pip (checked: the same `pip list`) in 40 s instead of 90; it does
 # not read pip's configuration, so pip's find-links (where a machine keeps its torch wheel) are passed
-# on. Where uv fails, pip installs as before. pip and uv themselves come from the lock too (an unpinned uv
-# took a release of the day before CI ran, and the lock test failed on it). --compile-bytecode, as pip does: without the .pyc files,
+# on. Where uv fails, pip installs as before. pip and uv themselves come from the lock too (an unpinned
+# uv took a release of the day before CI ran, and the lock test failed on it). --compile-bytecode, as
+# pip does: without the .pyc files,
 # where PYTHONDONTWRITEBYTECODE is set (as on these machines), every process and kernel of make test
 # would compile torch and transformers from source (their import: 16 s instead of 6).
 UV_LINKS = $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
