@@ -10,6 +10,12 @@ from benchmarks.book import page_weight_table
 # what the book shows lives in the package (the appendix page reads it on Colab too)
 from bertfamily.measurements import masking_table, notebook_table
 
+#: How ``make_test``'s ``cpu_s`` was counted (benchmarks.commands.CpuMeter), in the report's words.
+CPU_MEASURES = {
+    "cgroup": "counted by a cgroup of its own, the sandboxes' and the browser's processes included",
+    "waited-for processes": "the processes waited for only: the sandboxes' and the browser's are left out",
+}
+
 
 def markdown(result: dict) -> str:
     """The whole result as a markdown page (``results.md``)."""
@@ -109,7 +115,9 @@ def markdown(result: dict) -> str:
             + (f" ({mt['pytest']})" if mt.get("pytest") else "")
             + f": {mt['verdict']}."
             + (
-                f" CPU time of its whole process tree (user + system): {mt['cpu_s'] / 60:.1f} minutes "
+                f" CPU time of every process it started (user + system, "
+                f"{CPU_MEASURES.get(mt.get('cpu_measure'), CPU_MEASURES['waited-for processes'])}): "
+                f"{mt['cpu_s'] / 60:.1f} minutes "
                 f"(budget {b['make_test_cpu_s'] / 60:.0f}), a figure the machine's load moves less than wall time."
                 if mt.get("cpu_s") is not None
                 else ""
@@ -125,7 +133,7 @@ def markdown(result: dict) -> str:
             top = list(mt["units_cpu_s"].items())[:8]
             out += [
                 "Where its CPU went, by unit of work (CPU seconds of the test workers and the processes they "
-                "waited for): "
+                "waited for; the sandboxes' and Chromium's are not among them): "
                 + ", ".join(f"{unit} {cpu:.0f}" for unit, cpu in top)
                 + f"; all units {sum(mt['units_cpu_s'].values()):.0f}.",
                 "",

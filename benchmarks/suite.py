@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from benchmarks import ROOT
-from benchmarks.commands import children_cpu_s, timed
+from benchmarks.commands import CpuMeter, timed
 
 
 def unit_test_time() -> dict:
@@ -41,17 +41,21 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     pytest's closing line and the load average before and after (the machine is part of the number).
     ``cmd`` is there for the tests, which time a stand-in instead. ``units``: the seconds each unit of
     work took (a test file, a notebook, a group of files sharing one result), as conftest.py writes
-    them; the next `make test` hands out the longest first. ``units_cpu_s``: the CPU seconds of each (its
-    tests' worker processes and the kernels, sandboxes and builds they waited for), which the machine's load
-    moves less."""
+    them; the next `make test` hands out the longest first. ``cpu_s``: the CPU seconds of every process
+    the command started (:class:`~benchmarks.commands.CpuMeter`; ``cpu_measure`` says how they were
+    counted), which the machine's load moves less than wall time. ``units_cpu_s``: the CPU seconds of each unit (its
+    tests' worker processes and the kernels and builds they waited for: the sandboxes' and Chromium's
+    processes are not in them, so they add up to less than ``cpu_s``)."""
     start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before = [round(x, 2) for x in os.getloadavg()]
     units_file = Path(tempfile.mkdtemp(prefix="bertfamily-units-")) / "units.json"
     env = {**os.environ, "BERTFAMILY_UNIT_TIMES": str(units_file)}  # conftest.py writes each unit's seconds
-    cpu0 = children_cpu_s()
+    meter = CpuMeter()
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+        done = subprocess.run(
+            list(cmd), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, preexec_fn=meter.preexec
+        )
         rc, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as expired:
         rc = None
@@ -62,7 +66,8 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         )
         output += f"\ntimed out after {timeout} s"
     wall = round(time.perf_counter() - t0, 2)
-    cpu = round(children_cpu_s() - cpu0, 1)
+    cpu = round(meter.seconds(), 1)
+    meter.close()
     cpu_file = units_file.with_suffix(".cpu.json")
     try:
         units = json.loads(units_file.read_text(encoding="utf-8"))
@@ -78,6 +83,7 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         "date": start,
         "wall_s": wall,
         "cpu_s": cpu,
+        "cpu_measure": meter.measure,
         "returncode": rc,
         "status": "ok" if rc == 0 else "failed",
         "pytest": pytest_closing(output),

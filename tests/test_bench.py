@@ -20,6 +20,7 @@ import pytest
 from benchmarks import run as bench
 from benchmarks.book import page_weight_table, page_weights
 from benchmarks.browser import outside_event_loop
+from benchmarks.commands import CPUACCT, cgroup_can_be_made
 from benchmarks.masking import masking_comparison
 from benchmarks.memory import TreePeak
 from benchmarks.notebooks import run_notebook
@@ -320,6 +321,36 @@ def test_make_test_is_measured_whole_and_recorded():
     hanging = (sys.executable, "-c", "import time; time.sleep(600)")
     found = make_test_time(cmd=hanging, cwd=ROOT, timeout=1)
     assert found["status"] == "failed" and found["returncode"] is None and "timed out after 1 s" in found["output_tail"]
+
+
+#: A command whose grandchild leaves its tree: the child forks it and exits unwaited-for (the grandchild is
+#: reparented, as a sandbox's processes or Chromium's helpers are), the grandchild spins 1 s of CPU and
+#: says so by a file, which the command waits for.
+ORPHAN = """
+import os, sys, time
+done = sys.argv[1]
+if os.fork() == 0:
+    if os.fork() == 0:
+        end = time.process_time() + 1.0
+        while time.process_time() < end:
+            pass
+        open(done, "w").close()
+    os._exit(0)
+os.wait()
+while not os.path.exists(done):
+    time.sleep(0.05)
+time.sleep(0.2)  # the grandchild's exit, after its file
+"""
+
+
+def test_the_cpu_of_processes_that_leave_the_tree_is_counted_where_a_cgroup_can_be_made(tmp_path):
+    found = make_test_time(cmd=(sys.executable, "-c", ORPHAN, str(tmp_path / "done")), cwd=ROOT)
+    assert found["status"] == "ok", found
+    if cgroup_can_be_made():  # as root (CI): the orphan's second of CPU is in the group's count
+        assert found["cpu_measure"] == "cgroup" and found["cpu_s"] >= 1.0, found
+    else:  # where no cgroup can be made: the waited-for processes only, and the record says so
+        assert found["cpu_measure"] == "waited-for processes" and found["cpu_s"] < 1.0, found
+    assert not list(CPUACCT.glob("bertfamily-bench-*"))  # the group is removed
 
 
 def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
