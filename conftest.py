@@ -106,17 +106,28 @@ _counting = [False]  # whether this process adds them up: the controller, which 
 _cpu_mark = [0.0]  # the CPU seconds of this process and its finished children at the last report
 
 
+_meter: list = [None]  # a worker's own cgroup (benchmarks.commands.CpuMeter), where one can be made
+
+
 def _cpu_s() -> float:
-    """CPU seconds (user + system) of this process and of every child it has waited for (kernels,
-    sandboxes, builds: their own children included once they end)."""
+    """CPU seconds (user + system) of this worker and of every process it started: counted by the worker's
+    own cgroup where one can be made (sandboxes and browsers included), else this process and the
+    children it has waited for (kernels, builds: their own children included once they end)."""
     import resource
 
+    if _meter[0] is not None and _meter[0].measure == "cgroup":
+        return _meter[0].seconds()
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pytest_configure(config):
     _counting[0] = bool(UNIT_TIMES) and not hasattr(config, "workerinput")  # a pytest-xdist worker has it
+    if UNIT_TIMES:  # each process that runs tests counts in a subgroup of make test's own group
+        from benchmarks.commands import CpuMeter, current_group
+
+        _meter[0] = CpuMeter(current_group())
+        _meter[0].join()
 
 
 def pytest_collection_finish(session):

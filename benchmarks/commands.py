@@ -47,6 +47,15 @@ def cgroup_can_be_made(root: Path = CPUACCT) -> bool:
     return root.is_dir() and os.access(root, os.W_OK)
 
 
+def current_group(root: Path = CPUACCT) -> Path:
+    """This process's cpuacct group (cgroup v1: a group's usage holds its subgroups')."""
+    for line in Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            return root / path.lstrip("/")
+    return root
+
+
 class CpuMeter:
     """The CPU seconds of a command and of every process it starts, however far they go from it.
 
@@ -76,8 +85,16 @@ class CpuMeter:
             return children_cpu_s() - self._start
         return int((self.group / "cpuacct.usage").read_text(encoding="ascii")) / 1e9
 
+    def join(self) -> None:
+        """Move this process (and so every process it starts from now on) into the group."""
+        self.preexec()
+
     def close(self) -> None:
-        """Remove the group (a process of the command still alive keeps it, and is left as it is)."""
+        """Remove the group and the subgroups its processes made (a process of the command still alive
+        keeps its group, which is left as it is)."""
         if self.group is not None:
+            for group in sorted((p for p in self.group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                with contextlib.suppress(OSError):
+                    group.rmdir()
             with contextlib.suppress(OSError):
                 self.group.rmdir()

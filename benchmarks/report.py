@@ -132,8 +132,12 @@ def markdown(result: dict) -> str:
         if mt.get("units_cpu_s"):
             top = list(mt["units_cpu_s"].items())[:8]
             out += [
-                "Where its CPU went, by unit of work (CPU seconds of the test workers and the processes they "
-                "waited for; the sandboxes' and Chromium's are not among them): "
+                "Where its CPU went, by unit of work (CPU seconds of the test workers and "
+                + (
+                    "every process they started, each worker counted by a cgroup of its own): "
+                    if mt.get("cpu_measure") == "cgroup"
+                    else "the processes they waited for; the sandboxes' and Chromium's are not among them): "
+                )
                 + ", ".join(f"{unit} {cpu:.0f}" for unit, cpu in top)
                 + f"; all units {sum(mt['units_cpu_s'].values()):.0f}.",
                 "",

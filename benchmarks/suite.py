@@ -44,8 +44,8 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     them; the next `make test` hands out the longest first. ``cpu_s``: the CPU seconds of every process
     the command started (:class:`~benchmarks.commands.CpuMeter`; ``cpu_measure`` says how they were
     counted), which the machine's load moves less than wall time. ``units_cpu_s``: the CPU seconds of each unit (its
-    tests' worker processes and the kernels and builds they waited for: the sandboxes' and Chromium's
-    processes are not in them, so they add up to less than ``cpu_s``)."""
+    tests' worker process and every process it started: conftest.py counts each worker in a cgroup of its
+    own where one can be made, else the processes it waited for)."""
     start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before = [round(x, 2) for x in os.getloadavg()]
     units_file = Path(tempfile.mkdtemp(prefix="bertfamily-units-")) / "units.json"

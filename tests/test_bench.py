@@ -365,7 +365,13 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
         f"    subprocess.run([sys.executable, '-c', {busy!r}], check=True)\n",
         encoding="utf-8",
     )
-    # two small files in a folder of their own, with the root conftest.py as a plugin (no torch to import)
+    # test_three's grandchild leaves the tree (ORPHAN): its CPU is its unit's where a cgroup can be made
+    (tmp_path / "test_three.py").write_text(
+        f"import subprocess, sys\n\n\ndef test_it(tmp_path):\n"
+        f"    subprocess.run([sys.executable, '-c', {ORPHAN!r}, str(tmp_path / 'done')], check=True)\n",
+        encoding="utf-8",
+    )
+    # small files in a folder of their own, with the root conftest.py as a plugin (no torch to import)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     command = (
         sys.executable,
@@ -373,6 +379,7 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
         "pytest",
         "test_one.py",
         "test_two.py",
+        "test_three.py",
         "-q",
         "-n",
         "1",
@@ -387,10 +394,12 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     )
     found = make_test_time(cmd=command, cwd=tmp_path)
     assert found["status"] == "ok", found["output_tail"]
-    assert set(found["units"]) == {"test_one.py", "test_two.py"}
+    assert set(found["units"]) == {"test_one.py", "test_two.py", "test_three.py"}
     assert all(isinstance(s, float) and s > 0 for s in found["units"].values()), found["units"]
     cpu = found["units_cpu_s"]
-    assert set(cpu) == {"test_one.py", "test_two.py"} and cpu["test_two.py"] >= 0.5 > cpu["test_one.py"], cpu
+    assert set(cpu) == set(found["units"]) and cpu["test_two.py"] >= 0.5 > cpu["test_one.py"], cpu
+    assert (cpu["test_three.py"] >= 1.0) == cgroup_can_be_made(), cpu  # the orphan's second, where counted
+    assert not list(CPUACCT.glob("bertfamily-bench-*"))  # every worker's group removed with make test's
     assert make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
 
 
