@@ -118,7 +118,13 @@ def markdown(result: dict) -> str:
                 f" CPU time of every process it started (user + system, "
                 f"{CPU_MEASURES.get(mt.get('cpu_measure'), CPU_MEASURES['waited-for processes'])}): "
                 f"{mt['cpu_s'] / 60:.1f} minutes "
-                f"(budget {b['make_test_cpu_s'] / 60:.0f}), a figure the machine's load moves less than wall time."
+                f"(budget {b['make_test_cpu_s'] / 60:.0f}), a figure the machine's load moves less than wall time"
+                + (
+                    f"; {mt['cpu_waited_s'] / 60:.1f} minutes of it in processes waited for, what "
+                    "`time make test` reports."
+                    if mt.get("cpu_measure") == "cgroup" and mt.get("cpu_waited_s") is not None
+                    else "."
+                )
                 if mt.get("cpu_s") is not None
                 else ""
             )

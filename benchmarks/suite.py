@@ -43,9 +43,11 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     work took (a test file, a notebook, a group of files sharing one result), as conftest.py writes
     them; the next `make test` hands out the longest first. ``cpu_s``: the CPU seconds of every process
     the command started (:class:`~benchmarks.commands.CpuMeter`; ``cpu_measure`` says how they were
-    counted), which the machine's load moves less than wall time. ``units_cpu_s``: the CPU seconds of each unit (its
-    tests' worker process and every process it started: conftest.py counts each worker in a cgroup of its
-    own where one can be made, else the processes it waited for)."""
+    counted), which the machine's load moves less than wall time; ``cpu_waited_s``: the processes waited
+    for only, what ``time make test`` reports (the sandboxes' and Chromium's helpers are not among them).
+    ``units_cpu_s``: the CPU seconds of each unit (its tests' worker process and every process it
+    started: conftest.py counts each worker in a cgroup of its own where one can be made, else the
+    processes it waited for)."""
     start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before = [round(x, 2) for x in os.getloadavg()]
     units_file = Path(tempfile.mkdtemp(prefix="bertfamily-units-")) / "units.json"
@@ -66,7 +68,7 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         )
         output += f"\ntimed out after {timeout} s"
     wall = round(time.perf_counter() - t0, 2)
-    cpu = round(meter.seconds(), 1)
+    cpu, waited = round(meter.seconds(), 1), round(meter.waited_seconds(), 1)
     meter.close()
     cpu_file = units_file.with_suffix(".cpu.json")
     try:
@@ -84,6 +86,7 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         "wall_s": wall,
         "cpu_s": cpu,
         "cpu_measure": meter.measure,
+        "cpu_waited_s": waited,
         "returncode": rc,
         "status": "ok" if rc == 0 else "failed",
         "pytest": pytest_closing(output),

@@ -347,7 +347,7 @@ def test_the_cpu_of_processes_that_leave_the_tree_is_counted_where_a_cgroup_can_
     found = make_test_time(cmd=(sys.executable, "-c", ORPHAN, str(tmp_path / "done")), cwd=ROOT)
     assert found["status"] == "ok", found
     if cgroup_can_be_made():  # as root (CI): the orphan's second of CPU is in the group's count
-        assert found["cpu_measure"] == "cgroup" and found["cpu_s"] >= 1.0, found
+        assert found["cpu_measure"] == "cgroup" and found["cpu_s"] >= 1.0 > found["cpu_waited_s"], found
     else:  # where no cgroup can be made: the waited-for processes only, and the record says so
         assert found["cpu_measure"] == "waited-for processes" and found["cpu_s"] < 1.0, found
     assert not list(CPUACCT.glob("bertfamily-bench-*"))  # the group is removed
@@ -429,6 +429,13 @@ def test_a_measured_make_test_replaces_the_estimate():
     assert not summarize(result)["make_test_within"] and result["make_test"]["verdict"] == "over"
     result["make_test"].update(status="failed", returncode=1)
     assert summarize(result)["make_test_within"] is False and result["make_test"]["verdict"] == "failed"
+    result["make_test"].update(cpu_s=1056.0, cpu_measure="cgroup", cpu_waited_s=759.0)
+    text = markdown(result)
+    assert "counted by a cgroup of its own, the sandboxes' and the browser's processes included): 17.6 minutes" in text
+    assert "12.7 minutes of it in processes waited for, what `time make test` reports" in text
+    assert summarize(result)["make_test_cpu_min"] == 17.6  # the whole figure is the one held to the budget
+    result["make_test"].update(cpu_s=759.0, cpu_measure="waited-for processes")
+    assert "the processes waited for only" in markdown(result)
     assert pytest_closing("x\n=== 5 passed in 1.0s ===\ny\n=== 1 failed in 2.0s ===\n") == "1 failed"
     assert pytest_closing("no pytest here") is None
 
