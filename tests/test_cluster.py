@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import nbformat
 import pytest
 
 from bertfamily import grading
-from bertfamily.grading import cluster, fingerprints
+from bertfamily.grading import cluster, fingerprints, sandbox
 from bertfamily.grading.classroom import collect
 from bertfamily.grading.gradebook import write_feedback, write_gradebook
 from bertfamily.grading.pipeline import Row
@@ -160,6 +161,25 @@ def test_a_worker_that_differs_is_named_and_grades_nothing(exercise, tmp_path):
     assert not log.exists()  # nothing was graded
     row = cluster.grade_bytes(data, "s0.ipynb", exercise, grading.Limits(), "", False, mine, grader=cheap)
     assert row == cheap_row(data, "s0.ipynb", exercise)
+
+
+def test_the_copies_of_killed_workers_are_removed_by_the_next_task(exercise, tmp_path, monkeypatch):
+    """A worker killed mid-task (by the OOM killer, or by test_killed_workers_lose_nothing) cannot remove
+    its private copy of the submission: the next task on the machine does, and leaves a live one's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{sandbox.COPY_PREFIX}{2**22 + 4321}-x"  # above Linux's largest process id
+    live = tmp_path / f"{sandbox.COPY_PREFIX}{os.getpid()}-y"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "s0.ipynb").write_text("a student's notebook", encoding="utf-8")
+        (folder / "s0.ipynb").chmod(0o400)
+    (folder, _) = cheap_class(tmp_path / "one", 1)
+    data = (folder / "s0.ipynb").read_bytes()
+    mine = cluster.fingerprint()
+    row = cluster.grade_bytes(data, "s0.ipynb", exercise, grading.Limits(), "", False, mine, grader=cheap)
+    assert row == cheap_row(data, "s0.ipynb", exercise)
+    assert not dead.exists() and (live / "s0.ipynb").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(sandbox.COPY_PREFIX)) == [live.name]
 
 
 def test_the_journal_keeps_rows_and_refuses_other_settings(exercise, tmp_path):

@@ -510,7 +510,7 @@ def test_run_folders_of_graders_that_are_gone_are_swept(tmp_path):
     (tmp_path / f"bertfamily-grade-{dead}-abc" / "home").mkdir(parents=True)
     (tmp_path / f"bertfamily-grade-{os.getpid()}-abc").mkdir()
     (tmp_path / "unrelated").mkdir()
-    sandbox._sweep(tmp_path)
+    sandbox.sweep_leftovers(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"bertfamily-grade-{os.getpid()}-abc", "unrelated"]
 
 

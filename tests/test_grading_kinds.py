@@ -308,7 +308,7 @@ def test_a_later_run_never_fails_on_an_earlier_runs_leftovers(tmp_path):
     dead = _plant_leftover(tmp_path)
     live = tmp_path / f"bertfamily-grade-{os.getpid()}-mine"
     live.mkdir()
-    sandbox._sweep(tmp_path)
+    sandbox.sweep_leftovers(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [live.name] and not dead.exists()
     trees.remove_tree(live)
 

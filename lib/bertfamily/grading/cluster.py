@@ -21,6 +21,7 @@ gone) says what was graded, and ``--resume`` grades only the rest.
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from bertfamily.grading.journal import Interrupted, Journal, journal_path, run_s
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.pipeline import Row, error_row, grade_submission
 from bertfamily.grading.safeio import read_regular, regular_digest
+from bertfamily.grading.sandbox import COPY_PREFIX, run_base, sweep_leftovers
 from bertfamily.grading.submission import MAX_NOTEBOOK_BYTES, link_problem
 
 #: A submission running on this many workers that died gets an ``error`` row, not another try.
@@ -82,7 +84,9 @@ def grade_bytes(data: bytes, display: str, exercise: Exercise, limits: Limits, s
         raise WorkerMismatch("; ".join(problems))
     if limits.threads is None:
         limits = dataclasses.replace(limits, threads=max(1, usable_cores() // max(1, host_threads)))
-    with tempfile.TemporaryDirectory(prefix="bertfamily-submission-") as tmp:
+    sweep_leftovers(run_base())  # what the workers killed mid-task here left: their runs, their copies
+    # named by this process (a worker killed mid-task leaves its copy behind, for the next task to remove)
+    with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{os.getpid()}-") as tmp:
         path = Path(tmp).resolve() / Path(display).name  # the name it was handed in under, no link on the way
         path.write_bytes(data)
         path.chmod(0o400)

@@ -123,11 +123,19 @@ def run_base() -> str:
     return base if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK) else tempfile.gettempdir()
 
 
-def _sweep(base) -> None:
+#: The private copy a cluster's worker grades a submission from (:func:`~bertfamily.grading.cluster.grade_bytes`),
+#: in the temporary folder: ``COPY_PREFIX`` + the worker's process id + ``-``.
+COPY_PREFIX = "bertfamily-submission-"
+
+
+def sweep_leftovers(base) -> None:
     """Remove the run folders of graders that are gone (a grading worker killed mid-run cannot clean up
-    after itself): each folder's name holds the process id of the grader that made it. Whatever such a
-    folder holds, and whether or not it can be removed, nothing here fails the run that sweeps."""
-    for where, prefix in ((Path(base), "bertfamily-grade-"), (Path("/tmp"), "bfg-"), (Path("/var/tmp"), "bfg-")):
+    after itself), and the copies of submissions they graded from: each folder's name holds the process id
+    of the grader that made it. Whatever such a folder holds, and whether or not it can be removed,
+    nothing here fails the run that sweeps. Then the cgroups of graders killed mid-run."""
+    places = ((Path(base), "bertfamily-grade-"), (Path("/tmp"), "bfg-"), (Path("/var/tmp"), "bfg-"),
+              (Path(tempfile.gettempdir()), COPY_PREFIX))
+    for where, prefix in places:
         try:
             entries = [e for e in os.scandir(where) if e.name.startswith(prefix)]
         except OSError:
@@ -144,6 +152,7 @@ def _sweep(base) -> None:
                 trees.remove_tree(entry.path)
             except (OSError, OverflowError, ValueError):
                 pass
+    cgroupv1.sweep()
 
 
 def _runtime(folder: Path) -> Path:
@@ -223,8 +232,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
     """
     if limits.sandbox:
         require_sandbox()
-    _sweep(run_base())
-    cgroupv1.sweep()  # the cgroups of graders killed mid-run
+    sweep_leftovers(run_base())
     folder = Path(tempfile.mkdtemp(prefix=f"bertfamily-grade-{os.getpid()}-", dir=run_base()))
     proc = runtime = view = group = None
     capped = False
