@@ -127,6 +127,30 @@ def test_a_file_name_in_the_feedback_title_is_text(exercise, tmp_path):
     assert title.startswith("# Feedback: ") and "](" not in title and "![" not in title, title
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "jane_doe_48207_903306_exercise_distilbert.ipynb",  # Canvas's download name: kept as it reads
+        "exercise (1).ipynb",
+        "1. <http://a.b> __init__ _x_ *y* <img src=x onerror=alert(1)> &amp; a\\b `c` ~~s~~ |t| #1.ipynb",
+        "é_ü_日_本 a___b snake_ _lead.ipynb",
+    ],
+)
+def test_a_feedback_title_renders_as_the_file_name_and_nothing_else(name):
+    """CommonMark (markdown-it, as GitHub and Jupyter render) shows the title as the name, with no tag of
+    the name's own; an underscore between letters stays unescaped (a title pasted as plain text reads)."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark").render(f"# Feedback: {markdown_text(name)}").strip()
+    assert rendered.startswith("<h1>Feedback: ") and rendered.endswith("</h1>"), rendered
+    inner = rendered.removeprefix("<h1>Feedback: ").removesuffix("</h1>")
+    assert "<" not in inner and html.unescape(inner) == name, rendered
+    if name.startswith("jane"):
+        assert markdown_text(name) == name
+
+
 # round 8b: the helper's re-check of these fixes
 
 

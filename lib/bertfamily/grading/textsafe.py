@@ -57,10 +57,12 @@ def display_name(path) -> str:
 
 
 def markdown_text(text: str) -> str:
-    """Text that Markdown shows as it is: its punctuation backslash-escaped, so a name such as
-    ``[appeal](https:evil.example)`` or ``![x](...)`` is neither a link nor an image (``<``, ``>`` and
-    ``&`` are :func:`html_text`'s)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~])", r"\\\1", text)
+    """Text that Markdown shows as it is, inside a line (a title): the characters that start markup there
+    backslash-escaped, so a name such as ``[appeal](https:evil.example)``, ``![x](...)`` or ``<img ...>``
+    is neither a link, an image nor HTML. Only those: an underscore between letters or digits starts no
+    emphasis, and ``jane_doe_1.ipynb`` stays as it reads where the text is pasted as plain text (a
+    Canvas comment)."""
+    return re.sub(r"([\\`*\[\]()<>&#!|~{}]|(?<![^\W_])_|_(?![^\W_]))", r"\\\1", text)
 
 
 def html_text(text: str) -> str:
