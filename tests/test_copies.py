@@ -57,6 +57,33 @@ def test_the_reference_copied_is_flagged_and_a_blank_or_rewritten_one_is_not(tmp
     assert f"identical to that of {tmp_path / 'copied.ipynb'}" in "; ".join(flags[str(tmp_path / "spaced.ipynb")])
 
 
+def test_the_reference_with_its_local_names_renamed_is_flagged(tmp_path, exercise):
+    """Round 10's F1: the published solution with every local name changed (answers kept, the checks read
+    them) got 9/9 with no flag, the reference being compared verbatim only."""
+    import ast
+    import re
+
+    reference = exercise.reference
+    disguised = model_answer(reference)
+    renamed_any = 0
+    for cell in reference.cells:
+        if cell.cell_type != "code" or SOLUTION not in cell.metadata.get("tags", []):
+            continue
+        keep = set(_names(cell))
+        stored = {
+            n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        source = cell.source
+        for name in sorted(stored - keep):
+            source, count = re.subn(rf"(?<![.\w]){name}\b", f"my_{name}", source)
+            renamed_any += count
+        disguised = _rewritten(disguised, cell.id, source)
+    assert renamed_any > 10  # the disguise renamed names in many cells
+    found = [_write(tmp_path, "disguised.ipynb", disguised)]
+    (said,) = copies.copy_flags(found, exercise)[str(tmp_path / "disguised.ipynb")]
+    assert "published reference's, with the variables renamed" in said, said
+
+
 def _names(cell) -> list[str]:
     from bertfamily.grading.student import answers
 

@@ -54,22 +54,13 @@ def normalized(source: str) -> tuple:
         return tuple(line.strip() for line in source.splitlines() if line.strip())
 
 
-def renamed(cells: tuple) -> tuple:
+def renamed(cells: tuple, imported: frozenset = frozenset()) -> tuple:
     """Normalized cells (:func:`normalized`) with the names in each cell replaced, in order of first use in
     that cell, by ``v0``, ``v1``...: a copy whose variables were renamed reads the same. Keywords,
     built-ins, attributes (``model.parameters``) and every name an import binds (``torch``, ``np``,
-    ``AutoModel``) keep their names: code with other libraries or classes is other code."""
-    imported = set()
-    for cell in cells:  # the names of import statements, in any cell
-        inside = False
-        for token in cell:
-            kind, text = token if isinstance(token, tuple) else (None, token)
-            if kind == tokenize.NAME and text in ("import", "from"):
-                inside = True
-            elif kind in (tokenize.NEWLINE, tokenize.OP) and text in ("\n", ";", ""):
-                inside = False
-            elif inside and kind == tokenize.NAME:
-                imported.add(text)
+    ``AutoModel``), in these cells or in ``imported``, keep their names: code with other libraries or
+    classes is other code."""
+    imported = set(imported) | _imported(cells)
     out = []
     for cell in cells:
         names: dict[str, str] = {}
@@ -90,6 +81,22 @@ def renamed(cells: tuple) -> tuple:
             before = text
         out.append(tuple(tokens))
     return tuple(out)
+
+
+def _imported(cells: tuple) -> set:
+    """The names the import statements of normalized ``cells`` bind."""
+    imported = set()
+    for cell in cells:
+        inside = False
+        for token in cell:
+            kind, text = token if isinstance(token, tuple) else (None, token)
+            if kind == tokenize.NAME and text in ("import", "from"):
+                inside = True
+            elif kind in (tokenize.NEWLINE, tokenize.OP) and text in ("\n", ";", ""):
+                inside = False
+            elif inside and kind == tokenize.NAME:
+                imported.add(text)
+    return imported
 
 
 def _rename(name: str, names: dict, imported: set) -> str:
@@ -143,14 +150,21 @@ def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple
 
 
 def reference_copy(own: list, exercise: Exercise) -> str | None:
-    """The flag of a submission whose solution cells are the reference's, verbatim; None if it is not."""
+    """The flag of a submission whose solution cells are the reference's, verbatim or with the variables
+    renamed (:func:`renamed`, cell by cell, each of the reference's cells counted once); None if not."""
     solutions = _graded_solutions(exercise)
     copied = [solutions[tokens] for tokens, _ in own if tokens in solutions]
+    how = "verbatim"
+    if sum(lines for _, lines in copied) < MIN_LINES:
+        imported = frozenset(_imported(tuple(normalized(c.source) for c in exercise.reference.cells)))
+        left = dict(zip(renamed(tuple(solutions), imported), solutions.values(), strict=True))
+        copied = [left.pop(cell) for cell in renamed(tuple(t for t, _ in own), imported) if cell in left]
+        how = "with the variables renamed"
     if sum(lines for _, lines in copied) < MIN_LINES:
         return None
     tasks = sorted({task for task, _ in copied}, key=lambda name: int(name.removeprefix("task")))
     return (
-        f"copy: the solution cells of {', '.join(tasks)} are the published reference's, verbatim "
+        f"copy: the solution cells of {', '.join(tasks)} are the published reference's, {how} "
         f"({len(tasks)} of {len(exercise.graded)} graded tasks): read by hand"
     )
 
