@@ -114,13 +114,15 @@ def test_a_size_measured_on_random_bytes_is_known_from_a_saved_models(tmp_path):
     """R9-2: files of os.urandom bytes, of the length a model would have, passed tasks 6, 9 and 10 with no flag.
     The run records the sizes (a MiB or more) that no saved model has: the grader flags an answer that is one."""
     import os
+    import pickle
+    import zipfile
 
     import torch
     from safetensors.torch import save_file
 
     from bertfamily.grading import nbval_worker, trees
 
-    weights = {"w": torch.arange(2**19, dtype=torch.float32)}  # 2 MiB of tensor
+    weights = {f"layer.{i}.weight": torch.arange(2**16, dtype=torch.float32) + i for i in range(20)}  # 5 MiB
     torch.save(weights, tmp_path / "model.pt")
     torch.save(weights, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
     save_file(weights, str(tmp_path / "model.safetensors"))
@@ -130,12 +132,21 @@ def test_a_size_measured_on_random_bytes_is_known_from_a_saved_models(tmp_path):
     (tmp_path / "st.pt").write_bytes(
         (20).to_bytes(8, "little") + b'{"w": {"data_offsets": [0, 4]}}' + os.urandom(2**21)
     )
+    # round 10 (F2): a real zip written by zipfile, a tiny data.pkl beside random storages; one tensor saved
+    for name, entries in (("z1.pt", 1), ("z20.pt", 20)):
+        with zipfile.ZipFile(tmp_path / name, "w") as archive:
+            archive.writestr("archive/data.pkl", pickle.dumps({}, protocol=2))
+            for i in range(entries):
+                archive.writestr(f"archive/data/{i}", os.urandom(3 * 2**20 // entries))
+    torch.save({"w": torch.zeros(2**20)}, tmp_path / "one.pt")
+    (tmp_path / "old_fake.pt").write_bytes(pickle.dumps(119547037146038801333356, protocol=2) + os.urandom(2**21))
     sizes, unsaved = nbval_worker.file_sizes([str(tmp_path)])
-    assert len(unsaved) == 3 and len(sizes) == 6, (sizes, unsaved)
+    assert len(unsaved) == 7 and len(sizes) == 10, (sizes, unsaved)
     folder = os.open(tmp_path, os.O_RDONLY)
     try:
         names = ("model.pt", "old.pt", "model.safetensors", "fake.pt", "zip.pt", "st.pt")
         assert [trees.saved(n, folder) for n in names] == [True, True, True, False, False, False]
+        assert not any(trees.saved(n, folder) for n in ("z1.pt", "z20.pt", "one.pt", "old_fake.pt"))
     finally:
         os.close(folder)
 

@@ -60,7 +60,7 @@ def renamed(cells: tuple, imported: frozenset = frozenset()) -> tuple:
     built-ins, attributes (``model.parameters``) and every name an import binds (``torch``, ``np``,
     ``AutoModel``), in these cells or in ``imported``, keep their names: code with other libraries or
     classes is other code."""
-    imported = set(imported) | _imported(cells)
+    known = set(imported) | _imported(cells)
     out = []
     for cell in cells:
         names: dict[str, str] = {}
@@ -68,13 +68,13 @@ def renamed(cells: tuple, imported: frozenset = frozenset()) -> tuple:
         for token in cell:
             kind, text = token if isinstance(token, tuple) else (None, token)
             if kind == tokenize.NAME and before != ".":
-                token = (kind, _rename(text, names, imported))
+                token = (kind, _rename(text, names, known))
             elif kind == tokenize.STRING and "f" in text[: text.find(text[-1])].lower():
                 # Python 3.11 reads an f-string as one token: the names of its {fields} are renamed too
                 parts = re.split(r"(?<!\{)\{(?!\{)([^{}]*)\}", text)  # text, field, text, ... ({{ is no field)
                 for i in range(1, len(parts), 2):
                     parts[i] = re.sub(
-                        r"(?<![.\w])[A-Za-z_]\w*", lambda m, seen=names: _rename(m[0], seen, imported), parts[i]
+                        r"(?<![.\w])[A-Za-z_]\w*", lambda m, seen=names: _rename(m[0], seen, known), parts[i]
                     )
                 token = (kind, "{}".join(parts[::2]) + "|" + "|".join(parts[1::2]))
             tokens.append(token)

@@ -107,11 +107,21 @@ FORMAT_BYTES = 2**20
 _TORCH_PICKLE = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19."
 
 
+#: A saved model holds many tensors (DistilBERT: about a hundred, in fp32 or int8): a file of fewer is not one.
+MIN_TENSORS = 16
+#: The most bytes of a saved model's pickle the check reads (DistilBERT's state dict: tens of kilobytes).
+MAX_PICKLE = 16 * 2**20
+
+
 def saved(name, dir_fd=None) -> bool:
-    """True where the file is laid out as a saved model: ``torch.save``'s zip (a central directory that names a
-    ``data.pkl`` and whose entries hold nearly all of its bytes), its older pickle (its magic number first), or
-    safetensors (a JSON header whose tensors end where the file does). Only headers and directories are read,
-    never unpickled. Random bytes of a size a model would have, with or without a header in front, are none."""
+    """True where the file is laid out as a saved model of :data:`MIN_TENSORS` tensors or more:
+    ``torch.save``'s zip (a central directory that names a ``data.pkl`` and whose entries hold nearly all of
+    its bytes; a pickle that refers to that many storages, and that many storage entries), its older
+    format (its magic number first, then pickles that refer to that many storages) or safetensors (a JSON
+    header of that many tensors, which end where the file does). Headers, directories and the pickles'
+    opcodes are read, nothing is unpickled. Random bytes of a size a model would have, with or without a
+    header or an archive around them, are none."""
+    import io
     import json
     import zipfile
 
@@ -122,23 +132,44 @@ def saved(name, dir_fd=None) -> bool:
     with os.fdopen(fd, "rb") as handle:
         try:
             head, size = handle.read(16), os.fstat(fd).st_size
-            if head.startswith(_TORCH_PICKLE):
-                return True
+            if head.startswith(_TORCH_PICKLE):  # magic number, protocol, system, then the objects
+                handle.seek(0)
+                stream = io.BytesIO(handle.read(MAX_PICKLE))
+                return [_storages(stream) for _ in range(4)][3] >= MIN_TENSORS
             if head.startswith(b"PK\x03\x04"):
-                entries = zipfile.ZipFile(handle).infolist()
-                return (
-                    any(e.filename.endswith("data.pkl") for e in entries)
-                    and sum(e.file_size for e in entries[:100_000]) >= 0.9 * size
-                )
+                archive = zipfile.ZipFile(handle)
+                entries = archive.infolist()[:100_000]
+                pickles = [e for e in entries if e.filename.endswith("/data.pkl") or e.filename == "data.pkl"]
+                storages = [e for e in entries if "/data/" in e.filename or e.filename.startswith("data/")]
+                if (
+                    len(pickles) != 1
+                    or pickles[0].compress_type != zipfile.ZIP_STORED  # torch.save stores, never compresses
+                    or pickles[0].file_size > MAX_PICKLE
+                    or len(storages) < MIN_TENSORS
+                    or sum(e.file_size for e in entries) < 0.9 * size
+                ):
+                    return False
+                return _storages(io.BytesIO(archive.read(pickles[0]))) >= MIN_TENSORS
             header = int.from_bytes(head[:8], "little")
             if head[8:9] != b"{" or header > min(size - 8, 2**26):
                 return False
             handle.seek(8)
             tensors = json.loads(handle.read(header))
             ends = [v["data_offsets"][1] for k, v in tensors.items() if k != "__metadata__"]
-            return bool(ends) and 8 + header + max(ends) == size
-        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, zipfile.BadZipFile):
+            return len(ends) >= MIN_TENSORS and 8 + header + max(ends) == size
+        except (OSError, ValueError, OverflowError, LookupError, TypeError, AttributeError, zipfile.BadZipFile):
             return False
+
+
+def _storages(stream) -> int:
+    """The storages one pickle of ``stream`` refers to (its persistent ids, as ``torch.save`` writes one a
+    tensor), read opcode by opcode to its end, never executed; a stream that is no pickle raises ValueError."""
+    import pickletools
+
+    found = 0
+    for opcode, _, _ in pickletools.genops(stream):
+        found += opcode.name in ("BINPERSID", "PERSID")
+    return found
 
 
 #: A file's size counts as measured only when its bytes were written: most of its length is on disk
