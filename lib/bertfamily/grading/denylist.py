@@ -2,6 +2,7 @@
 attributes and texts no solution of the exercise needs, and what each can do to a graded run."""
 
 #: Modules no solution of the exercise needs, and what importing them can do to a graded run.
+#: (:data:`HARMLESS_CALLS` of theirs, with no argument, are not said.)
 MODULES = {
     "gc": "reach any object of the interpreter",
     "ctypes": "write the interpreter's memory",
@@ -114,9 +115,15 @@ SHADOWED = {
 #: What the runtimes and editors students work in put in a notebook: Colab's own module (its Drive mount,
 #: its forms, its files), IPython's display tools. Not installed where the grader runs (google.colab), or
 #: harmless there: never a flag.
+#: Calls of a module above that an honest notebook makes (``gc.collect()`` after freeing a model, as on Colab):
+#: the module imported and used only so is not said; any other use of it is.
+HARMLESS_CALLS = {"gc": {"collect"}}
 RUNTIME_MODULES = ("google.colab", "IPython.display", "IPython.core.display")
 #: A shell line an honest Colab notebook holds (``!pip install -q transformers``): an install, nothing chained.
 PIP = ("pip install", "pip -q install", "pip3 install", "python -m pip install")
+#: Shell commands that only look (``!ls -lh {workdir}`` after saving, ``!nvidia-smi`` on Colab): not said when
+#: the line chains, redirects and substitutes nothing, and its ``{fields}`` are plain names.
+LOOKING_COMMANDS = ("ls", "du", "df", "free", "nvidia-smi", "pwd", "nproc", "lscpu", "whoami", "date", "uptime")
 #: The course's calculators: they predict what tasks 2, 6 and 9 ask to count or measure.
 CALCULATORS = (
     "bertfamily.budget",
@@ -159,6 +166,11 @@ CHANNEL_ATTRIBUTES = {
     "excepthook": "the kernel's error hook",
     "user_ns": "the kernel's namespace",
     "user_global_ns": "the kernel's namespace",
+    "_ip": "IPython's shell, held by exit and quit",
+    "ast_transformers": "rewrites the code of every later cell, the grader's exporter line's too",
+    "input_transformers_cleanup": "rewrites the text of every later cell",
+    "input_transformers_post": "rewrites the text of every later cell",
+    "input_transformer_manager": "rewrites the text of every later cell",
 }
 #: The functions the grader's exporter line runs through in the kernel (it reads its file with ``runpy``, through
 #: ``io.open_code``; it writes the answers with ``json``, which asks ``numbers`` and ``codecs``), the file reads

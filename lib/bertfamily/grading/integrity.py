@@ -25,9 +25,9 @@ from bertfamily.grading.denylist import (
     CHECKS_ALLOWED,
     DUNDERS,
     EXPORTER_ATTRIBUTES,
+    HARMLESS_CALLS,
     MODULES,
     NAMES,
-    PIP,
     RUNTIME_MODULES,
     SHADOWED,
     STRINGS,
@@ -44,6 +44,7 @@ from bertfamily.grading.magics import (
     cell_tree,
     magic_call,
     on_ipython,
+    plain_shell_line,
     read_cell,
 )
 from bertfamily.grading.student import SOLUTION, cell_tags
@@ -197,6 +198,15 @@ def _findings(tree, imported, expected) -> list[str]:
     decorating = {
         id(n) for f in ast.walk(tree) if isinstance(f, defining) for d in f.decorator_list for n in ast.walk(d)
     }
+    harmless = {  # the names in gc.collect(): used so, and only so, gc is not said
+        id(n.func.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and not (n.args or n.keywords)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.attr in HARMLESS_CALLS.get({**imported, **own}.get(n.func.value.id, ""), set())
+    }
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -208,6 +218,12 @@ def _findings(tree, imported, expected) -> list[str]:
                 if _runtime_module(module, node):
                     continue
                 why = MODULES.get(module.split(".")[0])
+                if isinstance(node, ast.Import) and module in HARMLESS_CALLS:
+                    why = None  # its uses are read instead (harmless)
+                elif isinstance(node, ast.ImportFrom) and {a.name for a in node.names} <= HARMLESS_CALLS.get(
+                    module, set()
+                ):
+                    why = None
                 if why:
                     found.append(f"imports {module} ({why})")
                 elif module and not _installed(module.split(".")[0]):
@@ -220,6 +236,12 @@ def _findings(tree, imported, expected) -> list[str]:
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
         elif isinstance(node, ast.Name) and node.id in NAMES and not (node.id == "wraps" and id(node) in decorating):
             found.append(f"uses {node.id} ({NAMES[node.id]})")
+        elif (
+            isinstance(node, ast.Name)
+            and {**imported, **own}.get(node.id) in HARMLESS_CALLS
+            and id(node) not in harmless
+        ):
+            found.append(f"uses {node.id} ({MODULES[{**imported, **own}[node.id]]})")
         elif isinstance(node, ast.Name) and node.id in imported and node.id not in own and _risky(imported[node.id]):
             # a module another cell imported (the course's set-up cell imports subprocess and importlib)
             found.append(f"uses {imported[node.id]} ({_risky(imported[node.id])}), imported in another cell")
@@ -319,7 +341,7 @@ def _findings(tree, imported, expected) -> list[str]:
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("system", "getoutput")
             and on_ipython(node.func)
-            and not _pip_line(node)
+            and not plain_shell_line(node)
         ):
             found.append("runs a shell command (!)")
     return found
@@ -333,12 +355,6 @@ def _runtime_module(module: str, node) -> bool:
     return any(n == r or n.startswith(r + ".") for n in names[1:] or names for r in RUNTIME_MODULES) or any(
         module == r or module.startswith(r + ".") for r in RUNTIME_MODULES
     )
-
-
-def _pip_line(node) -> bool:
-    """``!pip install -q x`` (Colab's usual first line): a pip install, with no other shell command chained."""
-    line = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-    return isinstance(line, str) and line.strip().startswith(PIP) and not any(c in line for c in ";&|`$<>\n")
 
 
 def _python_file(value) -> bool:

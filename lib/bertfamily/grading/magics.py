@@ -8,6 +8,8 @@ import ast
 import functools
 import re
 
+from bertfamily.grading.denylist import LOOKING_COMMANDS, PIP
+
 
 def on_ipython(func) -> bool:
     value = func.value
@@ -191,3 +193,13 @@ def read_cell(source: str, depth: int = 0):
                 unread += more
     tree.body += inner
     return tree, unread
+
+
+def plain_shell_line(node) -> bool:
+    """``!pip install -q x`` (Colab's usual first line), or a command that only looks (:data:`LOOKING_COMMANDS`,
+    ``!ls -lh {workdir}``), with no other shell command chained and no field but a plain name."""
+    line = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+    if not isinstance(line, str) or any(c in line for c in ";&|`$<>\n"):
+        return False
+    plain = re.sub(r"\{[A-Za-z_]\w*\}", "", line)  # IPython fills {name} from the namespace; {f(x)} runs f
+    return line.strip().startswith(PIP) or (line.split()[:1] in [[c] for c in LOOKING_COMMANDS] and "{" not in plain)
