@@ -172,9 +172,11 @@ def test_every_feedback_file_name_ends_in_md_and_fits_a_disk(tmp_path):
 
 
 def test_a_shell_line_is_said_as_a_shell_command_not_as_get_ipython(exercise):
-    """A lecturer's trial: ``!ls -la {workdir}`` was said as "uses get_ipython", which the student never wrote."""
-    said = " ".join(integrity.suspicious(with_cell(student(exercise), "!ls -la {workdir}", "shell001"), exercise))
+    """A lecturer's trial: ``!ls -la {workdir}`` was said as "uses get_ipython", which the student never wrote.
+    (Since round 10 a line that only looks, as that one, is not said at all: tests/test_redteam_round10.py.)"""
+    said = " ".join(integrity.suspicious(with_cell(student(exercise), "!cp -r {workdir} /tmp/x", "shell001"), exercise))
     assert "runs a shell command (!)" in said and "get_ipython" not in said, said
+    assert integrity.suspicious(with_cell(student(exercise), "!ls -la {workdir}", "shell002"), exercise) == []
     said = " ".join(
         integrity.suspicious(with_cell(student(exercise), "get_ipython().user_ns['x'] = 1", "ns000001"), exercise)
     )

@@ -29,6 +29,7 @@ def test_honest_students_keep_every_mark(graded_tiny):
     for name in ("olivia_helper", "olivia_import", "correct"):
         r = row(graded_tiny, name)
         assert full(r) and r["flags"] == "", r
+    assert row(graded_tiny, "olivia_helper")["outputs"] == "reproduced"  # its `y;` shows nothing, as in Jupyter
 
 
 @pytest.mark.parametrize(

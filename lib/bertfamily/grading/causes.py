@@ -42,6 +42,45 @@ def undefined_name(problem: str) -> str | None:
     return found.group(1) if found and "NameError" in problem else None
 
 
+def defined_below(nb, index: int, problem: str | None) -> str | None:
+    """Where a cell's ``NameError`` names what a later cell defines (a notebook run out of order: the ✓ the
+    student saw came from that cell run first): the words that say so, or None."""
+    name = undefined_name(problem or "")
+    for later in range(index + 1, len(nb.cells) if name else 0):
+        cell = nb.cells[later]
+        try:
+            tree = cell_tree(cell.source) if cell.cell_type == "code" else None
+        except Unreadable:
+            continue
+        if tree is not None and name in _top_level_names(tree):
+            return (
+                f"`{name}` is defined further down, in cell {later}: run from the top (Kernel → Restart & Run All), "
+                "as the grader runs it, the notebook uses it before that cell has run"
+            )
+    return None
+
+
+def _top_level_names(tree) -> set[str]:
+    """The names a cell binds at its top level (not inside a function or class): assigned, defined, imported."""
+    names, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                names.add(child.id)
+            elif not isinstance(child, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                todo.append(child)
+            else:
+                names.add(getattr(child, "name", ""))
+    return names
+
+
 def needs(task: str, name: str, owners: dict, errors: dict) -> str:
     """Why ``task`` had no ``name``: the task that defines it, and what stopped it there in a few words
     (``errors``: {task: its cells' problems}, said in full in that task's own line)."""

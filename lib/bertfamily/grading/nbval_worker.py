@@ -107,9 +107,28 @@ def place_independent(outputs) -> list:
     ]
 
 
-def _place_independent_compare(original):
+def shown(outputs, source: str) -> list:
+    """The outputs Jupyter shows of a cell of ``source``: none of its result where the code ends with ``;``.
+    IPython decides that from the history of inputs, which nbval does not keep (it runs each cell with
+    ``store_history=False``): the re-run showed a result (``model.eval();``) the student never saw."""
+    import tokenize
+
+    try:
+        from IPython.core.displayhook import DisplayHook
+
+        quiet = DisplayHook.semicolon_at_end_of_expression(source)
+    except (ImportError, AttributeError, tokenize.TokenError, SyntaxError, ValueError):
+        quiet = False
+    return [
+        o
+        for o in outputs or []
+        if not (quiet and o.get("output_type") == "execute_result" and ANSWERS_MIME not in (o.get("data") or {}))
+    ]
+
+
+def _place_independent_compare(original, source: str):
     def compare_outputs(test, ref, skip_compare=None):
-        return original(place_independent(test), place_independent(ref), skip_compare)
+        return original(place_independent(shown(test, source)), place_independent(ref), skip_compare)
 
     return compare_outputs
 
@@ -131,7 +150,7 @@ def _first_difference(item) -> tuple[str, str]:
 
     for stored, rerun in zip_longest(
         lines(place_independent(item.cell.outputs)),
-        lines(place_independent(item.test_outputs or [])),
+        lines(place_independent(shown(item.test_outputs, item.cell.source))),
         fillvalue="(nothing)",
     ):
         if stored != rerun:
@@ -250,7 +269,7 @@ def main(argv) -> int:
                 if hasattr(item, "output_timeout"):
                     item.output_timeout = OUTPUT_TIMEOUT_S
                 if hasattr(item, "compare_outputs"):
-                    item.compare_outputs = _place_independent_compare(item.compare_outputs)
+                    item.compare_outputs = _place_independent_compare(item.compare_outputs, item.cell.source)
 
         def pytest_runtest_logstart(self, nodeid, location):
             if self.written < RECORD_MAX:
@@ -265,13 +284,14 @@ def main(argv) -> int:
                 item.session.shouldstop = FULL
                 return
             exc = call.excinfo.value if call.excinfo else None
+            source = item.cell.source if hasattr(item, "cell") else ""
             skipped = call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception)
             entry = {
                 "cell": item.cell_num,
                 "phase": call.when,
                 "outcome": "skipped" if skipped else "failed" if exc is not None else "passed",
                 "message": _cut((str(exc).strip().splitlines() or [type(exc).__name__])[0], 1000) if exc else "",
-                "outputs": _plain(getattr(item, "test_outputs", None), self.written > RECORD_SOFT),
+                "outputs": _plain(shown(getattr(item, "test_outputs", None), source), self.written > RECORD_SOFT),
             }
             if entry["message"] == "Cell outputs differ":
                 entry["stored"], entry["rerun"] = _first_difference(item)
