@@ -326,7 +326,9 @@ def test_a_self_check_names_the_error_above_that_its_check_stumbled_on():
     """Measured on a class of 6 (lecturer's afternoon): a student who imported lesson 3's calculator saw only
     "✗ cell 21 error NameError: name 'fp32_mib' is not defined" in their self-check, never the ImportError
     that says why; the grader's feedback shows it. The self-check now names it too."""
-    from bertfamily.grading.marks import report
+    import io
+
+    from bertfamily.grading.marks import print_report, report
 
     def cell(source, ename=None, evalue=None, tags=()):
         c = new_code_cell(source, metadata={"tags": list(tags)} if tags else {})
@@ -347,5 +349,17 @@ def test_a_self_check_names_the_error_above_that_its_check_stumbled_on():
     )
     first, second = report(nb)
     assert not first.passed and "NameError: name 'fp32_mib'" in first.message
+    # lecturer round 6: a check cell that raised stands for every check it calls, in the self-check's total
+    two = cell(
+        "ok = checks.check_file_sizes(a, b)\nok2 = checks.check_int8_prediction(c, d, e)",
+        "NameError",
+        "x",
+        tags=["check"],
+    )
+    (both,) = report(new_notebook(cells=[two]))
+    assert both.checks == 2 and (first.checks, second.checks) == (1, 1)
+    printed = io.StringIO()
+    print_report([*report(nb), both], printed)
+    assert printed.getvalue().splitlines()[-1] == "0/4 checks passed (a self-check, not a grade)"
     assert "(cell 0 above raised ImportError: bertfamily.budget is the course's own calculator)" in first.message
     assert "above" not in second.message  # no student cell raised between the two checks

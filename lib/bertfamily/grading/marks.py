@@ -18,6 +18,7 @@ import nbformat
 from bertfamily.grading.student import CHECK, cell_tags
 
 MARK_LINE = re.compile(r"^\s*([✓✗])\s+(.*?):\s*(.*)$")
+CHECK_CALL = re.compile(r"\bcheck_\w+\s*\(")
 
 
 @dataclass
@@ -27,6 +28,8 @@ class CheckResult:
     message: str
     cell: int
     hint: str = ""
+    #: The checks this line stands for: a check cell that raised or printed nothing, every check it calls.
+    checks: int = 1
 
 
 def output_text(cell) -> str:
@@ -65,10 +68,13 @@ def report(nb) -> list[CheckResult]:
                 hint = line.strip()[len("hint:") :].strip()
                 # a check's hints, one a line in the notebook: kept apart (not where detail's "; " splits)
                 results[-1].hint = f"{results[-1].hint} · {hint}" if results[-1].hint else hint
+        calls = max(1, len(CHECK_CALL.findall(cell.source)))  # the checks that did not print their line
         if errors:
             e = errors[0]
             results.append(
-                CheckResult(f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}", index)
+                CheckResult(
+                    f"cell {index}", False, f"error {e.get('ename')}: {e.get('evalue')}{above}", index, "", calls
+                )
             )
         elif not marks and stopped is not None and index > stopped:
             results.append(
@@ -77,10 +83,12 @@ def report(nb) -> list[CheckResult]:
                     False,
                     f"did not run: the run stopped at cell {stopped}, which ran past the self-check's limit per cell",
                     index,
+                    "",
+                    calls,
                 )
             )
         elif not marks:
-            results.append(CheckResult(f"cell {index}", False, "the check printed no result", index))
+            results.append(CheckResult(f"cell {index}", False, "the check printed no result", index, "", calls))
         above = ""
     return results
 
@@ -146,5 +154,5 @@ def print_report(results, stream=None) -> None:
         print(f"{'✓' if r.passed else '✗'} {r.task:<{width}}  {r.message}", file=stream)
         if r.hint:
             print(f"  {'':<{width}}  hint: {r.hint}", file=stream)
-    passed = sum(r.passed for r in results)
-    print(f"{passed}/{len(results)} checks passed (a self-check, not a grade)", file=stream)
+    passed = sum(r.checks for r in results if r.passed)
+    print(f"{passed}/{sum(r.checks for r in results)} checks passed (a self-check, not a grade)", file=stream)
