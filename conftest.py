@@ -124,9 +124,9 @@ def _cpu_s() -> float:
 def pytest_configure(config):
     _counting[0] = bool(UNIT_TIMES) and not hasattr(config, "workerinput")  # a pytest-xdist worker has it
     if UNIT_TIMES:  # each process that runs tests counts in a subgroup of make test's own group
-        from benchmarks.commands import CpuMeter, current_group
+        from benchmarks.commands import CpuMeter
 
-        _meter[0] = CpuMeter(current_group())
+        _meter[0] = CpuMeter()
         _meter[0].join()
 
 

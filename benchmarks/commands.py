@@ -66,10 +66,11 @@ class CpuMeter:
     Pass ``preexec`` to ``subprocess.run(preexec_fn=...)``: the child joins the group before it execs.
     """
 
-    def __init__(self, root: Path = CPUACCT):
+    def __init__(self, root: Path | None = None):
         self.group: Path | None = None
         self.measure = "waited-for processes"
         with contextlib.suppress(OSError):
+            root = root or current_group()  # inside the group that counts this process, if one does (make bench)
             if cgroup_can_be_made(root):
                 group = root / f"bertfamily-bench-{os.getpid()}-{time.monotonic_ns()}"
                 group.mkdir()

@@ -344,13 +344,14 @@ time.sleep(0.2)  # the grandchild's exit, after its file
 
 
 def test_the_cpu_of_processes_that_leave_the_tree_is_counted_where_a_cgroup_can_be_made(tmp_path):
+    before = set(CPUACCT.glob("bertfamily-bench-*"))  # make bench's own, where this runs under it
     found = make_test_time(cmd=(sys.executable, "-c", ORPHAN, str(tmp_path / "done")), cwd=ROOT)
     assert found["status"] == "ok", found
     if cgroup_can_be_made():  # as root (CI): the orphan's second of CPU is in the group's count
         assert found["cpu_measure"] == "cgroup" and found["cpu_s"] >= 1.0 > found["cpu_waited_s"], found
     else:  # where no cgroup can be made: the waited-for processes only, and the record says so
         assert found["cpu_measure"] == "waited-for processes" and found["cpu_s"] < 1.0, found
-    assert not list(CPUACCT.glob("bertfamily-bench-*"))  # the group is removed
+    assert set(CPUACCT.glob("bertfamily-bench-*")) == before  # the group is removed
 
 
 def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
@@ -392,6 +393,7 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
         "--rootdir",
         str(tmp_path),
     )
+    before = set(CPUACCT.glob("bertfamily-bench-*"))  # make bench's own, where this runs under it
     found = make_test_time(cmd=command, cwd=tmp_path)
     assert found["status"] == "ok", found["output_tail"]
     assert set(found["units"]) == {"test_one.py", "test_two.py", "test_three.py"}
@@ -399,7 +401,7 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     cpu = found["units_cpu_s"]
     assert set(cpu) == set(found["units"]) and cpu["test_two.py"] >= 0.5 > cpu["test_one.py"], cpu
     assert (cpu["test_three.py"] >= 1.0) == cgroup_can_be_made(), cpu  # the orphan's second, where counted
-    assert not list(CPUACCT.glob("bertfamily-bench-*"))  # every worker's group removed with make test's
+    assert set(CPUACCT.glob("bertfamily-bench-*")) == before  # every worker's group removed with make test's
     assert make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
 
 

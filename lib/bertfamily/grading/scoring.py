@@ -117,16 +117,17 @@ def _code(text: str) -> str:
     return f"{fence} {text} {fence}" if fence != "`" else f"`{text}`"
 
 
-def _problem(index, entry, cell_timeout, nb) -> str | None:
-    """What went wrong in one cell's run, in words, with the cell as the student sees it (its first
-    line, the line that raised) and the error whole, and a name a later cell defines said so
-    (:func:`~bertfamily.grading.causes.defined_below`); None when it ran (its outputs may differ)."""
-    problem = _said_problem(index, entry, cell_timeout, nb.cells[index].source)
+def _cell_problem(index, entry, cell_timeout, nb) -> str | None:
+    """:func:`_problem` of the notebook's cell ``index``, and a name a later cell defines said so
+    (:func:`~bertfamily.grading.causes.defined_below`)."""
+    problem = _problem(index, entry, cell_timeout, nb.cells[index].source)
     below = defined_below(nb, index, problem)
     return f"{problem} ({below})" if below else problem
 
 
-def _said_problem(index, entry, cell_timeout, source: str) -> str | None:
+def _problem(index, entry, cell_timeout, source: str = "") -> str | None:
+    """What went wrong in one cell's run, in words, with the cell as the student sees it (its first
+    line, the line that raised) and the error whole; None when it ran (its outputs may differ)."""
     if entry["outcome"] != "failed" or entry["message"] == "Cell outputs differ":
         return None
     message = entry["message"]
@@ -277,7 +278,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     # task -> its cells' problems on the re-run, in order: the causes of missing answers
     task_errors: dict[str, list[str]] = {}
     for index in (i for i in code if i in results):
-        problem = _problem(index, results[index], limits.cell_timeout, nb)
+        problem = _cell_problem(index, results[index], limits.cell_timeout, nb)
         owner = owners.get(index)
         if problem and owner:
             task_errors.setdefault(owner, []).append(problem)
@@ -294,7 +295,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
                 continue
-            problem = _problem(index, results[index], limits.cell_timeout, nb)
+            problem = _cell_problem(index, results[index], limits.cell_timeout, nb)
             if problem and index not in check_cells:  # a check cell's error is its checks' verdict
                 raised.append(problem)
             differs.extend(d for d in [_difference(index, results[index]) or _raised_now(index, nb.cells[index],
@@ -328,7 +329,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
                 verdicts["partial"] = False
-            problem = None if answers is not None else _problem(index, results[index], limits.cell_timeout, nb)
+            problem = None if answers is not None else _cell_problem(index, results[index], limits.cell_timeout, nb)
             if problem:
                 found.append(problem)
                 continue
@@ -387,7 +388,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.checks[task.name] = verdicts
     for index in code:
         if owners.get(index) is None and index in results:
-            problem = _problem(index, results[index], limits.cell_timeout, nb)
+            problem = _cell_problem(index, results[index], limits.cell_timeout, nb)
             if problem:
                 score.problems.append(f"not in a task: {problem}")
     return score
