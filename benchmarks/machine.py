@@ -39,7 +39,34 @@ def machine() -> dict:
         "transformers": importlib.metadata.version("transformers"),
         "offline": os.environ.get("HF_HUB_OFFLINE") == "1",
         "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+        "reference_cpu_s": reference_cpu_s(),
     }
+
+
+#: A fixed piece of work, the same on every run: matrix products on one thread, and a Python loop.
+REFERENCE_WORK = """
+import time, torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+a = torch.randn(256, 256)
+start = time.process_time()
+for _ in range(4000):
+    b = a @ a
+sum(range(3_000_000))
+print(time.process_time() - start)
+"""
+
+
+def reference_cpu_s() -> float:
+    """The CPU seconds of :data:`REFERENCE_WORK` in a fresh process: the same work on a machine that is slower
+    at this hour (a host shared with others) takes more, so two benches' CPU figures compare through it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", REFERENCE_WORK], capture_output=True, text=True, timeout=600, check=True
+    )
+    return round(float(done.stdout.split()[-1]), 2)
 
 
 def limit_cores(n: int | None) -> None:

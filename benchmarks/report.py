@@ -28,7 +28,14 @@ def markdown(result: dict) -> str:
         f"{m['torch_threads']} torch threads, {m['memory_gib']} GiB; Python {m['python']}, torch {m['torch']}, "
         f"transformers {m['transformers']}{', offline' if m['offline'] else ''}. Load average (1, 5, 15 min) "
         f"{m['loadavg_before']} before, {after} after: on a machine shared with other work the times are "
-        "inflated. Regenerate with `make bench`.",
+        "inflated. Regenerate with `make bench`."
+        + (
+            f" A fixed workload (`benchmarks.machine.REFERENCE_WORK`, one thread) took {m['reference_cpu_s']:.2f} s "
+            f"of CPU before and {m.get('reference_cpu_s_after', float('nan')):.2f} s after: the same work costs "
+            "more CPU where the host is busier, so compare two benches' CPU figures through it."
+            if m.get("reference_cpu_s")
+            else ""
+        ),
         "",
         f"Each notebook runs in a fresh kernel; wall time from kernel start to shutdown; peak memory is the "
         f"largest resident memory of the kernel's whole process tree (RSS; with worker processes, the "

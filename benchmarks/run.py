@@ -56,7 +56,7 @@ from pathlib import Path
 from benchmarks.book import book_build_times, page_weight_table, page_weights
 from benchmarks.browser import CHROMIUM, browser_fill_record
 from benchmarks.grading import cluster_grading_time, grading_time
-from benchmarks.machine import limit_cores, machine
+from benchmarks.machine import limit_cores, machine, reference_cpu_s
 from benchmarks.masking import masking_batch, masking_comparison
 from benchmarks.notebooks import code_cells, relative_name, run_notebook
 from benchmarks.report import markdown, write_results
@@ -202,6 +202,7 @@ def main(argv=None) -> int:
     for key, _wanted, step in tqdm([s for s in steps if s[1]], desc="other measurements", unit="step"):
         result[key] = step()
     result["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    result["machine"]["reference_cpu_s_after"] = reference_cpu_s()
     if Path(args.out).is_file():  # the gradings take half an hour each: kept until measured again
         previous = load_results(args.out)
         result.update({key: previous[key] for key in SEPARATE if previous.get(key)})

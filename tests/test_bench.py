@@ -21,6 +21,7 @@ from benchmarks import run as bench
 from benchmarks.book import page_weight_table, page_weights
 from benchmarks.browser import outside_event_loop
 from benchmarks.commands import CPUACCT, cgroup_can_be_made
+from benchmarks.machine import reference_cpu_s
 from benchmarks.masking import masking_comparison
 from benchmarks.memory import TreePeak
 from benchmarks.notebooks import run_notebook
@@ -403,6 +404,18 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     assert (cpu["test_three.py"] >= 1.0) == cgroup_can_be_made(), cpu  # the orphan's second, where counted
     assert set(CPUACCT.glob("bertfamily-bench-*")) == before  # every worker's group removed with make test's
     assert make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
+
+
+def test_a_fixed_workload_is_timed_so_that_two_benches_compare():
+    """The same suite measured 1,055 s of CPU at 12:31 and 1,371 s at 13:33, on a host that had slowed down (the
+    workload below: 2.0 s, then 3.1 s). Each bench records what a fixed piece of work cost, before and after."""
+    seconds = reference_cpu_s()
+    assert math.isfinite(seconds) and 0 < seconds < 120
+    result = fake_result()
+    summarize(result)
+    assert "A fixed workload" not in markdown(result)  # a result from before the workload was recorded
+    result["machine"].update(reference_cpu_s=2.04, reference_cpu_s_after=3.11)
+    assert "took 2.04 s of CPU before and 3.11 s after" in markdown(result)
 
 
 def test_a_measured_make_test_replaces_the_estimate():
