@@ -32,7 +32,7 @@ def children_cpu_s() -> float:
     (``RUSAGE_CHILDREN``). Around a command it undercounts: a process whose parent never waits for it
     is left out, and the grader's sandboxes (their own PID namespace) and Chromium's helpers are such
     processes (process accounting of one ``make test``: 887 s counted so, 1,114 s in all).
-    :func:`cpu_group` counts them; this is the measure where no cgroup can be made."""
+    :class:`CpuMeter` counts them; this is its measure where no cgroup can be made."""
     import resource
 
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

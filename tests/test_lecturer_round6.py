@@ -12,7 +12,7 @@ and these made the feedback say something other than what the student saw. No ke
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from bertfamily.grading.causes import defined_below
+from bertfamily.grading.causes import defined_below, top_level_definitions
 from bertfamily.grading.nbval_worker import shown
 
 RESULT = {"output_type": "execute_result", "data": {"text/plain": "BertModel(...)"}, "execution_count": 3}
@@ -28,13 +28,15 @@ def test_a_name_a_later_cell_defines_is_said_with_that_cell():
             new_code_cell("%%time\ndef to_mib(n):\n    return n / 2**20"),
         ]
     )
+    found = top_level_definitions(nb)
+    assert found["to_mib"] == [3] and found["size_mib"] == [0] and found["helper"] == [2]  # not helper's local
     error = "cell 0 (the cell that starts `size_mib`) raised NameError: name 'to_mib' is not defined"
-    said = defined_below(nb, 0, error)
+    said = defined_below(found, 0, error)
     assert said.startswith("`to_mib` is defined further down, in cell 3") and "Restart & Run All" in said
-    assert defined_below(nb, 3, "cell 3 raised NameError: name 'to_mib' is not defined") is None  # nothing below
-    assert defined_below(nb, 0, "cell 0 raised NameError: name 'nowhere' is not defined") is None
-    assert defined_below(nb, 0, "cell 0 raised ValueError: to_mib") is None
-    assert defined_below(nb, 0, None) is None
+    assert defined_below(found, 3, "cell 3 raised NameError: name 'to_mib' is not defined") is None  # nothing below
+    assert defined_below(found, 0, "cell 0 raised NameError: name 'nowhere' is not defined") is None
+    assert defined_below(found, 0, "cell 0 raised ValueError: to_mib") is None
+    assert defined_below(found, 0, None) is None
 
 
 @pytest.mark.parametrize(

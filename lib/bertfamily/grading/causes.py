@@ -42,22 +42,30 @@ def undefined_name(problem: str) -> str | None:
     return found.group(1) if found and "NameError" in problem else None
 
 
-def defined_below(nb, index: int, problem: str | None) -> str | None:
-    """Where a cell's ``NameError`` names what a later cell defines (a notebook run out of order: the ✓ the
-    student saw came from that cell run first): the words that say so, or None."""
-    name = undefined_name(problem or "")
-    for later in range(index + 1, len(nb.cells) if name else 0):
-        cell = nb.cells[later]
+def top_level_definitions(nb) -> dict[str, list[int]]:
+    """{name: the code cells (their indices, in order) that bind it at their top level}, each cell read once."""
+    found: dict[str, list[int]] = {}
+    for index, cell in enumerate(nb.cells):
         try:
             tree = cell_tree(cell.source) if cell.cell_type == "code" else None
         except Unreadable:
             continue
-        if tree is not None and name in _top_level_names(tree):
-            return (
-                f"`{name}` is defined further down, in cell {later}: run from the top (Kernel → Restart & Run All), "
-                "as the grader runs it, the notebook uses it before that cell has run"
-            )
-    return None
+        for name in _top_level_names(tree) if tree is not None else ():
+            found.setdefault(name, []).append(index)
+    return found
+
+
+def defined_below(definitions: dict, index: int, problem: str | None) -> str | None:
+    """Where a cell's ``NameError`` names what a later cell defines (a notebook run out of order: the ✓ the
+    student saw came from that cell run first), in :func:`top_level_definitions`: the words that say so, or None."""
+    name = undefined_name(problem or "")
+    later = next((i for i in definitions.get(name, ()) if i > index), None) if name else None
+    if later is None:
+        return None
+    return (
+        f"`{name}` is defined further down, in cell {later}: run from the top (Kernel → Restart & Run All), "
+        "as the grader runs it, the notebook uses it before that cell has run"
+    )
 
 
 def _top_level_names(tree) -> set[str]:
@@ -74,10 +82,10 @@ def _top_level_names(tree) -> set[str]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
                 names.add(child.id)
-            elif not isinstance(child, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(child.name)  # a def under an if or a with: its body binds nothing here
+            elif not isinstance(child, ast.Lambda):
                 todo.append(child)
-            else:
-                names.add(getattr(child, "name", ""))
     return names
 
 

@@ -149,15 +149,23 @@ def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple
     return own
 
 
-def reference_copy(own: list, exercise: Exercise) -> str | None:
-    """The flag of a submission whose solution cells are the reference's, verbatim or with the variables
-    renamed (:func:`renamed`, cell by cell, each of the reference's cells counted once); None if not."""
+def _reference(exercise: Exercise) -> tuple[dict, dict, frozenset]:
+    """What :func:`reference_copy` compares with, read once a class: the graded solutions (normalized, and
+    :func:`renamed`), and the names the reference's imports bind."""
     solutions = _graded_solutions(exercise)
+    imported = frozenset(_imported(tuple(normalized(c.source) for c in exercise.reference.cells)))
+    return solutions, dict(zip(renamed(tuple(solutions), imported), solutions.values(), strict=True)), imported
+
+
+def reference_copy(own: list, exercise: Exercise, reference: tuple | None = None) -> str | None:
+    """The flag of a submission whose solution cells are the reference's, verbatim or with the variables
+    renamed (:func:`renamed`, cell by cell, each of the reference's cells counted once); None if not.
+    ``reference``: :func:`_reference` of ``exercise``, where a class already read it."""
+    solutions, solutions_renamed, imported = reference or _reference(exercise)
     copied = [solutions[tokens] for tokens, _ in own if tokens in solutions]
     how = "verbatim"
     if sum(lines for _, lines in copied) < MIN_LINES:
-        imported = frozenset(_imported(tuple(normalized(c.source) for c in exercise.reference.cells)))
-        left = dict(zip(renamed(tuple(solutions), imported), solutions.values(), strict=True))
+        left = dict(solutions_renamed)
         copied = [left.pop(cell) for cell in renamed(tuple(t for t, _ in own), imported) if cell in left]
         how = "with the variables renamed"
     if sum(lines for _, lines in copied) < MIN_LINES:
@@ -174,6 +182,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
     ``found`` ((path, name) pairs, as :func:`~bertfamily.grading.classroom.collect` gives them). A file
     that cannot be read as a notebook is left out (its row says why)."""
     flags, groups, renamings = defaultdict(list), defaultdict(list), defaultdict(list)
+    reference = _reference(exercise)
     lined: dict[str, list] = {}  # each submission's renamed cells, with their lines of code
     for path, name in found:
         try:
@@ -187,7 +196,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
             own = own_code(nb, exercise, Budget())
         except Exception:  # noqa: BLE001 - one file never stops the class: its row was graded and says the rest
             continue
-        said = reference_copy(own, exercise)
+        said = reference_copy(own, exercise, reference)
         if said:
             flags[name].append(said)
         if sum(lines for _, lines in own) >= MIN_LINES:

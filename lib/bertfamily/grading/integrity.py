@@ -198,6 +198,7 @@ def _findings(tree, imported, expected) -> list[str]:
     decorating = {
         id(n) for f in ast.walk(tree) if isinstance(f, defining) for d in f.decorator_list for n in ast.walk(d)
     }
+    bound = {**imported, **own}  # each name's module, this cell's imports first
     harmless = {  # the names in gc.collect(): used so, and only so, gc is not said
         id(n.func.value)
         for n in ast.walk(tree)
@@ -205,7 +206,7 @@ def _findings(tree, imported, expected) -> list[str]:
         and not (n.args or n.keywords)
         and isinstance(n.func, ast.Attribute)
         and isinstance(n.func.value, ast.Name)
-        and n.func.attr in HARMLESS_CALLS.get({**imported, **own}.get(n.func.value.id, ""), set())
+        and n.func.attr in HARMLESS_CALLS.get(bound.get(n.func.value.id, ""), set())
     }
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -236,12 +237,8 @@ def _findings(tree, imported, expected) -> list[str]:
                     found.append(f"imports {module} (the course's calculator: was the task counted or measured?)")
         elif isinstance(node, ast.Name) and node.id in NAMES and not (node.id == "wraps" and id(node) in decorating):
             found.append(f"uses {node.id} ({NAMES[node.id]})")
-        elif (
-            isinstance(node, ast.Name)
-            and {**imported, **own}.get(node.id) in HARMLESS_CALLS
-            and id(node) not in harmless
-        ):
-            found.append(f"uses {node.id} ({MODULES[{**imported, **own}[node.id]]})")
+        elif isinstance(node, ast.Name) and bound.get(node.id) in HARMLESS_CALLS and id(node) not in harmless:
+            found.append(f"uses {node.id} ({MODULES[bound[node.id]]})")
         elif isinstance(node, ast.Name) and node.id in imported and node.id not in own and _risky(imported[node.id]):
             # a module another cell imported (the course's set-up cell imports subprocess and importlib)
             found.append(f"uses {imported[node.id]} ({_risky(imported[node.id])}), imported in another cell")

@@ -202,4 +202,5 @@ def plain_shell_line(node) -> bool:
     if not isinstance(line, str) or any(c in line for c in ";&|`$<>\n"):
         return False
     plain = re.sub(r"\{[A-Za-z_]\w*\}", "", line)  # IPython fills {name} from the namespace; {f(x)} runs f
-    return line.strip().startswith(PIP) or (line.split()[:1] in [[c] for c in LOOKING_COMMANDS] and "{" not in plain)
+    command = (line.split() or [""])[0]
+    return line.strip().startswith(PIP) or (command in LOOKING_COMMANDS and "{" not in plain)

@@ -13,6 +13,7 @@ outputs counts as not reproduced.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -20,9 +21,9 @@ from typing import TypedDict
 
 import nbformat
 
-from bertfamily.grading import integrity
+from bertfamily.grading import causes, integrity
 from bertfamily.grading.budget import Budget, OverBudget
-from bertfamily.grading.causes import answer_tasks, defined_below, needs, typed_answers, typed_origins, undefined_name
+from bertfamily.grading.causes import answer_tasks, needs, typed_answers, typed_origins, undefined_name
 from bertfamily.grading.channel import answers_of, read_names, sent_answers
 from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.hub import served_in, served_note
@@ -117,11 +118,11 @@ def _code(text: str) -> str:
     return f"{fence} {text} {fence}" if fence != "`" else f"`{text}`"
 
 
-def _cell_problem(index, entry, cell_timeout, nb) -> str | None:
+def _cell_problem(index, entry, cell_timeout, nb, definitions) -> str | None:
     """:func:`_problem` of the notebook's cell ``index``, and a name a later cell defines said so
-    (:func:`~bertfamily.grading.causes.defined_below`)."""
+    (:func:`~bertfamily.grading.causes.defined_below`; ``definitions()``: the notebook's, read once)."""
     problem = _problem(index, entry, cell_timeout, nb.cells[index].source)
-    below = defined_below(nb, index, problem)
+    below = causes.defined_below(definitions(), index, problem) if undefined_name(problem or "") else None
     return f"{problem} ({below})" if below else problem
 
 
@@ -259,6 +260,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     reads = {task.name: {n for _, source in task.checks for n in read_names(source)} - {
         n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
     budget = Budget()  # the grader's reading of the code: bounded in time and size, whatever the notebook
+    definitions = functools.cache(lambda: causes.top_level_definitions(nb))  # read where a NameError asks, once
     try:
         typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
         said = integrity.suspicious(nb, exercise, budget)
@@ -278,7 +280,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     # task -> its cells' problems on the re-run, in order: the causes of missing answers
     task_errors: dict[str, list[str]] = {}
     for index in (i for i in code if i in results):
-        problem = _cell_problem(index, results[index], limits.cell_timeout, nb)
+        problem = _cell_problem(index, results[index], limits.cell_timeout, nb, definitions)
         owner = owners.get(index)
         if problem and owner:
             task_errors.setdefault(owner, []).append(problem)
@@ -295,7 +297,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
                 continue
-            problem = _cell_problem(index, results[index], limits.cell_timeout, nb)
+            problem = _cell_problem(index, results[index], limits.cell_timeout, nb, definitions)
             if problem and index not in check_cells:  # a check cell's error is its checks' verdict
                 raised.append(problem)
             differs.extend(d for d in [_difference(index, results[index]) or _raised_now(index, nb.cells[index],
@@ -329,7 +331,8 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
                 verdicts["partial"] = False
-            problem = None if answers is not None else _cell_problem(index, results[index], limits.cell_timeout, nb)
+            problem = None if answers is not None else _cell_problem(index, results[index], limits.cell_timeout, nb,
+                                                                     definitions)
             if problem:
                 found.append(problem)
                 continue
@@ -388,7 +391,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.checks[task.name] = verdicts
     for index in code:
         if owners.get(index) is None and index in results:
-            problem = _cell_problem(index, results[index], limits.cell_timeout, nb)
+            problem = _cell_problem(index, results[index], limits.cell_timeout, nb, definitions)
             if problem:
                 score.problems.append(f"not in a task: {problem}")
     return score

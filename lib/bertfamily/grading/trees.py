@@ -135,7 +135,9 @@ def saved(name, dir_fd=None) -> bool:
             if head.startswith(_TORCH_PICKLE):  # magic number, protocol, system, then the objects
                 handle.seek(0)
                 stream = io.BytesIO(handle.read(MAX_PICKLE))
-                return [_storages(stream) for _ in range(4)][3] >= MIN_TENSORS
+                for _ in range(3):  # its magic number, protocol and system's pickles
+                    _storages(stream)
+                return _storages(stream) >= MIN_TENSORS
             if head.startswith(b"PK\x03\x04"):
                 archive = zipfile.ZipFile(handle)
                 entries = archive.infolist()[:100_000]
