@@ -144,6 +144,20 @@ def test_missing_package_names_the_pip_command(monkeypatch):
         models.multilingual_e5()
 
 
+def test_embed_batches_by_length_and_returns_the_rows_in_the_order_given(tiny_config):
+    """Batched shortest first, each text's row is the one it gets alone (no padding), in the order given."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.BertModel(tiny_config(vocab_size=30_522, max_position_embeddings=64)).eval()
+    tokenizer = models.minilm_tokenizer()
+    texts = ["a much longer sentence about the markets of tokyo and london", "hi", "a cat sat", "two words", "x y z w"]
+    together = features.embed(model, tokenizer, texts, batch_size=2, prefix="query: ")
+    alone = torch.cat([features.embed(model, tokenizer, [t], prefix="query: ") for t in texts])
+    assert together.shape == (5, 16) and torch.allclose(together, alone, atol=1e-5)
+    assert not torch.allclose(together[0], together[1], atol=1e-3)  # distinct rows, not one repeated
+
+
 def test_embed_refuses_a_bare_string():
     model, tokenizer = models.minilm()
     with pytest.raises(ValueError, match="non-empty list"):

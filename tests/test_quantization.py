@@ -429,3 +429,45 @@ def test_unpinned_pairs_chain_to_speeds_relative_to_the_first_baseline():
         unpinned.chain_ratios({("A", "B"): 2.0, ("C", "D"): 3.0})
     with pytest.raises(ValueError, match="at least one pair"):
         unpinned.chain_ratios({})
+
+
+def test_the_timing_process_loads_each_model_once_and_never_holds_the_three(monkeypatch, capsys, tiny_config):
+    """`unpinned._child` on tiny stand-ins: DistilBERT is built once and quantised for the second pair, and
+    BERT-base is gone (no reference left) before the int8 copy is made."""
+    import gc
+    import io
+    import json
+    import weakref
+
+    from transformers import DistilBertModel
+
+    from bertfamily import quantization
+
+    built, alive_at_int8 = [], []
+
+    def load(name, verbose=True):
+        built.append(name)
+        kind = "bert" if name == "bert-base-uncased" else "distilbert"
+        model = BertModel(tiny_config()) if kind == "bert" else DistilBertModel(tiny_config(kind))
+        if kind == "bert":
+            built.append(weakref.ref(model))
+        return model.eval()
+
+    real = quantization.quantize_linear
+
+    def quantize(model, **kwargs):
+        if isinstance(model, nn.Module) and len(list(model.modules())) > 3:  # the model, not the probe
+            gc.collect()
+            alive_at_int8.append(built[1]() is not None)
+        return real(model, **kwargs)
+
+    monkeypatch.setattr(models, "load_pretrained", load)
+    monkeypatch.setattr(quantization, "quantize_linear", quantize)
+    payload = {"inputs": {"input_ids": [[1, 2, 3, 4]]}, "threads": 1, "warmup": 0, "runs": 2}
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps({**payload, "pairs": [list(p) for p in unpinned.PAIRS]})))
+    unpinned._child()
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert [b for b in built if isinstance(b, str)] == ["bert-base-uncased", "distilbert-base-uncased"]
+    assert alive_at_int8 == [False]
+    assert [list(p["seconds"]) for p in result["pairs"]] == [list(p) for p in unpinned.PAIRS]
+    assert result["threads"] == 1 and result["capability"]

@@ -60,29 +60,40 @@ def bags_of_words(table: torch.Tensor, train, test) -> tuple[torch.Tensor, torch
 
 
 def embed(model, tokenizer, texts, batch_size: int = 32, max_length: int = 128, prefix: str = ""):
-    """L2-normalised mean-pooled sentence embeddings (a float tensor, one row per text), no gradients.
+    """L2-normalised mean-pooled sentence embeddings (a float tensor, one row per text, in the order of
+    ``texts``), no gradients.
 
     Mean pooling over the real tokens (padding excluded, :func:`mean_pool`) is how all-MiniLM-L6-v2
     and the e5 models are meant to be used; ``prefix`` is prepended to every text (e5 expects
     ``"query: "``). The course's one sentence embedding: ``e5.embed`` is this with e5's prefix.
+
+    The texts are batched shortest first, so that a batch is padded to texts of about its own length
+    (BBC titles: 8.6 word pieces on average, 16 at most; in the order given, a batch of 128 is padded
+    to nearly 16, and the encoder does about twice the work). A row does not depend on its batch's
+    padding, which the mask excludes, beyond rounding (1e-7 here).
     """
     from tqdm.auto import tqdm
 
     if isinstance(texts, str) or not len(texts):
         raise ValueError("texts must be a non-empty list of strings")
+    texts = [prefix + t for t in texts]
+    lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+    order = sorted(range(len(texts)), key=lengths.__getitem__)
     batches = range(0, len(texts), batch_size)
     rows = []
     with torch.no_grad():
         for i in tqdm(batches, desc="embedding", disable=len(batches) < 8, leave=False):
             batch = tokenizer(
-                [prefix + t for t in texts[i : i + batch_size]],
+                [texts[j] for j in order[i : i + batch_size]],
                 padding=True,
                 truncation=True,
                 max_length=max_length,
                 return_tensors="pt",
             )
             rows.append(mean_pool(model(**batch).last_hidden_state, batch["attention_mask"]))  # (n, H)
-    return torch.nn.functional.normalize(torch.cat(rows), dim=-1)
+    pooled = torch.empty(len(texts), rows[0].shape[-1], dtype=rows[0].dtype)
+    pooled[torch.tensor(order)] = torch.cat(rows)  # back in the order of ``texts``
+    return torch.nn.functional.normalize(pooled, dim=-1)
 
 
 def _key(model, texts, max_length, keep_hidden):

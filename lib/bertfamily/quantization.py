@@ -18,7 +18,7 @@ Three questions a reader asks of a compressed model, each answered the way a use
   measured on disk or in a memory buffer, packing, scales and pickle overhead included.
 * how fast is it? :mod:`bertfamily.timing` times models (warm-up calls, then the median of several
   timed calls, several models in turn, run by run, so that a noisy neighbour slows them all alike);
-  lesson 3 times its models with :mod:`bertfamily.unpinned`, in fresh processes with unpinned kernels.
+  lesson 3 times its models with :mod:`bertfamily.unpinned`, in a fresh process with unpinned kernels.
 
 :func:`linear_split` and :func:`predicted_bytes` give the *prediction* from the configuration alone
 (with :mod:`bertfamily.budget`), to set beside the measured file size.

@@ -1,15 +1,17 @@
-"""Lesson 3's timing of BERT-base, DistilBERT and DistilBERT int8 in fresh processes whose kernels are not pinned.
+"""Lesson 3's timing of BERT-base, DistilBERT and DistilBERT int8 in a fresh process whose kernels are not pinned.
 
 The course pins its kernels (:data:`bertfamily.kernels.ISA`) so that its outputs reproduce, but that cap
 holds MKL's fp32 products and not torch's int8 kernels. :func:`time_pairs` therefore times the models in
-fresh Python processes with the cap removed, where each library picks what this CPU offers.
+a fresh Python process with the cap removed, where each library picks what this CPU offers.
 
-The three models do not share one process: BERT-base (418 MiB of fp32 weights), DistilBERT (253 MiB) and
-its int8 copy, with torch and transformers, would take a process of 1.4 GiB beside the kernel that asked,
-over Binder's 2 GiB with the notebook. Two processes each time one *pair*, interleaved run by run
-(:func:`bertfamily.timing.compare_latency`): BERT-base against DistilBERT fp32, then DistilBERT fp32
-against DistilBERT int8. Each ratio comes from one pair, measured under the same conditions; the speed of
-int8 relative to BERT-base is the product of the two (:func:`chain_ratios`).
+The three models are never held at once: BERT-base (418 MiB of fp32 weights), DistilBERT (253 MiB) and
+its int8 copy, with torch and transformers, would take 1.4 GiB beside the kernel that asked, over
+Binder's 2 GiB with the notebook. The process times one *pair* at a time, interleaved run by run
+(:func:`bertfamily.timing.compare_latency`): BERT-base against DistilBERT fp32, then, BERT-base
+dropped, DistilBERT fp32 against DistilBERT int8. Each ratio comes from one pair, measured under the same
+conditions; the speed of int8 relative to BERT-base is the product of the two (:func:`chain_ratios`).
+One process rather than one a pair: torch, transformers and DistilBERT are loaded once (a second
+process cost 4 s of the lesson's minute).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def chain_ratios(ratios: Mapping[tuple[str, str], float]) -> dict[str, float]:
 
 
 def time_pairs(inputs: Mapping, threads: int = 1, warmup: int = 1, runs: int = 5, timeout: float = 300) -> dict:
-    """Time :data:`PAIRS` on ``inputs``, each pair interleaved in a fresh process with unpinned kernels.
+    """Time :data:`PAIRS` on ``inputs``, each pair interleaved, in one fresh process with unpinned kernels.
 
     Returns ``pairs`` (one :func:`~bertfamily.timing.compare_latency` dict per pair, in order: its
     ``seconds``, ``times`` and ``speedup``), ``ratios`` (``(slower, faster)`` -> the first's median
@@ -60,39 +62,31 @@ def time_pairs(inputs: Mapping, threads: int = 1, warmup: int = 1, runs: int = 5
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     env = {k: v for k, v in os.environ.items() if k not in kernels.ISA}
     env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "ONEDNN_VERBOSE": "0"})
-    result: dict = {"pairs": [], "fp32_gemm": set(), "int8_onednn_calls": 0}
-    for pair in PAIRS:
-        payload = json.dumps(
-            {
-                "inputs": {k: v.tolist() for k, v in inputs.items()},
-                "threads": threads,
-                "warmup": warmup,
-                "runs": runs,
-                "models": list(pair),
-            }
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", "from bertfamily.unpinned import _child; _child()"],
-            input=payload,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if out.returncode:
-            raise RuntimeError(f"the timing process for {' and '.join(pair)} failed:\n{out.stderr[-2000:]}")
-        lines = out.stdout.splitlines()
-        timed = json.loads(lines[-1])
-        result["fp32_gemm"] |= {
-            line.split()[1].split("(")[0]
-            for line in lines
-            if line.startswith("MKL_VERBOSE ") and "(" in line.split()[1]
+    payload = json.dumps(
+        {
+            "inputs": {k: v.tolist() for k, v in inputs.items()},
+            "threads": threads,
+            "warmup": warmup,
+            "runs": runs,
+            "pairs": [list(pair) for pair in PAIRS],
         }
-        result["int8_onednn_calls"] += sum(line.startswith("onednn_verbose,") and ",exec," in line for line in lines)
-        for key in ("capability", "quantized_engine", "threads"):
-            result[key] = timed.pop(key)
-        result["pairs"].append(timed)
-    result["fp32_gemm"] = sorted(result["fp32_gemm"])
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "from bertfamily.unpinned import _child; _child()"],
+        input=payload,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if out.returncode:
+        raise RuntimeError(f"the timing process failed:\n{out.stderr[-2000:]}")
+    lines = out.stdout.splitlines()
+    result = json.loads(lines[-1])
+    result["fp32_gemm"] = sorted(
+        {line.split()[1].split("(")[0] for line in lines if line.startswith("MKL_VERBOSE ") and "(" in line.split()[1]}
+    )
+    result["int8_onednn_calls"] = sum(line.startswith("onednn_verbose,") and ",exec," in line for line in lines)
     result["ratios"] = {
         pair: timed["seconds"][pair[0]] / timed["seconds"][pair[1]]
         for pair, timed in zip(PAIRS, result["pairs"], strict=True)
@@ -101,8 +95,12 @@ def time_pairs(inputs: Mapping, threads: int = 1, warmup: int = 1, runs: int = 5
     return result
 
 
+_HUB = {"BERT-base fp32": "bert-base-uncased", "DistilBERT fp32": "distilbert-base-uncased"}
+
+
 def _child() -> None:
-    """The process :func:`time_pairs` starts: reads its arguments (JSON) from stdin, prints the result last."""
+    """The process :func:`time_pairs` starts: reads its arguments (JSON) from stdin, times each pair in
+    turn (a model is dropped once no later pair needs it), prints the result last."""
     import torch
     from torch import nn
 
@@ -113,28 +111,39 @@ def _child() -> None:
     args = json.loads(sys.stdin.read())
     torch.set_num_threads(args["threads"])
     inputs = {k: torch.tensor(v) for k, v in args["inputs"].items()}
-    built: dict = {}
-    for name in args["models"]:
-        if name == "DistilBERT int8":
-            built[name] = quantize_linear(
-                built.get("DistilBERT fp32") or models.load_pretrained("distilbert-base-uncased", verbose=False)
-            )
-        else:
-            hub = {"BERT-base fp32": "bert-base-uncased", "DistilBERT fp32": "distilbert-base-uncased"}[name]
-            built[name] = models.load_pretrained(hub, verbose=False)
     probe = nn.Linear(8, 8)
-    with torch.inference_mode():
-        with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
-            probe(torch.ones(2, 8))  # MKL names the fp32 kernel on stdout
-        sys.stdout.flush()
-        if "DistilBERT int8" in built:
-            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
-                quantize_linear(nn.Sequential(probe))(torch.ones(2, 8))  # oneDNN, if it ran, says so
-            sys.stdout.flush()
-    speed = compare_latency(built, inputs, warmup=args["warmup"], runs=args["runs"])
-    speed.update(
-        capability=torch.backends.cpu.get_cpu_capability(),
-        quantized_engine=torch.backends.quantized.engine,
-        threads=torch.get_num_threads(),
+    with torch.inference_mode(), torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+        probe(torch.ones(2, 8))  # MKL names the fp32 kernel on stdout
+    sys.stdout.flush()
+    built: dict = {}
+    timed = []
+    for n, pair in enumerate(args["pairs"]):
+        for name in pair:
+            if name in built:
+                continue
+            if name == "DistilBERT int8":
+                built[name] = quantize_linear(
+                    built.get("DistilBERT fp32") or models.load_pretrained(_HUB["DistilBERT fp32"], verbose=False)
+                )
+                with torch.inference_mode(), torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                    quantize_linear(nn.Sequential(probe))(torch.ones(2, 8))  # oneDNN, if it ran, says so
+                sys.stdout.flush()
+            else:
+                built[name] = models.load_pretrained(_HUB[name], verbose=False)
+        timed.append(
+            compare_latency({name: built[name] for name in pair}, inputs, warmup=args["warmup"], runs=args["runs"])
+        )
+        later = {name for rest in args["pairs"][n + 1 :] for name in rest}
+        built = {name: model for name, model in built.items() if name in later}  # BERT-base goes before int8 comes
+    print(
+        "\n"
+        + json.dumps(
+            {
+                "pairs": timed,
+                "capability": torch.backends.cpu.get_cpu_capability(),
+                "quantized_engine": torch.backends.quantized.engine,
+                "threads": torch.get_num_threads(),
+            }
+        ),
+        flush=True,
     )
-    print("\n" + json.dumps(speed), flush=True)
