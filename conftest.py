@@ -102,6 +102,7 @@ def _schedule(items, bench: dict | None = None) -> None:
 UNIT_TIMES = os.environ.get("BERTFAMILY_UNIT_TIMES")
 _unit_seconds: dict = {}
 _unit_cpu: dict = {}
+_test_cpu: dict = {}  # node id -> CPU seconds of its phases (setup, call, teardown), for the slowest
 _counting = [False]  # whether this process adds them up: the controller, which sees every worker's reports
 _cpu_mark = [0.0]  # the CPU seconds of this process and its finished children at the last report
 
@@ -153,6 +154,7 @@ def pytest_runtest_logreport(report):
         cpu = dict(report.user_properties).get("cpu_s")
         if cpu is not None:
             _unit_cpu[unit] = _unit_cpu.get(unit, 0.0) + float(cpu)
+            _test_cpu[report.nodeid] = _test_cpu.get(report.nodeid, 0.0) + float(cpu)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -164,6 +166,8 @@ def pytest_sessionfinish(session, exitstatus):
         Path(UNIT_TIMES).write_text(json.dumps(units, indent=1) + "\n", encoding="utf-8")
         cpu = {u: round(s, 1) for u, s in sorted(_unit_cpu.items(), key=lambda kv: -kv[1])}
         Path(UNIT_TIMES).with_suffix(".cpu.json").write_text(json.dumps(cpu, indent=1) + "\n", encoding="utf-8")
+        tests = dict(sorted(((t, round(s, 1)) for t, s in _test_cpu.items()), key=lambda kv: -kv[1])[:40])
+        Path(UNIT_TIMES).with_suffix(".tests.json").write_text(json.dumps(tests, indent=1) + "\n", encoding="utf-8")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,8 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     for only, what ``time make test`` reports (the sandboxes' and Chromium's helpers are not among them).
     ``units_cpu_s``: the CPU seconds of each unit (its tests' worker process and every process it
     started: conftest.py counts each worker in a cgroup of its own where one can be made, else the
-    processes it waited for)."""
+    processes it waited for). ``tests_cpu_s``: the 40 tests that took the most CPU (node id -> seconds of
+    their setup, call and teardown, counted as the units are)."""
     start = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     before = [round(x, 2) for x in os.getloadavg()]
     units_file = Path(tempfile.mkdtemp(prefix="bertfamily-units-")) / "units.json"
@@ -70,16 +72,15 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
     wall = round(time.perf_counter() - t0, 2)
     cpu, waited = round(meter.seconds(), 1), round(meter.waited_seconds(), 1)
     meter.close()
-    cpu_file = units_file.with_suffix(".cpu.json")
     try:
-        units = json.loads(units_file.read_text(encoding="utf-8"))
-        units_cpu = json.loads(cpu_file.read_text(encoding="utf-8"))
+        units, units_cpu, tests_cpu = (
+            json.loads(units_file.with_suffix(suffix).read_text(encoding="utf-8"))
+            for suffix in (".json", ".cpu.json", ".tests.json")
+        )
     except (OSError, ValueError):
-        units = units_cpu = None  # a stand-in command, or a run that ended before pytest did
+        units = units_cpu = tests_cpu = None  # a stand-in command, or a run that ended before pytest did
     finally:
-        units_file.unlink(missing_ok=True)
-        cpu_file.unlink(missing_ok=True)
-        units_file.parent.rmdir()
+        shutil.rmtree(units_file.parent, ignore_errors=True)
     return {
         "command": " ".join(cmd),
         "date": start,
@@ -95,4 +96,5 @@ def make_test_time(cmd=MAKE_TEST, cwd: Path = ROOT, timeout: int = 3600) -> dict
         "output_tail": None if rc == 0 else output[-1500:],
         "units": units,
         "units_cpu_s": units_cpu,
+        "tests_cpu_s": tests_cpu,
     }

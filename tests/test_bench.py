@@ -402,6 +402,9 @@ def test_make_test_records_how_long_each_unit_took(tmp_path, monkeypatch):
     cpu = found["units_cpu_s"]
     assert set(cpu) == set(found["units"]) and cpu["test_two.py"] >= 0.5 > cpu["test_one.py"], cpu
     assert (cpu["test_three.py"] >= 1.0) == cgroup_can_be_made(), cpu  # the orphan's second, where counted
+    tests = found["tests_cpu_s"]  # by test too, the costliest first
+    assert set(tests) == {f"{name}.py::test_it" for name in ("test_one", "test_two", "test_three")}, tests
+    assert list(tests)[0] == ("test_three.py::test_it" if cgroup_can_be_made() else "test_two.py::test_it"), tests
     assert set(CPUACCT.glob("bertfamily-bench-*")) == before  # every worker's group removed with make test's
     assert make_test_time(cmd=FAKE_MAKE_TEST, cwd=ROOT)["units"] is None  # no pytest, no units
 
