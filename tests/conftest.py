@@ -97,7 +97,7 @@ def graded_tiny(tmp_path_factory):
 
 #: Fixtures that run real kernels or long trainings: a test that uses one is marked ``slow``, and
 #: ``make unit`` (the fast gate) leaves it out; ``make test`` runs everything.
-SLOW_FIXTURES = {"planted", "batch", "serial", "loop_row", "book_build", "hostile"}
+SLOW_FIXTURES = {"planted", "serial", "loop_row", "book_build", "hostile"}
 
 
 def pytest_configure(config):
@@ -108,7 +108,7 @@ def pytest_configure(config):
 
 
 #: Fixtures that grade real submissions: they need the grader's sandbox (bubblewrap).
-SANDBOX_FIXTURES = {"planted", "batch", "serial", "loop_row", "hostile", "graded_tiny"}
+SANDBOX_FIXTURES = {"planted", "serial", "loop_row", "hostile", "graded_tiny"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -403,7 +403,8 @@ def kill_empty_once(path, display, exercise, limits, sanitize, strict_outputs=Fa
 @pytest.mark.slow
 def test_real_notebooks_give_the_local_gradebook_byte_for_byte(client, dask_cluster, tmp_path, monkeypatch):
     """An honest submission, one with no answers (the student version: every check fails) and an empty
-    file of the small exercise made for the tests, graded locally (two jobs) and on the cluster, where
+    file of the small exercise made for the tests, graded locally (in this process: the pool of two jobs is the
+    graded class's) and on the cluster, where
     the worker that takes the empty file dies first: the same gradebook and feedback."""
     tiny = grading.Exercise.load(TINY)
     folder = tmp_path / "class"
@@ -412,7 +413,7 @@ def test_real_notebooks_give_the_local_gradebook_byte_for_byte(client, dask_clus
     nbformat.write(grading.student_version(tiny.reference), folder / "wrong.ipynb")
     (folder / "empty.ipynb").write_bytes(b"")
     limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=1024, disk_mib=64)
-    local = grading.grade_class([folder], tiny, limits, jobs=2, progress=False)
+    local = grading.grade_class([folder], tiny, limits, jobs=1, progress=False)
     executor = cluster.DaskCluster(dask_cluster[0], out=tmp_path / "g.csv", grader=kill_empty_once)
     rows = grading.grade_class([folder], tiny, limits, progress=False, executor=executor)
     assert (tmp_path / "empty.killed").exists()  # a worker died

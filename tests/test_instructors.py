@@ -176,7 +176,14 @@ def test_the_recipe_runs_as_written_on_a_tiny_class(tmp_path):
     rows = {r["student"]: r for r in _rows(work / "gradebook.csv")}
     assert set(rows) == {"1001", "1002", "1003"}, rows
     assert (rows["1001"]["status"], rows["1001"]["score"], rows["1001"]["max_score"]) == ("graded", bonus, top)
-    assert rows["1001"]["flags"].startswith("copy: the solution cells of task1"), rows["1001"]  # the reference's code
+    # Ada's is the model answer, the real exercise's one full run in the suite (nbval runs the solution notebook
+    # itself as a lesson): every task's points, its outputs reproduced, nothing said but what is said of it
+    ada = rows["1001"]
+    assert all(float(ada[t.name]) == rules.tasks[t.name].points for t in exercise.graded), ada
+    assert (ada["outputs"], ada["detail"]) == ("reproduced", ""), ada
+    # the reference's code: a copy, flagged for the instructor (bertfamily.grading.copies), and nothing else
+    assert ada["flags"].startswith("copy: the solution cells of task1, ") and ada["flags"].count("; ") == 0, ada
+    assert ada["read_by_hand"].startswith("task7: quantize_dynamic converted only the nn.Linear layers"), ada
     jane = [r for r in before["gradebook.csv"] if r[1] == "1002"][0]
     assert rows["1001"]["late"] == "" and float(rows["1002"]["score"]) >= float(jane[3]) + 2, (jane, rows["1002"])
     assert rows["1003"]["status"] == "missing"
