@@ -17,7 +17,7 @@ from . import data
 
 __all__ = ["LANGUAGE_NAMES", "TOPIC_ALIASES", "words", "vocabulary_growth", "train_wordpiece",
            "tokenize_fn", "token_stats", "pieces_by_language", "shared_share", "pair_sharing",
-           "labelled_prompts", "chatterbot_sentences", "restrict_to", "embed_sorted", "mix_languages",
+           "labelled_prompts", "chatterbot_sentences", "restrict_to", "mix_languages",
            "labelled_halves", "equal_sample_sharing"]
 
 LANGUAGE_NAMES = OrderedDict(en="English", es="Spanish", it="Italian", de="German", fr="French",
@@ -206,21 +206,6 @@ def restrict_to(texts, topics, keep) -> tuple[list[str], list[str]]:
     if not rows:
         raise ValueError(f"no text has a topic in {sorted(keep)}")
     return [x for x, _ in rows], [y for _, y in rows]
-
-
-def embed_sorted(model, tokenizer, texts, prefix: str = "query: ", batch_size: int = 32,
-                 max_length: int = 48) -> torch.Tensor:
-    """e5 sentence embeddings, computed in length-sorted batches (less padding, less time and memory)
-    and returned in the order of ``texts``."""
-    from .e5 import embed
-
-    texts = list(_texts(texts))
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    rows = embed(model, tokenizer, [texts[i] for i in order], prefix=prefix, batch_size=batch_size,
-                 max_length=max_length)
-    out = torch.empty_like(rows)
-    out[torch.tensor(order)] = rows
-    return out
 
 
 def mix_languages(first: str, second: str, cut: float = 0.5) -> str:
