@@ -4,8 +4,10 @@ The book is built once per session (the `book_build` fixture of tests/conftest.p
 strict build test) and served on localhost. Each page must load without failed requests for local
 files, show its figures, its launch buttons (Binder and Colab, for that very notebook, and Thebe)
 and every number it glues, with no broken internal link; a solution dropdown must open on click,
-and the search page must find a term. A screenshot of every page is written to BOOK_SCREENSHOTS
-(default: _build/screenshots/) and the folder is named in the summary at the end of the run.
+and the search page must find a term. With BOOK_SCREENSHOTS set to a folder (e.g.
+`BOOK_SCREENSHOTS=_build/screenshots make test`), a screenshot of every page is written there and the
+folder is named in the summary at the end of the run; without it none is (a full-page screenshot costs
+Chromium about 1.7 s of CPU a lesson, and no check reads it).
 
 The checks are plain functions that return a list of problems. `test_checks_detect_removals` runs
 them on copies of a built page with a figure, a glued number or a launch button removed, and
@@ -355,9 +357,12 @@ def browser_context(site, book_report, playwright_driver):
 
 
 @pytest.fixture(scope="session")
-def screenshots(book_report) -> Path:
-    """The folder the page screenshots go to (BOOK_SCREENSHOTS, default _build/screenshots)."""
-    folder = Path(os.environ.get("BOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
+def screenshots(book_report) -> Path | None:
+    """The folder the page screenshots go to (BOOK_SCREENSHOTS), or None: no screenshots."""
+    if not os.environ.get("BOOK_SCREENSHOTS"):
+        book_report["screenshots"] = "no screenshots (BOOK_SCREENSHOTS=_build/screenshots make test writes them)"
+        return None
+    folder = Path(os.environ["BOOK_SCREENSHOTS"])
     folder.mkdir(parents=True, exist_ok=True)
     book_report["screenshots"] = f"screenshots of every page: {folder}"
     return folder
@@ -371,9 +376,10 @@ def test_page_as_a_reader_sees_it(doc, site, browser_context, screenshots):
     html, base = site
     page, failures = open_page(browser_context, base + f"{doc}.html")
     try:
-        shot = screenshots / f"{doc.replace('/', '_')}.jpg"
-        page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=80)
-        print(f"screenshot: {shot}")
+        if screenshots is not None:
+            shot = screenshots / f"{doc.replace('/', '_')}.jpg"
+            page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=80)
+            print(f"screenshot: {shot}")
         problems = [f"failed local request {f}" for f in failures]
         problems += figure_problems(page, expected_figures(doc))
         problems += glue_problems(page, expected_glue_texts(doc))
