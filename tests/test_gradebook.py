@@ -499,6 +499,22 @@ def _is_kernel(process) -> bool:
         return False
 
 
+def test_a_pools_task_runs_in_the_environment_of_the_process_that_asked(monkeypatch):
+    """A pool's workers are forked from a server that may have started with an earlier pool's environment:
+    each task carries the asking process's (BERTFAMILY_GRADE_TMP, the kernel's variables), as spawn gave."""
+    import multiprocessing
+
+    from bertfamily.grading import classroom
+
+    seen = {}
+    monkeypatch.setattr(os, "environ", {**os.environ, "LEFT_OVER": "1"})
+    monkeypatch.setattr(classroom, "grade_submission", lambda *args: seen.update(os.environ) or args)
+    assert classroom._grade_one(("a.ipynb",), {"ONLY": "this"}) == ("a.ipynb",) and seen == {"ONLY": "this"}
+    assert classroom._context(fork_server=False).get_start_method() == "spawn"  # the API's default
+    if "forkserver" in multiprocessing.get_all_start_methods():  # the command line's
+        assert classroom._context(fork_server=True).get_start_method() == "forkserver"
+
+
 @pytest.mark.sandbox
 def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
     """SIGKILL to ``bertfamily-grade`` while two kernels run: its pool workers, their nbval workers and

@@ -18,7 +18,7 @@ LAYERS = [
     {"sandbox"},
     {"scoring", "copies"},
     {"pipeline"},
-    {"policy"},
+    {"policy", "preload"},
     {"classroom", "gradebook"},
     {"fingerprints", "lms", "moodle", "canvas"},
     {"journal"},

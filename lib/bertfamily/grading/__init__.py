@@ -21,7 +21,8 @@ its own; tests/test_grading_layers.py keeps it so):
 ``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row
 ``policy``        the lecturer's points (bonus, partial credit), deadline, late policy, which submission counts
-``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``)
+``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``);
+                  ``preload``: what a ``LocalPool``'s workers are forked from
 ``gradebook``     what the instructor gets: the gradebook, roster, feedback, summary
 ``lms``           Canvas's and Moodle's exports as they come: whose each file is, when; Moodle's feedback zip;
                   ``moodle``: its worksheet; ``canvas``: its export's column and points, its import file

@@ -74,21 +74,45 @@ class Executor(Protocol):
         """One row per (path, display) in ``found``, in any order."""
 
 
-def _grade_one(args) -> Row:
+def _grade_one(args, environ: dict | None = None) -> Row:
+    if environ is not None:  # a pool's worker: the environment of the process that asked, as it is now
+        os.environ.clear()
+        os.environ.update(environ)
     return grade_submission(*args)
 
 
-def _pool(work, jobs, rows, bar) -> list:
+#: What a pool's workers are forked from (:func:`_context`): the checks a row is scored with, which import
+#: torch and transformers (2.5-3.5 s of CPU a process), and the server's tie to the grader (its docstring).
+PRELOAD = ["bertfamily.grading.preload"]
+
+
+def _context(fork_server: bool):
+    """How a pool's workers start. With ``fork_server`` (the command line's pools), forked from a server
+    that imported :data:`PRELOAD` once (``forkserver``, where the platform has it), so that a pool of two
+    imports torch once, not twice: the server only imports, never computes (no thread pool of torch's that
+    fork would break); it dies with the grader (:mod:`~bertfamily.grading.preload`) and each worker with it;
+    each task carries the asking process's environment (:func:`_grade_one`), which the server, started by an
+    earlier pool of the same process, may not have. Otherwise spawned, each importing its own: a process
+    may already run a fork server that is not the grader's (a notebook that trained with
+    :mod:`bertfamily.parallel`), which :data:`PRELOAD` would then never reach."""
+    import multiprocessing
+
+    if not fork_server or "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def _pool(work, jobs, rows, bar, fork_server: bool = False) -> list:
     """Grade ``work`` in a pool of ``jobs`` processes, appending the rows; return the work whose worker
     died (a broken pool loses every submission that had not finished)."""
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent
-    ) as pool:
-        futures, taken = {pool.submit(_grade_one, args): args for args in work}, set()
+    environ = dict(os.environ)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_context(fork_server), initializer=die_with_parent) as pool:
+        futures, taken = {pool.submit(_grade_one, args, environ): args for args in work}, set()
         try:
             for future in as_completed(futures):
                 rows.append(future.result())
@@ -137,11 +161,13 @@ class _Rows(list):
 
 
 class LocalPool:
-    """This machine: in this process when ``jobs`` is 1, else a pool of ``jobs`` spawned processes. A
-    kernel is started once first (:func:`~bertfamily.grading.sandbox.probe_kernel`); each kernel gets
-    cores / jobs threads; a submission whose worker died is graded again, alone, then gets an error row."""
+    """This machine: in this process when ``jobs`` is 1, else a pool of ``jobs`` processes, spawned, or
+    forked from a server that imported the checks once with ``fork_server`` (:func:`_context`: the command
+    line's choice). A kernel is started once first (:func:`~bertfamily.grading.sandbox.probe_kernel`); each
+    kernel gets cores / jobs threads; a submission whose worker died is graded again, alone, then gets an
+    error row."""
 
-    def __init__(self, jobs: int = 1):
+    def __init__(self, jobs: int = 1, fork_server: bool = False):
         import importlib.util
 
         if jobs < 1:
@@ -152,7 +178,7 @@ class LocalPool:
                 f"the grader needs {', '.join(missing)}: install the test extras "
                 "(pip install -e '.[test]', as make setup does)"
             )
-        self.jobs = jobs
+        self.jobs, self.fork_server = jobs, fork_server
         self.on_row = None  # called with each row as it finishes (bertfamily.grading.regrade: the journal)
 
     def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
@@ -170,9 +196,9 @@ class LocalPool:
                     rows.append(_grade_one(args))
                     bar.update()
             else:
-                lost = _pool(work, min(self.jobs, len(work)), rows, bar)
+                lost = _pool(work, min(self.jobs, len(work)), rows, bar, self.fork_server)
                 for args in lost:  # a worker died under them: each alone, in a worker of its own
-                    if _pool([args], 1, rows, bar):
+                    if _pool([args], 1, rows, bar, self.fork_server):
                         rows.append(_worker_died(args))
                         bar.update()
         return list(rows)

@@ -218,7 +218,8 @@ def _main_gradebook(argv) -> int:
             from bertfamily.grading.cluster import DaskCluster
             executor = DaskCluster(args.scheduler, out=out, jobs=args.jobs, resume=args.resume, force=args.force)
         else:
-            executor = Journaled(LocalPool(args.jobs), out, resume=args.resume, force=args.force, regrade=chosen)
+            executor = Journaled(LocalPool(args.jobs, fork_server=True), out, resume=args.resume, force=args.force,
+                                 regrade=chosen)
         notebooks = [f.path for f in found if f.notebook]
         rows = grade_class(notebooks, exercise, limits, sanitize=args.sanitize, strict_outputs=args.strict_outputs,
                            executor=executor) if notebooks else []
