@@ -515,6 +515,90 @@ def test_a_pools_task_runs_in_the_environment_of_the_process_that_asked(monkeypa
         assert classroom._context(fork_server=True).get_start_method() == "forkserver"
 
 
+def test_a_pool_worker_or_fork_server_whose_grader_is_gone_ends_at_once():
+    """The ties to the grader are made after the process starts: a worker (monitor.die_with) or a fork server
+    (grading.preload) that finds its grader already gone ends, instead of waiting on its tasks forever."""
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    code = f"from bertfamily.grading.monitor import die_with; die_with({gone.pid}); print('left running')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, ""), done
+    env = {**os.environ, "BERTFAMILY_GRADER_PID": str(gone.pid)}  # not this server's parent: its grader is gone
+    code = "import sys, bertfamily.grading.preload; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert (done.returncode, done.stdout) == (0, ""), done
+
+
+@pytest.mark.sandbox
+def test_a_grader_killed_as_its_pool_starts_leaves_no_process_behind(tmp_path):
+    """SIGKILL to ``bertfamily-grade`` the moment its fork server appears, before the server has imported
+    anything (the red team's round 11 left the server, a worker and the resource tracker running so)."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for n in range(2):
+        nbformat.write(
+            added(grading.model_answer(tiny().reference), "import time\ntime.sleep(60)"), klass / f"s{n}.ipynb"
+        )
+    env = {**os.environ, "BERTFAMILY_GRADE_TMP": str(tmp_path)}
+    command = [sys.executable, "-m", "bertfamily.grading", str(klass), "--out", str(tmp_path / "g.csv")]
+    grader = subprocess.Popen(
+        [*command, "--jobs", "2", "--reference", str(TINY)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline, server = time.monotonic() + 120, None
+        while time.monotonic() < deadline and server is None and grader.poll() is None:
+            family = psutil.Process(grader.pid).children(recursive=True)
+            server = next((p for p in family if "multiprocessing.forkserver" in " ".join(_cmdline(p))), None)
+            time.sleep(0.01)
+        assert server is not None, "the fork server never started"
+        family = psutil.Process(grader.pid).children(recursive=True)
+        grader.send_signal(signal.SIGKILL)
+        grader.wait()
+        time.sleep(5)  # what the server forked in the meantime is its child: counted below
+        family += [c for p in family for c in _children(p)]
+        _, alive = psutil.wait_procs(set(family), timeout=20)
+        left = [" ".join(_cmdline(p))[:120] for p in alive]
+        for process in alive:  # not left running on the machine when the test fails
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        assert not left, left
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+
+
+def _cmdline(process) -> list[str]:
+    import psutil
+
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def _children(process) -> list:
+    import psutil
+
+    try:
+        return process.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 @pytest.mark.sandbox
 def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
     """SIGKILL to ``bertfamily-grade`` while two kernels run: its pool workers, their nbval workers and

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from bertfamily.grading.copies import copy_flags
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.monitor import Limits, die_with_parent
+from bertfamily.grading.monitor import Limits, die_with
 from bertfamily.grading.pipeline import Row, error_row, grade_submission, sanitizers
 from bertfamily.grading.sandbox import probe_kernel
 from bertfamily.grading.textsafe import display_name
@@ -84,6 +84,7 @@ def _grade_one(args, environ: dict | None = None) -> Row:
 #: What a pool's workers are forked from (:func:`_context`): the checks a row is scored with, which import
 #: torch and transformers (2.5-3.5 s of CPU a process), and the server's tie to the grader (its docstring).
 PRELOAD = ["bertfamily.grading.preload"]
+GRADER_PID = "BERTFAMILY_GRADER_PID"  # the pid of the grader that starts the fork server, as the server reads it
 
 
 def _context(fork_server: bool):
@@ -100,6 +101,7 @@ def _context(fork_server: bool):
     if not fork_server or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
+    os.environ[GRADER_PID] = str(os.getpid())  # the server checks it is still this grader's (preload)
     context.set_forkserver_preload(PRELOAD)
     return context
 
@@ -111,7 +113,9 @@ def _pool(work, jobs, rows, bar, fork_server: bool = False) -> list:
     from concurrent.futures.process import BrokenProcessPool
 
     environ = dict(os.environ)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_context(fork_server), initializer=die_with_parent) as pool:
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=_context(fork_server), initializer=die_with, initargs=(os.getpid(),)
+    ) as pool:
         futures, taken = {pool.submit(_grade_one, args, environ): args for args in work}, set()
         try:
             for future in as_completed(futures):

@@ -359,6 +359,20 @@ def die_with_parent() -> None:
         return
 
 
+def die_with(grader: int) -> None:
+    """A pool's worker: :func:`die_with_parent`, then end at once if ``grader`` (the process that asked for
+    the pool) has already ended. The worker's parent is the grader, or the fork server that the grader's
+    death takes with it (:mod:`~bertfamily.grading.preload`); either may have ended before the tie was
+    made, and a worker left so would wait on its task queue forever."""
+    die_with_parent()
+    try:
+        os.kill(grader, 0)
+    except ProcessLookupError:
+        os._exit(0)
+    except PermissionError:  # alive, another user's (never the case for the grader's own pool)
+        pass
+
+
 def child_limits(file_bytes: int = MAX_FILE_BYTES, group=None):
     """What the nbval worker (and so its kernel) starts with: no core dumps, one file at most
     ``file_bytes``, death with the grader, and the run's cgroup (``group``, where one is delegated)."""
