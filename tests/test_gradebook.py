@@ -536,7 +536,6 @@ def test_a_pool_worker_or_fork_server_whose_grader_is_gone_ends_at_once():
 def test_a_grader_killed_as_its_pool_starts_leaves_no_process_behind(tmp_path):
     """SIGKILL to ``bertfamily-grade`` the moment its fork server appears, before the server has imported
     anything (the red team's round 11 left the server, a worker and the resource tracker running so)."""
-    import contextlib
     import signal
     import subprocess
     import sys
@@ -570,15 +569,26 @@ def test_a_grader_killed_as_its_pool_starts_leaves_no_process_behind(tmp_path):
         grader.wait()
         time.sleep(5)  # what the server forked in the meantime is its child: counted below
         family += [c for p in family for c in _children(p)]
-        _, alive = psutil.wait_procs(set(family), timeout=20)
-        left = [" ".join(_cmdline(p))[:120] for p in alive]
-        for process in alive:  # not left running on the machine when the test fails
-            with contextlib.suppress(psutil.Error):
-                process.kill()
+        left = _left_running(set(family))
         assert not left, left
     finally:
         if grader.poll() is None:
             grader.kill()
+
+
+def _left_running(family) -> list[str]:
+    """The command lines of ``family`` still running 20 s on (each then killed: nothing is left spinning on
+    the machine when a test fails)."""
+    import contextlib
+
+    import psutil
+
+    _, alive = psutil.wait_procs(family, timeout=20)
+    left = [" ".join(_cmdline(p))[:120] for p in alive]
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    return left
 
 
 def _cmdline(process) -> list[str]:
@@ -604,7 +614,6 @@ def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
     """SIGKILL to ``bertfamily-grade`` while two kernels run: its pool workers, their nbval workers and
     the sandboxed kernels all end (Linux's parent-death signal, bwrap's --die-with-parent), instead of
     grading on as orphans."""
-    import contextlib
     import signal
     import subprocess
     import sys
@@ -647,11 +656,7 @@ def test_a_grader_killed_mid_class_leaves_no_process_behind(tmp_path):
         family = psutil.Process(grader.pid).children(recursive=True)
         grader.send_signal(signal.SIGKILL)
         grader.wait()
-        _, alive = psutil.wait_procs(family, timeout=20)
-        left = [" ".join(p.cmdline())[:120] for p in alive]
-        for process in alive:  # not left spinning on the machine when the test fails
-            with contextlib.suppress(psutil.Error):
-                process.kill()
+        left = _left_running(family)
         assert not left, left
     finally:
         if grader.poll() is None:
