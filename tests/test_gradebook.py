@@ -526,7 +526,9 @@ def test_a_pool_worker_or_fork_server_whose_grader_is_gone_ends_at_once():
     code = f"from bertfamily.grading.monitor import die_with; die_with({gone.pid}); print('left running')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, ""), done
-    env = {**os.environ, "BERTFAMILY_GRADER_PID": str(gone.pid)}  # not this server's parent: its grader is gone
+    from bertfamily.grading.classroom import GRADER_PID
+
+    env = {**os.environ, GRADER_PID: str(gone.pid)}  # not this server's parent: its grader is gone
     code = "import sys, bertfamily.grading.preload; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert (done.returncode, done.stdout) == (0, ""), done

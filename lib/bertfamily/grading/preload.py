@@ -22,6 +22,7 @@ if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    # classroom.GRADER_PID's name: importing classroom here would import everything before the tie
     if os.environ.get("BERTFAMILY_GRADER_PID", str(os.getppid())) != str(os.getppid()):
         os._exit(0)  # the grader ended before the tie was made: nothing is left to serve
 

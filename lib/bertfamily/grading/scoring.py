@@ -261,6 +261,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         n for _, source in task.checks for n in _for_the_instructor(source)} for task in exercise.graded}
     budget = Budget()  # the grader's reading of the code: bounded in time and size, whatever the notebook
     definitions = functools.cache(lambda: causes.top_level_definitions(nb))  # read where a NameError asks, once
+    problem_of = functools.cache(lambda i: _cell_problem(i, results[i], limits.cell_timeout, nb, definitions))
     try:
         typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
         said = integrity.suspicious(nb, exercise, budget)
@@ -280,7 +281,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     # task -> its cells' problems on the re-run, in order: the causes of missing answers
     task_errors: dict[str, list[str]] = {}
     for index in (i for i in code if i in results):
-        problem = _cell_problem(index, results[index], limits.cell_timeout, nb, definitions)
+        problem = problem_of(index)
         owner = owners.get(index)
         if problem and owner:
             task_errors.setdefault(owner, []).append(problem)
@@ -297,7 +298,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if index not in results:  # the run stopped before it (the status says why)
                 reached = False
                 continue
-            problem = _cell_problem(index, results[index], limits.cell_timeout, nb, definitions)
+            problem = problem_of(index)
             if problem and index not in check_cells:  # a check cell's error is its checks' verdict
                 raised.append(problem)
             differs.extend(d for d in [_difference(index, results[index]) or _raised_now(index, nb.cells[index],
@@ -331,8 +332,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
             if trouble:
                 score.flags.append(f"{task.name}: {trouble}")
                 verdicts["partial"] = False
-            problem = None if answers is not None else _cell_problem(index, results[index], limits.cell_timeout, nb,
-                                                                     definitions)
+            problem = None if answers is not None else problem_of(index)
             if problem:
                 found.append(problem)
                 continue
@@ -391,7 +391,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
         score.checks[task.name] = verdicts
     for index in code:
         if owners.get(index) is None and index in results:
-            problem = _cell_problem(index, results[index], limits.cell_timeout, nb, definitions)
+            problem = problem_of(index)
             if problem:
                 score.problems.append(f"not in a task: {problem}")
     return score
