@@ -668,7 +668,9 @@ def _grade_the_class(root: Path) -> dict:
         "--sanitize",
         str(SANITIZE),
     ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+    grader = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = grader.communicate(timeout=3600)
+    done = subprocess.CompletedProcess(command, grader.returncode, stdout, stderr)
     after = {
         "class": digest(klass),
         "package": vandalised(package),
@@ -692,6 +694,7 @@ def _grade_the_class(root: Path) -> dict:
         "before": before,
         "after": after,
         "left": sorted(p.name for p in base.iterdir()),
+        "tmp_left": sorted(p.name for p in Path("/tmp").glob(f"bfg-{grader.pid}-*")),  # its fork server's folder
         "daemons": daemons,
         "class": str(klass),
         "out": str(out),

@@ -20,6 +20,7 @@ from grading_class import GRADED, MEMORY_MIB, SANITIZE, TINY, added, row, tiny
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from bertfamily import grading
+from bertfamily.grading import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
@@ -480,8 +481,6 @@ def test_unsafe_mode_runs_bare_and_still_without_the_answer_key(tmp_path, monkey
 
 def test_run_folders_of_graders_that_are_gone_are_swept(tmp_path):
     """A grading worker killed mid-run leaves its run's folder; the next run removes it, never a live one."""
-    from bertfamily.grading import sandbox
-
     dead = 2**22 + 12345  # above any pid this machine hands out (pid_max is at most 2**22)
     (tmp_path / f"bertfamily-grade-{dead}-abc" / "home").mkdir(parents=True)
     (tmp_path / f"bertfamily-grade-{os.getpid()}-abc").mkdir()
@@ -573,6 +572,11 @@ def test_a_grader_killed_as_its_pool_starts_leaves_no_process_behind(tmp_path):
         family += [c for p in family for c in _children(p)]
         left = _left_running(set(family))
         assert not left, left
+        # the server's socket folder is the grader's own, which the next grader sweeps (not Python's /tmp/pymp-*)
+        folders = list(Path("/tmp").glob(f"bfg-{grader.pid}-pymp-*"))
+        assert folders, "the fork server's folder is not named for its grader"
+        sandbox.sweep_leftovers(tmp_path)
+        assert not [f for f in folders if f.exists()]
     finally:
         if grader.poll() is None:
             grader.kill()

@@ -44,6 +44,7 @@ def test_the_class_is_graded_and_nothing_is_left_behind(graded_tiny):
     assert "left-behind" not in new and all(n.startswith("sem.mp-") for n in new), new  # the grader's own locks
     assert set(g["after"]["dev"]) <= set(g["before"]["dev"]) | {"shm"}
     assert g["left"] == [], g["left"]  # every run's folder is gone, and the dead grader's leftover too
+    assert g["tmp_left"] == [], g["tmp_left"]  # nor any folder of the grader's own in /tmp
     assert g["daemons"] == []
     names = {r["submission"] for r in g["rows"] if r["submission"]}
     assert len(names) == len([r for r in g["rows"] if r["submission"]])

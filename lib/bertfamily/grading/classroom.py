@@ -103,7 +103,25 @@ def _context(fork_server: bool):
     context = multiprocessing.get_context("forkserver")
     os.environ[GRADER_PID] = str(os.getpid())  # the server checks it is still this grader's (preload)
     context.set_forkserver_preload(PRELOAD)
+    _server_folder()
     return context
+
+
+def _server_folder() -> None:
+    """The folder of the fork server's socket, named as the runs' folders in /tmp are (``bfg-`` + this
+    grader's pid): Python's own, ``/tmp/pymp-*``, outlives a grader killed with SIGKILL; this one is removed at
+    exit, or else by the next grader's :func:`~bertfamily.grading.sandbox.sweep_leftovers`. Once a process."""
+    import multiprocessing.process
+    import multiprocessing.util
+    import shutil
+    import tempfile
+
+    config = getattr(multiprocessing.process.current_process(), "_config", None)
+    if not isinstance(config, dict) or config.get("tempdir") is not None or not os.path.isdir("/tmp"):
+        return  # Python keeps its own (a socket's path must stay short: /tmp, not the runs' base)
+    folder = tempfile.mkdtemp(prefix=f"bfg-{os.getpid()}-pymp-", dir="/tmp")
+    config["tempdir"] = folder
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
 
 
 def _pool(work, jobs, rows, bar, fork_server: bool = False) -> list:

@@ -10,6 +10,8 @@ numeric literals evaluates to, so that ``66362879 + 1`` holds the answer ``66362
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import json
 import re
 
@@ -337,12 +339,12 @@ def expected_in_text(text, expected) -> list[int]:
 def in_text_cells(nb, exercise, expected, budget=None) -> list[str]:
     """Where the notebook keeps a number the checks expect outside its code: Markdown and raw cells the
     student wrote (a number read back from the notebook's own file at run time), cells' metadata and
-    attachments, the notebook's metadata. The course's own cells, and outputs (where an honest run
-    prints its answers), are not read."""
+    attachments (but an image's bytes, :func:`_without_images`), the notebook's metadata. The course's own
+    cells, and outputs (where an honest run prints its answers), are not read."""
     course = {c.get("id"): c.source for c in exercise.reference.cells}
     said = []
     for index, cell in enumerate(nb.cells):
-        kept = {k: v for k, v in cell.items() if k in ("metadata", "attachments")}
+        kept = {"metadata": cell.get("metadata"), "attachments": _without_images(cell.get("attachments"))}
         text = json.dumps(kept, default=str)
         if cell.cell_type != "code" and course.get(cell.get("id")) != cell.source:
             text += "\n" + cell.source
@@ -358,3 +360,38 @@ def in_text_cells(nb, exercise, expected, budget=None) -> list[str]:
     if numbers:
         said.append(f"the notebook's metadata holds the number {numbers[0]!r}, an answer the checks expect")
     return said
+
+
+#: The first bytes of the images Jupyter and Colab store when a screenshot is pasted into a Markdown cell.
+IMAGE_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff", "image/gif": b"GIF8"}
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+
+
+def _without_images(attachments):
+    """``attachments`` with each image that is one (base64 of a PNG, JPEG or GIF, as a pasted screenshot) left
+    out: its bytes are no text a number is read from, and a screenshot of a megabyte would otherwise use up the
+    grader's reading of the notebook. Anything else, text stored under an image's type among it, is kept."""
+    if not isinstance(attachments, dict):
+        return attachments
+    kept = {}
+    for name, bundle in attachments.items():
+        if isinstance(bundle, dict):
+            bundle = {
+                mime: data
+                for mime, data in bundle.items()
+                if not (
+                    mime in IMAGE_MAGIC
+                    and isinstance(data, str)
+                    and _BASE64.fullmatch(data)
+                    and _decodes_to(data, IMAGE_MAGIC[mime])
+                )
+            }
+        kept[name] = bundle
+    return kept
+
+
+def _decodes_to(data: str, magic: bytes) -> bool:
+    try:
+        return base64.b64decode(data)[: len(magic)] == magic
+    except (binascii.Error, ValueError):
+        return False

@@ -372,13 +372,14 @@ def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> 
 
     entries = {}
     for r, name in feedback_files(rows):
-        # the folder Moodle's download gave the participant's files, or the start of the file's name where the
-        # download was not in folders ("Full name_12345_assignsubmission_file_...")
-        folders = ((p, MOODLE_FOLDER.match(p)) for p in reversed(Path(r.submission).parts))
+        # the folder Moodle's download gave the participant's files, the outermost as _identify reads it (a file
+        # in it named like a classmate's is still this participant's), or the start of the file's name where the
+        # download was not in folders ("Full name_12345_assignsubmission_file_..."); never a path of its own
+        folders = ((p, MOODLE_FOLDER.match(p)) for p in Path(r.submission).parts)
         found = next(
             (p if m.end() == len(p) else m[0] for p, m in folders if m and "_assignsubmission_file" in m[0]), None
         )
-        if found:
+        if found and not re.search(r"[\\/\x00-\x1f\x7f]", found) and found.strip(". "):
             entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
     if not entries:
         return None

@@ -262,12 +262,13 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     budget = Budget()  # the grader's reading of the code: bounded in time and size, whatever the notebook
     definitions = functools.cache(lambda: causes.top_level_definitions(nb))  # read where a NameError asks, once
     problem_of = functools.cache(lambda i: _cell_problem(i, results[i], limits.cell_timeout, nb, definitions))
-    try:
-        typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
+    typed, origins = {}, {}
+    try:  # the typed answers found stand where the rest of the reading then runs over
+        found_typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
+        typed, origins = found_typed, typed_origins(nb, exercise, found_typed)
         said = integrity.suspicious(nb, exercise, budget)
-        origins = typed_origins(nb, exercise, typed)
-    except OverBudget as exc:  # not read: the instructor reads it; the marks come from the run alone
-        typed, said, origins = {}, [f"not read by the grader: {exc}"], {}
+    except OverBudget as exc:  # not read: the instructor reads it; the marks come from the run (and typed)
+        said = [f"not read by the grader: {exc}"]
     measured = measured_names(exercise)
     for index, entry in sorted(results.items()):
         if nb.cells[index].get("id") not in checked and sent_answers(entry["outputs"]):

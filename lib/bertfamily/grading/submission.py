@@ -40,21 +40,23 @@ NBVAL_TAGS = {
 
 
 def _without_nbval_markers(source: str) -> str:
-    """``source`` without the comment lines nbval reads as markers, found as nbval finds them (a line
-    that, stripped, starts with ``#`` and whose comment, ``#``s and spaces stripped, is a marker)."""
+    """``source`` without the comment lines nbval reads as markers, found as nbval finds them: the lines of
+    ``str.splitlines`` (which also ends a line at ``\\f``, ``\\x1e``, ``\\u2028`` and the like, inside a
+    Python comment as anywhere: a marker hidden there is a marker to nbval) that, stripped, start with ``#``
+    and whose comment, ``#``s and spaces stripped, is a marker. Every other line keeps its own line end."""
     from nbval.plugin import comment_markers
 
-    return "\n".join(
-        line
-        for line in source.split("\n")
-        if not (
-            line.strip().startswith("#")
-            and (
-                line.strip().lstrip("#").strip() in comment_markers
-                or line.strip().lstrip("#").strip().startswith("NBVAL_")
-            )
-        )
-    )
+    pieces = _LINE_ENDS.split(source)  # line, its end, line, its end, ..., the last line
+    kept = []
+    for line, end in zip(pieces[::2], [*pieces[1::2], ""], strict=True):
+        comment = line.strip().lstrip("#").strip() if line.strip().startswith("#") else None
+        if comment is None or not (comment in comment_markers or comment.startswith("NBVAL_")):
+            kept.append(line + end)
+    return "".join(kept)
+
+
+#: What ends a line for ``str.splitlines`` (and so for nbval's markers), captured to keep each line's own end.
+_LINE_ENDS = re.compile("(\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])")
 
 
 class Invalid(ValueError):
