@@ -182,7 +182,7 @@ def test_control_sequences_html_and_formulas_reach_no_output_as_code(tmp_path):
     for where, text in outputs.items():
         assert not CONTROL.search(text.replace("\n", "").replace("\r", "")), (where, text)
         assert "<script>" not in text or where != "feedback", where
-    assert "&lt;script&gt;" in outputs["feedback"] and "\\x1b]52" in outputs["feedback"]
+    assert "&lt;script>" in outputs["feedback"] and "\\x1b]52" in outputs["feedback"]
     for file in ("g.csv", "canvas.csv"):
         with open(tmp_path / file, encoding="utf-8", newline="") as handle:
             cells = [c for line in csv.reader(handle) for c in line]

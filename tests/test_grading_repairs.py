@@ -246,7 +246,7 @@ def test_roster_gives_ids_and_says_who_is_missing_or_twice(tmp_path, exercise):
     roster = grading.read_roster(roster_file(tmp_path))
     found = {(r.student, r.submission): r for r in grading.apply_roster(rows(exercise), exercise, roster)}
     assert found[("alice", "class/alice_exercise.ipynb")].detail == ""
-    assert found[("bob", "class/bob.ipynb")].detail.startswith("duplicate: bob also handed in class/bob-late.ipynb")
+    assert found[("bob", "class/bob.ipynb")].detail.startswith("duplicate: bob also handed in bob-late.ipynb")
     assert found[("carol", "")].status == "missing"
     assert found[("zed", "class/zed.ipynb")].detail.startswith("not on the roster")
     with pytest.raises(ValueError, match="group named id"):

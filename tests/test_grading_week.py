@@ -5,6 +5,7 @@ local run (interrupted, resumed) and the regrade of one student in place (the ot
 The command-line tests grade with a cheap stand-in for grade_submission (marks from the file's bytes),
 so they exercise the whole command but no sandbox."""
 
+import copy
 import csv
 import json
 import os
@@ -125,8 +126,8 @@ def test_late_rows_are_flagged_and_the_latest_on_time_counts(exercise):
         early, ontime, over = policy.apply(rows, rules, exercise)
         assert not early.late and not ontime.late and over.late.startswith("late by 1 d 1 h 1 min")
         assert over.score == late_score, (late, over.late)
-        assert ontime.counts == "yes" and over.counts.startswith("no: c/jane_ontime.ipynb counts")
-        assert early.counts.startswith("no: c/jane_ontime.ipynb")
+        assert ontime.counts == "yes" and over.counts.startswith("no: jane_ontime.ipynb counts")
+        assert early.counts.startswith("no: jane_ontime.ipynb")
     latest = policy.apply(rows, policy.load(exercise, due=DUE, counts="latest"), exercise)
     assert [r.counts == "yes" for r in latest] == [False, False, True]
     best = policy.apply(rows, policy.load(exercise, due=DUE, late="refuse", counts="best"), exercise)
@@ -928,3 +929,22 @@ def test_a_students_feedback_names_her_extension(exercise):
     assert "- your deadline: 2026-12-01T23:59:00+01:00 (an extension; the class's: 2026-11-27T23:59:00+01:00)" in text
     other = _row("canvas/x_48206_903305_ex.ipynb", dict.fromkeys(names, 1), student="48206")
     assert "your deadline" not in lms.feedback_text(other, exercise, rules)
+
+
+def test_a_draft_handed_in_with_the_final_notebook_does_not_replace_it(exercise):
+    """The lecturer, round 8: Olúwaseun handed in his notebook and its draft in one submission (one time for both);
+    the draft's name sorts last, and its 9 went into Canvas's and Moodle's files instead of his 18."""
+    names = [t.name for t in exercise.graded]
+    final = _row("canvas/adeyemi_81008_990008_exercise.ipynb", dict.fromkeys(names, 1), student="81008")
+    draft = _row("canvas/adeyemi_81008_990009_exercise_draft.ipynb", dict.fromkeys(names[:4], 1), student="81008")
+    for r in (final, draft):
+        r.submitted, r.time_from = "2026-11-27T20:00:00+00:00", "the file's modification time"
+    for counts in ("latest-before-deadline", "latest", "first"):
+        rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00", counts=counts)
+        rows = policy.apply([copy.deepcopy(final), copy.deepcopy(draft)], rules, exercise)
+        chosen = policy.counted_rows(rows)["81008"]
+        assert chosen.submission == final.submission, (counts, [(r.submission, r.counts) for r in rows])
+        other = next(r for r in rows if r is not chosen)
+        assert (
+            other.counts.startswith("no: adeyemi_81008_990008_exercise.ipynb counts") and policy.TIE in other.counts
+        ), other.counts

@@ -243,7 +243,7 @@ def _main_gradebook(argv) -> int:
         tied = [r.submission for r in rows if policy.TIE in r.counts]
         if tied:  # one time for all of a participant's files (Moodle's worksheet): which one counts is a guess
             print(f"warning: {len(tied)} submission{'s' * (len(tied) != 1)} tied with another of the student's (one "
-                  f"time for both): the name that sorts last counts; check which the student meant (counts column): "
+                  f"time for both): the higher score counts; check which the student meant (counts column): "
                   f"{', '.join(tied[:5])}", file=sys.stderr)
         changed = package_changes(started)
         if changed:  # rows graded before and after a change of the course: none of them is written

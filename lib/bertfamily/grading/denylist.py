@@ -8,6 +8,7 @@ MODULES = {
     "ctypes": "write the interpreter's memory",
     "runpy": "run the grader's exporter",
     "importlib": "swap modules",
+    "site": "find the folders whose .pth files Python runs",
     "builtins": "replace built-ins",
     "subprocess": "run programs",
     "signal": "signal processes",

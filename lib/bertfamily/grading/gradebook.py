@@ -19,7 +19,14 @@ from bertfamily.grading.pipeline import STATUSES, Row
 from bertfamily.grading.safeio import open_folder, write_in
 from bertfamily.grading.scoring import REPRODUCED
 from bertfamily.grading.submission import printable
-from bertfamily.grading.textsafe import disk_name, escape_controls, html_text, markdown_item, markdown_text
+from bertfamily.grading.textsafe import (
+    disk_name,
+    escape_controls,
+    html_text,
+    markdown_item,
+    markdown_text,
+    relative_names,
+)
 
 # --------------------------------------------------------------------------- a roster
 
@@ -122,7 +129,8 @@ def apply_roster(rows, exercise: Exercise, roster: dict, pattern: str = ID_PATTE
                 else f"no student id in the file name (--pattern {pattern!r})"
             )
         elif seen[r.student] > 1:
-            others = [o.submission for o in rows if o.student == r.student and o is not r]
+            named = relative_names(o.submission for o in rows if o.student == r.student)
+            others = [n for s, n in named.items() if s != r.submission]
             extra.append(f"duplicate: {r.student} also handed in {', '.join(others)}")
         r.detail = "; ".join([*extra, r.detail] if r.detail else extra)
     empty = dict.fromkeys(t.name for t in exercise.graded)

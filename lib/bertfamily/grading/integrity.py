@@ -355,10 +355,12 @@ def _runtime_module(module: str, node) -> bool:
 
 
 def _python_file(value) -> bool:
-    """A file name of Python code (``helper.py``): a module the run writes, then imports or runs."""
+    """A file name of Python code (``helper.py``): a module the run writes, then imports or runs; a ``.pth``
+    only in a site folder, where Python runs its lines (elsewhere it is PyTorch's usual name for saved weights)."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    return isinstance(value, str) and value.strip().lower().endswith((".py", ".pth", ".pyc"))
+    name = value.strip().lower() if isinstance(value, str) else ""
+    return name.endswith((".py", ".pyc")) or (name.endswith(".pth") and ("site" in name or "-packages" in name))
 
 
 @functools.cache

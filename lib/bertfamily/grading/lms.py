@@ -48,7 +48,7 @@ from bertfamily.grading.lateness import (
 )
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import number, utc
-from bertfamily.grading.textsafe import disk_name, display_name, escape_controls
+from bertfamily.grading.textsafe import disk_name, display_name, escape_controls, relative_names
 
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
 # name, which may itself look like another student's prefix: the participant is the FIRST such prefix
@@ -284,7 +284,8 @@ def attribute(
             seen.setdefault(r.student, []).append(r.submission)
     if roster is not None:
         for r in out:
-            others = [s for s in seen.get(r.student, []) if s != r.submission]
+            named = relative_names(seen.get(r.student, []))  # as the student's feedback names them
+            others = [n for s, n in named.items() if s != r.submission]
             if others:
                 r.detail = "; ".join(
                     p for p in (f"duplicate: {r.student} also handed in {', '.join(others)}", r.detail) if p

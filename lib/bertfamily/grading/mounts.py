@@ -76,7 +76,8 @@ def sandbox_env(folder, threads: int | None = None) -> dict:
     env["HF_HUB_CACHE"] = str(folder / HUB)  # the course's models under their hub names (grading.hub)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
-               JUPYTER_PLATFORM_DIRS="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+               JUPYTER_PLATFORM_DIRS="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               PYTHONNOUSERSITE="1")  # a .pth file the run writes into ~/.local is not run by a later Python
     switch = {k: v for k, v in os.environ.items() if k == kernels.SWITCH}  # only the documented switch passes
     env.update(kernels.pinned_environ(switch, threads, shared_cores=True))
     return env

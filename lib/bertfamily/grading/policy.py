@@ -35,6 +35,7 @@ from pathlib import Path
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.lateness import check_extensions, due_of, late_by, late_words
 from bertfamily.grading.pipeline import Row
+from bertfamily.grading.textsafe import relative_names
 
 LATE_POLICIES = ("none", "penalty", "refuse")
 COUNTS = ("latest-before-deadline", "latest", "first", "best")
@@ -88,7 +89,7 @@ class Policy:
 
 #: What a submission's ``counts`` says where another of the student's had the same time (the grading command
 #: looks for these words to say so).
-TIE = "the tie goes to the name that sorts last, check which the student meant"
+TIE = "the tie goes to the higher score (then the name that sorts last), check which the student meant"
 COUNT_WORDS = {
     "latest-before-deadline": "the latest before the deadline (else the latest, late)",
     "latest": "the latest",
@@ -329,29 +330,32 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
         if len(mine) == 1:
             mine[0].counts = "yes"
             continue
-        chosen = choose(mine, policy)
+        chosen, named = choose(mine, policy), relative_names(r.submission for r in mine)  # read by the student
         why = COUNT_WORDS[policy.counts]
         tied = [r for r in mine if r is not chosen and r.status != "invalid" and _when(r) == _when(chosen)]
         if tied and policy.counts != "best":  # one time for both (Moodle's worksheet has one a participant)
-            why += f"; handed in at the same time as {', '.join(r.submission for r in tied)}: {TIE}"
+            why += f"; handed in at the same time as {', '.join(named[r.submission] for r in tied)}: {TIE}"
         for r in mine:
-            r.counts = "yes" if r is chosen else f"no: {chosen.submission} counts ({why})"
+            r.counts = "yes" if r is chosen else f"no: {named[chosen.submission]} counts ({why})"
     return rows
 
 
 def choose(mine: list, policy: Policy) -> Row:
     """The one of a student's submissions that counts, by the stated policy (never the best silently:
     only ``counts = "best"`` looks at the scores). A file that could not be read (``invalid``) never
-    replaces a readable one. Ties in time go to the later name."""
+    replaces a readable one. Files with the same time (handed in together: Moodle's worksheet, Canvas's one
+    submission of two files) are one hand-in: of them, the higher score counts, then the later name (a draft
+    handed in beside the final notebook does not replace it)."""
     timed = sorted([r for r in mine if r.status != "invalid"] or mine, key=lambda r: (_when(r), r.submission))
-    if policy.counts == "first":
-        return timed[0]
-    if policy.counts == "latest":
-        return timed[-1]
     if policy.counts == "best":
-        return max(timed, key=lambda r: -1 if r.score is None else r.score)
-    on_time = [r for r in timed if not r.late]
-    return (on_time or timed)[-1]
+        return max(timed, key=_score)
+    pool = timed if policy.counts in ("first", "latest") else ([r for r in timed if not r.late] or timed)
+    pick = pool[0] if policy.counts == "first" else pool[-1]
+    return max((r for r in pool if _when(r) == _when(pick)), key=lambda r: (_score(r), r.submission))
+
+
+def _score(r: Row) -> float:
+    return -1 if r.score is None else float(r.score)
 
 
 def counted_rows(rows) -> dict:

@@ -3,7 +3,8 @@
 * :func:`escape_controls`: no control character reaches a terminal, a CSV or a Markdown file as itself:
   C0 and C1 controls (ESC, BEL, carriage return...), and the invisible characters that reorder or hide
   text (bidirectional overrides, zero-width ones), are written as ``\\x1b`` or ``\\u202e``.
-* :func:`html_text`: ``<``, ``>`` and ``&`` as entities, so a viewer of Markdown shows HTML as text.
+* :func:`html_text`: what could start HTML or an entity (``<b``, ``&amp;``) as entities, so a viewer of
+  Markdown shows HTML as text.
 * :func:`disk_name`: a name for a file the grader writes (feedback, the kernel's copy of the
   submission) that any file system takes: short, printable, and unique by a digest of the original.
 """
@@ -11,7 +12,6 @@
 from __future__ import annotations
 
 import hashlib
-import html
 import os
 import re
 
@@ -66,8 +66,13 @@ def markdown_text(text: str) -> str:
 
 
 def html_text(text: str) -> str:
-    """Markdown that shows HTML as text (``<script>`` as ``&lt;script&gt;``)."""
-    return html.escape(text, quote=False)
+    """Markdown that shows HTML as text: each ``<`` that could open a tag, a comment or an autolink as
+    ``&lt;`` (``<script>`` as ``&lt;script>``), each ``&`` that could start an entity as ``&amp;``, and a ``>``
+    that starts a line (a quote) as ``&gt;``; any other ``<``, ``>`` or ``&`` stays, so that a file read as
+    plain text (a Canvas comment) says "File > Download" and "Restart & Run All" as written."""
+    text = re.sub(r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)", "&amp;", text)
+    text = re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
+    return re.sub(r"(?m)^([ \t]*)>", r"\1&gt;", text)
 
 
 def disk_name(name: str, suffix: str = "") -> str:
@@ -108,3 +113,14 @@ def markdown_item(text: str) -> str:
         shown += [text[done : runs[index][0]].replace("[", "\\["), text[runs[index][0] : runs[end][1]]]
         done, index = runs[end][1], end + 1
     return "".join(shown) + text[done:].replace("[", "\\[")  # HTML: the feedback's writer escapes it (html_text)
+
+
+def relative_names(paths) -> dict:
+    """Each of one student's ``paths`` as her feedback names it: relative to the folder they all share
+    (``exercise.ipynb``, ``late/exercise.ipynb``), never the instructor's own folders above it."""
+    paths = [str(p) for p in paths]
+    try:
+        common = os.path.commonpath([os.path.dirname(p) for p in paths]) if paths else ""
+    except ValueError:  # absolute and relative paths mixed
+        common = ""
+    return {p: os.path.relpath(p, common) if common else p for p in paths}

@@ -1,0 +1,70 @@
+"""The lecturer, round 8 (/work/notes/lecturer8.md): what a student reads in the feedback.
+
+- Paths: a student's feedback named the lecturer's own folders ("duplicate: 81008 also handed in
+  /tmp/lecturer8/work/canvas/..."): her files are named from the folder they share.
+- Entities: "File &gt; Download" and "Restart &amp; Run All" where the file is read as plain text (a Canvas
+  comment): only what could start HTML or an entity is escaped, and CommonMark still shows no tag of a student's.
+(The draft handed in beside the final notebook: tests/test_grading_week.py; ``.pth`` weights not said as Python
+files: tests/test_grading_attacks.py.)
+"""
+
+import html
+
+import pytest
+from grading_helpers import _row
+from markdown_it import MarkdownIt
+
+from bertfamily.grading import lms, policy
+from bertfamily.grading.gradebook import student_bytes
+from bertfamily.grading.textsafe import html_text, relative_names
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "<http://evil.example>",
+    "<!-- hidden -->",
+    "</p><p>",
+    "&lt;b&gt; &#60;b&#62; &#x3c;",
+    "a < b > c && d <= e",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE + ["File > Download (or Save and Export Notebook As > Notebook)"])
+def test_the_feedback_shows_html_as_text_and_reads_as_written(text):
+    rendered = MarkdownIt("commonmark").render(html_text(text)).strip()
+    inner = rendered.removeprefix("<p>").removesuffix("</p>")
+    assert "<" not in inner and html.unescape(inner) == text, rendered
+
+
+def test_plain_words_stay_plain():
+    for text in ("File > Download", "Kernel → Restart & Run All", "x >= 1 & y", "AT&T"):
+        assert html_text(text) == text
+    assert html_text("> a quote") == "&gt; a quote"  # at a line's start, > would quote
+
+
+def test_one_students_files_are_named_from_the_folder_they_share():
+    assert relative_names(["/tmp/l/canvas/a_1_ex.ipynb", "/tmp/l/canvas/a_1_ex_draft.ipynb"]) == {
+        "/tmp/l/canvas/a_1_ex.ipynb": "a_1_ex.ipynb",
+        "/tmp/l/canvas/a_1_ex_draft.ipynb": "a_1_ex_draft.ipynb",
+    }
+    assert relative_names(["/srv/week1/alice/ex.ipynb", "/srv/late/alice/ex.ipynb"]) == {
+        "/srv/week1/alice/ex.ipynb": "week1/alice/ex.ipynb",
+        "/srv/late/alice/ex.ipynb": "late/alice/ex.ipynb",
+    }
+
+
+def test_a_students_feedback_holds_none_of_the_lecturers_folders(exercise, tmp_path):
+    names = [t.name for t in exercise.graded]
+    folder = tmp_path / "lecturer" / "canvas"
+    rows = [
+        _row(str(folder / "adeyemi_81008_990008_exercise.ipynb"), dict.fromkeys(names, 1), student="81008"),
+        _row(str(folder / "adeyemi_81008_990009_exercise_draft.ipynb"), dict.fromkeys(names, 0), student="81008"),
+    ]
+    for r in rows:
+        r.submitted, r.time_from = "2026-11-27T20:00:00+00:00", "the file's modification time"
+    rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00")
+    rows = policy.apply(rows, rules, exercise)
+    rows[1].detail = "duplicate: 81008 also handed in " + relative_names(r.submission for r in rows)[rows[0].submission]
+    for r in rows:
+        text = student_bytes(lms.feedback_text(r, exercise, rules)).decode("utf-8")
+        assert str(tmp_path) not in text and "adeyemi_81008_990008_exercise.ipynb" in text, text
