@@ -68,3 +68,54 @@ def test_a_students_feedback_holds_none_of_the_lecturers_folders(exercise, tmp_p
     for r in rows:
         text = student_bytes(lms.feedback_text(r, exercise, rules)).decode("utf-8")
         assert str(tmp_path) not in text and "adeyemi_81008_990008_exercise.ipynb" in text, text
+
+
+# ------------------------------------------------------------------ a zipped notebook (problem 2)
+
+
+def _zipped(members: dict) -> bytes:
+    import io
+    import zipfile
+
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return data.getvalue()
+
+
+def test_the_one_notebook_of_a_zip_is_read_and_said(exercise):
+    import nbformat
+
+    from bertfamily.grading.submission import Invalid, read_submission
+
+    text = nbformat.writes(exercise.reference)
+    repairs = []
+    zipped = _zipped({"__MACOSX/._exercise.ipynb": "x", "week 3/exercise.ipynb": text, "notes.txt": "hi"})
+    nb = read_submission(zipped, exercise.tasks, exercise.name, repairs)
+    assert [c.source for c in nb.cells] == [c.source for c in exercise.reference.cells]
+    assert repairs == ["handed in as a .zip: its one notebook, 'week 3/exercise.ipynb', was graded"]
+    for members, said in (
+        ({"a.ipynb": text, "b.ipynb": text}, "a .zip holding 2 notebooks"),
+        ({"notes.txt": "no notebook"}, "a .zip holding 0 notebooks"),
+        ({"inner.ipynb": _zipped({"x.ipynb": text})}, "another .zip"),
+    ):
+        with pytest.raises(Invalid, match=said):
+            read_submission(_zipped(members), exercise.tasks, exercise.name, [])
+    with pytest.raises(Invalid, match="cannot be read"):
+        read_submission(b"PK\x03\x04 not a zip at all", exercise.tasks, exercise.name, [])
+
+
+def test_a_zip_is_read_to_the_cap_whatever_it_says(tmp_path):
+    from bertfamily.grading.safeio import from_zip
+
+    bomb = _zipped({"big.ipynb": "{" + " " * 200_000 + "}"})  # 200 kB that deflate to a few hundred bytes
+    assert len(bomb) < 2_000
+    with pytest.raises(ValueError, match="larger than"):
+        from_zip(bomb, 100_000)
+
+
+def test_a_zip_in_a_canvas_download_is_a_students_notebook(tmp_path):
+    (tmp_path / "lindqvistsven_81010_990011_exercise_distilbert.zip").write_bytes(_zipped({"x.ipynb": "{}"}))
+    (found,) = lms.find([tmp_path])
+    assert (found.layout, found.key, found.notebook) == ("canvas", "81010", True)

@@ -98,7 +98,7 @@ def _doubt(part: str) -> str:
 def _identify(path: Path, root: Path | None) -> Found:
     rel = path.relative_to(root).parts if root is not None else (path.name,)
     display = display_name(path)  # as classroom.collect names the row
-    notebook = path.suffix.lower() == ".ipynb"
+    notebook = path.suffix.lower() in (".ipynb", ".zip")  # a zipped notebook is graded (submission.from_zip)
     for part in rel[:-1]:
         m = MOODLE_FOLDER.match(part)
         if m:  # an online-text or feedback folder holds no handed-in file: left out

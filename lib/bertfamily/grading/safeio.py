@@ -10,6 +10,7 @@ never blocking, never reading more than a cap, never writing outside the folders
 * :func:`check_output_folder`: the instructor's output paths (``--out``, ``--feedback``...) go through
   no symbolic link and lie outside every folder of submissions (a link a student planted there would take the
   grader's writes elsewhere).
+* :func:`from_zip`: the one notebook of a zipped submission, read to the cap, never extracted.
 * :func:`write_in`: a file written into a folder opened without following links, through a new
   temporary file renamed over the name (a link planted under that name is replaced, never followed).
 """
@@ -132,3 +133,34 @@ def write_in(folder_fd: int, name: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def from_zip(data: bytes, cap: int) -> tuple[bytes, str]:
+    """The one notebook in the .zip ``data`` and its name: read, never extracted (no name inside is a path
+    here), no more than ``cap`` bytes however the archive describes it; ValueError saying why where the zip
+    holds no notebook, several, one too large or another zip, or cannot be read."""
+    import io
+    import re
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = [
+                m
+                for m in archive.infolist()
+                if not m.is_dir()
+                and m.filename.lower().endswith(".ipynb")
+                and not {"__MACOSX", ".ipynb_checkpoints"} & set(re.split(r"[\\/]", m.filename))
+            ]
+            if len(members) != 1:
+                raise ValueError(f"a .zip holding {len(members)} notebooks")
+            with archive.open(members[0]) as handle:
+                inner = handle.read(cap + 1)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, EOFError, OSError) as exc:
+        raise ValueError(f"a .zip that cannot be read ({type(exc).__name__})") from None
+    if len(inner) > cap or inner[:4] == ZIP_MAGIC:
+        raise ValueError(f"a .zip whose notebook is larger than {cap // 2**20} MiB or another .zip")
+    return inner, members[0].filename

@@ -21,6 +21,7 @@ import nbformat
 import nbformat.v4
 
 from bertfamily.grading.exercise import visible_lines
+from bertfamily.grading.safeio import ZIP_MAGIC, from_zip
 from bertfamily.grading.student import SOLUTION, cell_tags
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
@@ -172,6 +173,13 @@ def read_submission(data: bytes, tasks, reference_name: str = "the exercise", re
     editor that drops ids) by its code. What Jupyter opens is repaired first (:func:`repair_notebook`;
     said in ``repairs``), then validated.
     """
+    if data[:4] == ZIP_MAGIC:  # the notebook zipped (Windows' "Send to > Compressed folder", a size limit)
+        try:
+            data, member = from_zip(data, MAX_NOTEBOOK_BYTES)
+        except ValueError as exc:
+            raise Invalid(f"{exc}: hand in the notebook itself (.ipynb), one") from None
+        if repairs is not None:
+            repairs.append(f"handed in as a .zip: its one notebook, {printable(member)!r}, was graded")
     if not data.strip():
         raise Invalid("empty file")
     if len(data) > MAX_NOTEBOOK_BYTES:
