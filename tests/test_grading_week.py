@@ -948,3 +948,25 @@ def test_a_draft_handed_in_with_the_final_notebook_does_not_replace_it(exercise)
         assert (
             other.counts.startswith("no: adeyemi_81008_990008_exercise.ipynb counts") and policy.TIE in other.counts
         ), other.counts
+
+
+def test_a_regrade_says_why_other_lines_changed(tmp_path, cheap_cli, capsys, monkeypatch):
+    """The lecturer, round 8: a regrade with the first run's options warned that "the grading options differ"
+    when the other lines changed only by a copy flag (the regraded file's code matched theirs)."""
+    from bertfamily.grading import classroom
+
+    klass, roster, _ = _class(tmp_path, n=3)
+    assert _run(tmp_path, klass, roster) == 0
+    capsys.readouterr()
+    copied = {
+        str(klass / "s0.ipynb"): ["copy: same code as s1.ipynb"],
+        str(klass / "s1.ipynb"): ["copy: same code as s0.ipynb"],
+    }
+    monkeypatch.setattr(
+        classroom, "copy_flags", lambda found, exercise: {k: copied[k] for _, k in found if k in copied}
+    )
+    assert _run(tmp_path, klass, roster, "--regrade", "s0") == 0
+    err = capsys.readouterr().err
+    assert "warning: a copy flag changed" in err and "s1.ipynb" in err and "options differ" not in err, err
+    assert _run(tmp_path, klass, roster, "--regrade", "s0", "--deadline", "2026-02-01T00:00+01:00") == 0
+    assert "warning: the grading options differ" in capsys.readouterr().err
