@@ -184,7 +184,8 @@ def _unsaved(check, args, kwargs, files) -> list[str]:
         ):
             hints.append(
                 f"`{name}` ({value:,}) is not the size of a file your notebook saved: save with "
-                "torch.save to a file in `workdir`, keep it, and measure that file (os.path.getsize); "
+                "torch.save to a file in `workdir`, keep it, and measure that file (os.path.getsize; one "
+                "file, not a folder's files added up); "
                 "a size measured in memory (io.BytesIO) or of a file deleted since does not count, "
                 "for this check or the grader"
             )

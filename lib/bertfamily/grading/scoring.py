@@ -210,7 +210,8 @@ def _not_a_file(name: str, value, sizes: set) -> str | None:
     """Why the answer ``name`` is not a size the run measured (None: a file of that size was there)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value in sizes:
         return None  # not a number: the check says what is wrong
-    return f"`{name}` ({value:,}) is not the size of any file the run wrote: it earns no mark"
+    return (f"`{name}` ({value:,}) is not the size of any file the run wrote: it earns no mark (measure the one file "
+            "torch.save wrote, with os.path.getsize, not a folder's files added up)")
 
 
 def _raised_now(index, cell, problem) -> str | None:
