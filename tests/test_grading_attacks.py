@@ -123,6 +123,7 @@ def test_a_magics_line_that_cannot_be_read_is_said_and_a_dict_in_timeit_is_code(
         ("open('/home/sandbox/.local/lib/python3.11/site-packages/x.pth', 'w').write(src)", "names a Python file"),
         ("import site\nopen(site.getusersitepackages() + '/x.pth', 'w')", "imports site"),
         ("torch.save(model.state_dict(), f'{workdir}/distilbert_fp32.pth')", None),  # PyTorch's name for weights
+        ("torch.save(model, 'composite_model.pth')", None),
         ("import numpy, json, bertfamily", None),
     ],
 )

@@ -8,6 +8,8 @@
 files: tests/test_grading_attacks.py.)
 """
 
+import base64
+import copy
 import html
 
 import pytest
@@ -119,3 +121,43 @@ def test_a_zip_in_a_canvas_download_is_a_students_notebook(tmp_path):
     (tmp_path / "lindqvistsven_81010_990011_exercise_distilbert.zip").write_bytes(_zipped({"x.ipynb": "{}"}))
     (found,) = lms.find([tmp_path])
     assert (found.layout, found.key, found.notebook) == ("canvas", "81010", True)
+
+
+def test_a_damaged_zip_is_one_invalid_row_not_a_stopped_class(exercise):
+    """The re-check of round 8 (recheck13, N1, N3): a deflate or LZMA stream damaged in transit raised zlib's or
+    lzma's error through the whole class (no gradebook); a zip of 600,000 entries took seconds to list."""
+    import io
+    import zipfile
+
+    import nbformat
+
+    from bertfamily.grading.safeio import MAX_ZIP_ENTRIES
+    from bertfamily.grading.submission import Invalid, read_submission
+
+    text = nbformat.writes(exercise.reference)
+    for method in (zipfile.ZIP_DEFLATED, zipfile.ZIP_LZMA, zipfile.ZIP_BZIP2):
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w", method) as archive:
+            archive.writestr("x.ipynb", text)
+        damaged = bytearray(data.getvalue())
+        for i in range(200, 260):  # inside the compressed stream, after the local header
+            damaged[i] ^= 0x5A
+        with pytest.raises(Invalid, match="cannot be read"):
+            read_submission(bytes(damaged), exercise.tasks, exercise.name, [])
+    many = _zipped({"x.ipynb": text, **{f"f{i}.txt": "" for i in range(MAX_ZIP_ENTRIES + 1)}})
+    with pytest.raises(Invalid, match="more than 1,000 entries"):
+        read_submission(many, exercise.tasks, exercise.name, [])
+
+
+def test_a_webp_screenshot_is_not_read_either(exercise):
+    from nbformat.v4 import new_markdown_cell
+
+    from bertfamily.grading import literals
+    from bertfamily.grading.budget import Budget
+
+    nb = copy.deepcopy(exercise.reference)
+    shot = new_markdown_cell("![shot.webp](attachment:shot.webp)")
+    image = b"RIFF\x00\x00\x00\x00WEBPVP8 " + bytes(range(256)) * 200
+    shot["attachments"] = {"shot.webp": {"image/webp": base64.b64encode(image).decode()}}
+    nb.cells.append(shot)
+    assert literals.in_text_cells(nb, exercise, {42.0}, Budget(characters=20_000)) == []

@@ -360,7 +360,7 @@ def _python_file(value) -> bool:
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     name = value.strip().lower() if isinstance(value, str) else ""
-    return name.endswith((".py", ".pyc")) or (name.endswith(".pth") and ("site" in name or "-packages" in name))
+    return name.endswith((".py", ".pyc")) or (name.endswith(".pth") and "-packages" in name)
 
 
 @functools.cache

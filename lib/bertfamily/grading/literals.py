@@ -364,34 +364,26 @@ def in_text_cells(nb, exercise, expected, budget=None) -> list[str]:
 
 #: The first bytes of the images Jupyter and Colab store when a screenshot is pasted into a Markdown cell.
 IMAGE_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff", "image/gif": b"GIF8"}
+IMAGE_MAGIC["image/webp"] = b"RIFF"
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
 
 def _without_images(attachments):
-    """``attachments`` with each image that is one (base64 of a PNG, JPEG or GIF, as a pasted screenshot) left
+    """``attachments`` with each image that is one (base64 of a PNG, JPEG, GIF or WebP, as a pasted screenshot) left
     out: its bytes are no text a number is read from, and a screenshot of a megabyte would otherwise use up the
     grader's reading of the notebook. Anything else, text stored under an image's type among it, is kept."""
     if not isinstance(attachments, dict):
         return attachments
-    kept = {}
-    for name, bundle in attachments.items():
-        if isinstance(bundle, dict):
-            bundle = {
-                mime: data
-                for mime, data in bundle.items()
-                if not (
-                    mime in IMAGE_MAGIC
-                    and isinstance(data, str)
-                    and _BASE64.fullmatch(data)
-                    and _decodes_to(data, IMAGE_MAGIC[mime])
-                )
-            }
-        kept[name] = bundle
-    return kept
+    return {
+        name: {m: d for m, d in bundle.items() if not _an_image(m, d)} if isinstance(bundle, dict) else bundle
+        for name, bundle in attachments.items()
+    }
 
 
-def _decodes_to(data: str, magic: bytes) -> bool:
+def _an_image(mime, data) -> bool:
+    if mime not in IMAGE_MAGIC or not isinstance(data, str) or not _BASE64.fullmatch(data):
+        return False
     try:
-        return base64.b64decode(data)[: len(magic)] == magic
+        return base64.b64decode(data)[: len(IMAGE_MAGIC[mime])] == IMAGE_MAGIC[mime]
     except (binascii.Error, ValueError):
         return False

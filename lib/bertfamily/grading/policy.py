@@ -334,7 +334,7 @@ def _mark_counted(rows, policy: Policy) -> list[Row]:
         why = COUNT_WORDS[policy.counts]
         tied = [r for r in mine if r is not chosen and r.status != "invalid" and _when(r) == _when(chosen)]
         if tied and policy.counts != "best":  # one time for both (Moodle's worksheet has one a participant)
-            why += f"; handed in at the same time as {', '.join(named[r.submission] for r in tied)}: {TIE}"
+            why += f"; {' and '.join(named[r.submission] for r in [chosen, *tied])} have one time: {TIE}"
         for r in mine:
             r.counts = "yes" if r is chosen else f"no: {named[chosen.submission]} counts ({why})"
     return rows
