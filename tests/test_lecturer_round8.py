@@ -161,3 +161,16 @@ def test_a_webp_screenshot_is_not_read_either(exercise):
     shot["attachments"] = {"shot.webp": {"image/webp": base64.b64encode(image).decode()}}
     nb.cells.append(shot)
     assert literals.in_text_cells(nb, exercise, {42.0}, Budget(characters=20_000)) == []
+
+
+def test_a_notebook_handed_in_without_outputs_is_said_once(exercise):
+    """Problem 8: Chen's feedback said "not checked: handed in without outputs" once a task, nine times."""
+    from bertfamily.grading.gradebook import feedback_markdown
+    from bertfamily.grading.scoring import NOT_STORED
+
+    names = [t.name for t in exercise.graded]
+    row = _row("chen.ipynb", dict.fromkeys(names, 1), outputs="; ".join(f"{n}: {NOT_STORED}" for n in names))
+    text = feedback_markdown(row, exercise)
+    assert text.count("handed in without its outputs") == 1 and NOT_STORED not in text, text
+    row.outputs = f"task1: {NOT_STORED}; task2: differs: cell 7: stored '1', re-run '2'"
+    assert "task2: differs" in feedback_markdown(row, exercise)  # a difference is still said as it is

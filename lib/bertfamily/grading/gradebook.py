@@ -17,7 +17,7 @@ from pathlib import Path
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.pipeline import STATUSES, Row
 from bertfamily.grading.safeio import open_folder, write_in
-from bertfamily.grading.scoring import REPRODUCED
+from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 from bertfamily.grading.submission import printable
 from bertfamily.grading.textsafe import (
     disk_name,
@@ -270,7 +270,16 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
     others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
     if others:
         lines += ["## About the run", "", *(f"- {markdown_item(p)}" for p in others), ""]
-    if row.outputs and row.outputs != REPRODUCED:
+    if row.outputs and all(part.endswith(NOT_STORED) for part in row.outputs.split("; ")):
+        lines += [
+            "## Outputs",
+            "",
+            "The notebook was handed in without its outputs, so none could be compared with "
+            "the re-run (this costs no mark unless the instructor asks for it): run it from the top (Kernel → "
+            "Restart & Run All), then save it, before you hand it in.",
+            "",
+        ]
+    elif row.outputs and row.outputs != REPRODUCED:
         lines += [
             "## Outputs",
             "",
