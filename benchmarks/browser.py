@@ -79,7 +79,7 @@ def measure_fill(page, sentences=FILL_SENTENCES, timeout_ms: int = 120000) -> di
         "errors": [g["error"] for g in timings["guesses"] if g["error"]],
         "page_bytes": sum(body for _, _, body in before),
         "download_bytes": sum(body for *_, body in downloaded),
-        "downloaded": [name.rsplit("/", 1)[-1] for name, *_ in downloaded],
+        "downloaded": sorted(name.rsplit("/", 1)[-1] for name, *_ in downloaded),  # fetched side by side
         "load_s": round((timings["loaded"] - timings["requested"]) / 1000, 3),
         "first_guess_s": round(times[0], 3),
         "guess_s": [round(t, 3) for t in times[1:]],
