@@ -393,8 +393,8 @@ def test_a_measured_size_must_be_a_file_the_run_wrote(exercise):
     random = grading.score_run(prepared, exercise, run, grading.Limits())
     assert random.marks["task6"] == 1  # a flag to read, not a mark lost
     assert [f for f in random.flags if "size of" in f] == [
-        f"task6: `fp32_bytes` ({fp32:,}) is the size of a file that is no saved model (not torch.save's zip or "
-        "pickle, nor safetensors): read by hand"
+        f"task6: `fp32_bytes` ({fp32:,}) is the size of a file that is no model torch.save or safetensors wrote "
+        "(pickle.dump? raw bytes?): read by hand"
     ]
 
 

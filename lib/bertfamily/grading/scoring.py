@@ -356,7 +356,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
                     verdicts["partial"] = False
                 elif isinstance(value, dict) and value.get("plain") in unsaved:
                     score.flags.append(f"{task.name}: `{name}` ({value['plain']:,}) is the size of a file that is no "
-                                       "saved model (not torch.save's zip or pickle, nor safetensors): read by hand")
+                                       "model torch.save or safetensors wrote (pickle.dump? raw bytes?): read by hand")
             for name in _for_the_instructor(source):
                 text = (answers.get(name) or {}).get("plain")
                 if isinstance(text, str) and text.strip():
