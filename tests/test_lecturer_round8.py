@@ -1,4 +1,4 @@
-"""The lecturer, round 8 (/work/notes/lecturer8.md): what a student reads in the feedback.
+"""The lecturer, round 8 (a helper grading ten new students on Canvas and Moodle): what a student reads.
 
 - Paths: a student's feedback named the lecturer's own folders ("duplicate: 81008 also handed in
   /tmp/lecturer8/work/canvas/..."): her files are named from the folder they share.
@@ -124,7 +124,7 @@ def test_a_zip_in_a_canvas_download_is_a_students_notebook(tmp_path):
 
 
 def test_a_damaged_zip_is_one_invalid_row_not_a_stopped_class(exercise):
-    """The re-check of round 8 (recheck13, N1, N3): a deflate or LZMA stream damaged in transit raised zlib's or
+    """The re-check of round 8 (a third helper): a deflate or LZMA stream damaged in transit raised zlib's or
     lzma's error through the whole class (no gradebook); a zip of 600,000 entries took seconds to list."""
     import io
     import zipfile

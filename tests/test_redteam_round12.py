@@ -1,4 +1,4 @@
-"""Round 12 of the red team (/work/notes/redteam9.md), on the grader's reading of a submission (no kernel runs):
+"""Round 12 of the red team (a helper attacking the sealed grader), on its reading of a submission (no kernel):
 
 - K1: an nbval marker hidden after a line end that only ``str.splitlines`` sees (``\\u2028``, ``\\x0c``, ``\\x1e``
   ... inside a comment) exempted a student's cell from the output comparison: the prepared copy keeps none;
