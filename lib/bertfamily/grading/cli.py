@@ -269,11 +269,11 @@ def _main_gradebook(argv) -> int:
         if chosen:  # a deadline, an extension or points given now change others' lines: said, and their feedback
             after = _lines_by_submission(out)  # is written again with the gradebook's line
             also = sorted(s for s in after if s not in chosen and s in before and before[s] != after[s])
-            flags = gradebook_fields(exercise, any(r.student for r in rows), timed).index("flags")  # (a copy)
-            why = ("a copy flag changed (their code matches a regraded file's, or no longer does)" if all(
-                before[s][:flags] + before[s][flags + 1:] == after[s][:flags] + after[s][flags + 1:] for s in also)
-                else "the grading options differ from the earlier run's (deadline, extensions, points)")
-            if also:
+            if also:  # only the flags column changed: a copy of a regraded file's code, else the options
+                flags = gradebook_fields(exercise, any(r.student for r in rows), timed).index("flags")
+                why = ("a copy flag changed (their code matches a regraded file's, or no longer does)" if all(
+                    before[s][:flags] + before[s][flags + 1:] == after[s][:flags] + after[s][flags + 1:] for s in also)
+                    else "the grading options differ from the earlier run's (deadline, extensions, points)")
                 print(f"warning: {why}: the lines of {len(also)} other submission{'s' * (len(also) > 1)} changed too "
                       f"({', '.join(also[:10])}{' ...' if len(also) > 10 else ''}); their feedback is written again",
                       file=sys.stderr)

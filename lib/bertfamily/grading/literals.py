@@ -363,8 +363,12 @@ def in_text_cells(nb, exercise, expected, budget=None) -> list[str]:
 
 
 #: The first bytes of the images Jupyter and Colab store when a screenshot is pasted into a Markdown cell.
-IMAGE_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff", "image/gif": b"GIF8"}
-IMAGE_MAGIC["image/webp"] = b"RIFF"
+IMAGE_MAGIC = {
+    "image/png": b"\x89PNG\r\n\x1a\n",
+    "image/jpeg": b"\xff\xd8\xff",
+    "image/gif": b"GIF8",
+    "image/webp": b"RIFF",
+}
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
 

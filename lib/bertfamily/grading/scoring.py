@@ -265,8 +265,8 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     problem_of = functools.cache(lambda i: _cell_problem(i, results[i], limits.cell_timeout, nb, definitions))
     typed, origins = {}, {}
     try:  # the typed answers found stand where the rest of the reading then runs over
-        found_typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
-        typed, origins = found_typed, typed_origins(nb, exercise, found_typed)
+        typed = typed_answers(nb, exercise, set().union(*reads.values()), budget)
+        origins = typed_origins(nb, exercise, typed)
         said = integrity.suspicious(nb, exercise, budget)
     except OverBudget as exc:  # not read: the instructor reads it; the marks come from the run (and typed)
         said = [f"not read by the grader: {exc}"]
