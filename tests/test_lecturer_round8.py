@@ -11,6 +11,7 @@ files: tests/test_grading_attacks.py.)
 import base64
 import copy
 import html
+from pathlib import Path
 
 import pytest
 from grading_helpers import _row
@@ -174,3 +175,30 @@ def test_a_notebook_handed_in_without_outputs_is_said_once(exercise):
     assert text.count("handed in without its outputs") == 1 and NOT_STORED not in text, text
     row.outputs = f"task1: {NOT_STORED}; task2: differs: cell 7: stored '1', re-run '2'"
     assert "task2: differs" in feedback_markdown(row, exercise)  # a difference is still said as it is
+
+
+def test_a_zip_of_data_beside_the_notebook_is_a_data_file(tmp_path, exercise):
+    """Since a zip may hold the notebook, it is graded; one that holds none, beside the student's notebook, is
+    left out as a PDF beside it is (no invalid row telling an honest student to hand in her notebook), while a
+    zip that is all a student handed in keeps its row and its reason."""
+    from bertfamily.grading.pipeline import Row
+
+    names = [t.name for t in exercise.graded]
+    (tmp_path / "smithjane_1002_5002_exercise.ipynb").write_text("{}", encoding="utf-8")
+    (tmp_path / "smithjane_1002_5003_models.zip").write_bytes(_zipped({"fp32.pt": "weights"}))
+    (tmp_path / "doejohn_1003_5004_exercise.zip").write_bytes(_zipped({"a.ipynb": "{}", "b.ipynb": "{}"}))
+    found = lms.find([tmp_path])
+    assert all(f.notebook for f in found)  # each graded: what a zip holds is known once it is read
+    invalid = "a .zip holding {} notebooks: hand in the notebook itself (.ipynb), one"
+    rows = {
+        "smithjane_1002_5002_exercise.ipynb": _row("x", dict.fromkeys(names, 1)),
+        "smithjane_1002_5003_models.zip": Row("x", "invalid", None, len(names), {}, invalid.format(0)),
+        "doejohn_1003_5004_exercise.zip": Row("x", "invalid", None, len(names), {}, invalid.format(2)),
+    }
+    for f in found:
+        rows[f.path.name].submission = f.display
+    got = {Path(r.submission).name: r for r in lms.attribute(list(rows.values()), found, exercise, None)}
+    jane, john = got.get("smithjane_1002_5002_exercise.ipynb"), got.get("doejohn_1003_5004_exercise.zip")
+    assert sorted(got) == ["doejohn_1003_5004_exercise.zip", "smithjane_1002_5002_exercise.ipynb"], got
+    assert jane.status == "graded", jane
+    assert not jane.detail and john.status == "invalid" and john.detail.startswith(invalid.format(2)), john

@@ -252,13 +252,15 @@ def attribute(
     out, owners = [], {}
     for f in found:
         owners[f.display] = roster_match(f, roster) if roster is not None else (plain_key(f), "")
-    has_notebook = {owners[f.display][0] or f.display for f in found if f.notebook}
+    data_zips = {d for d, r in by_display.items() if r.status == "invalid" and d.lower().endswith(".zip")}
+    real = {f.display for f in found if f.notebook} - data_zips  # a zip of no notebook to grade: a data file
+    has_notebook = {owners[d][0] or d for d in real}
     for f in found:
         sid, problem = owners[f.display]
-        if f.notebook:
+        if f.display in real or (f.notebook and (sid or f.display) not in has_notebook):
             r = dataclasses.replace(by_display[f.display])
         elif (sid or f.display) in has_notebook:
-            continue  # a data file or a PDF beside the student's notebook
+            continue  # a data file, a PDF or a zip of data beside the student's notebook
         else:
             r = Row(
                 f.display,
@@ -373,9 +375,8 @@ def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> 
 
     entries = {}
     for r, name in feedback_files(rows):
-        # the folder Moodle's download gave the participant's files, the outermost as _identify reads it (a file
-        # in it named like a classmate's is still this participant's), or the start of the file's name where the
-        # download was not in folders ("Full name_12345_assignsubmission_file_..."); never a path of its own
+        # the participant's outermost Moodle folder, as _identify reads it (a file named like a classmate's is hers),
+        # or the file name's start where the download was not in folders; never a name holding a path
         folders = ((p, MOODLE_FOLDER.match(p)) for p in Path(r.submission).parts)
         found = next(
             (p if m.end() == len(p) else m[0] for p, m in folders if m and "_assignsubmission_file" in m[0]), None
