@@ -21,7 +21,7 @@ LAYERS = [
     {"policy", "preload"},
     {"classroom", "gradebook"},
     {"fingerprints", "lms", "moodle", "canvas"},
-    {"journal"},
+    {"journal", "feedbackfiles"},
     {"cluster", "regrade"},
     {"cli"},
 ]

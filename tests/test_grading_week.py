@@ -17,7 +17,7 @@ from grading_class import EXERCISE
 from grading_helpers import _row
 
 from bertfamily import grading
-from bertfamily.grading import cli, lms, policy
+from bertfamily.grading import cli, feedbackfiles, lms, policy
 from bertfamily.grading.moodle import MOODLE_FIELDS, read_worksheet, write_moodle
 from bertfamily.grading.pipeline import Row
 
@@ -313,7 +313,7 @@ def test_a_name_that_runs_on_past_an_id_is_ambiguous(tmp_path, exercise):
     assert two.student == "" and two.detail.startswith("ambiguous: the file name runs on past the roster id 'alice'")
     assert got[str(klass / "alice.ipynb")].student == "alice" and got[str(klass / "bob_late.ipynb")].student == "bob"
     assert got[str(klass / "carol" / "exercise.ipynb")].student == "carol"
-    files = dict((r.submission, n) for r, n in lms.feedback_files(list(got.values())))
+    files = dict((r.submission, n) for r, n in feedbackfiles.feedback_files(list(got.values())))
     assert (
         files[str(klass / "carol" / "exercise.ipynb")] == "carol.md" and files[str(klass / "alice.ipynb")] == "alice.md"
     )
@@ -875,7 +875,7 @@ def test_moodle_feedback_goes_back_in_one_zip_as_moodle_takes_it(tmp_path, exerc
     for r, sid in zip(rows, ("2384711", "2384716", "12346"), strict=True):
         r.student, r.submitted, r.time_from = sid, "2026-11-27T22:58:00+00:00", "the file's modification time"
     rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00")
-    path = lms.write_moodle_feedback_zip(rows, exercise, tmp_path / "feedback", rules)
+    path = feedbackfiles.write_moodle_feedback_zip(rows, exercise, tmp_path / "feedback", rules)
     with zipfile.ZipFile(path) as archive:
         entries = {n: archive.read(n).decode("utf-8") for n in archive.namelist()}
     assert sorted(entries) == [
@@ -884,7 +884,7 @@ def test_moodle_feedback_goes_back_in_one_zip_as_moodle_takes_it(tmp_path, exerc
     ]
     text = entries["Ana Pop_2384716_assignsubmission_file_/2384716.md"]
     assert "handed in: 2026-11-27T23:58:00+01:00" in text and "<b>" not in text
-    assert lms.write_moodle_feedback_zip(rows[2:], exercise, tmp_path / "none", rules) is None
+    assert feedbackfiles.write_moodle_feedback_zip(rows[2:], exercise, tmp_path / "none", rules) is None
     assert not (tmp_path / "none" / "moodle-feedback.zip").exists()
 
 
@@ -902,7 +902,7 @@ def test_moodle_4_1s_folders_without_the_last_underscore_are_its_participants(tm
     assert set(found) == {"Zoë Wang_2384730_assignsubmission_file"}  # an online text is no file handed in
     names = [t.name for t in exercise.graded]
     row = _row(zoe.display, dict.fromkeys(names, 1), student="2384730")
-    path = lms.write_moodle_feedback_zip([row], exercise, tmp_path / "feedback")
+    path = feedbackfiles.write_moodle_feedback_zip([row], exercise, tmp_path / "feedback")
     with zipfile.ZipFile(path) as archive:
         assert archive.namelist() == ["Zoë Wang_2384730_assignsubmission_file/2384730.md"]
 
@@ -925,10 +925,10 @@ def test_a_students_feedback_names_her_extension(exercise):
     row = _row("canvas/kierkegardsoren_LATE_48205_903304_ex.ipynb", dict.fromkeys(names, 1), student="48205")
     row.submitted, row.time_from = "2026-11-29T10:00:00+00:00", "the file's modification time; Canvas marked it LATE"
     rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00", extensions=["48205=2026-12-01T23:59:00+01:00"])
-    text = lms.feedback_text(row, exercise, rules)
+    text = feedbackfiles.feedback_text(row, exercise, rules)
     assert "- your deadline: 2026-12-01T23:59:00+01:00 (an extension; the class's: 2026-11-27T23:59:00+01:00)" in text
     other = _row("canvas/x_48206_903305_ex.ipynb", dict.fromkeys(names, 1), student="48206")
-    assert "your deadline" not in lms.feedback_text(other, exercise, rules)
+    assert "your deadline" not in feedbackfiles.feedback_text(other, exercise, rules)
 
 
 def test_a_draft_handed_in_with_the_final_notebook_does_not_replace_it(exercise):
@@ -970,3 +970,29 @@ def test_a_regrade_says_why_other_lines_changed(tmp_path, cheap_cli, capsys, mon
     assert "warning: a copy flag changed" in err and "s1.ipynb" in err and "options differ" not in err, err
     assert _run(tmp_path, klass, roster, "--regrade", "s0", "--deadline", "2026-02-01T00:00+01:00") == 0
     assert "warning: the grading options differ" in capsys.readouterr().err
+
+
+def test_a_regrade_names_the_feedback_an_earlier_run_left_for_the_student(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 8 (problem 6): a student handed in a draft beside her notebook, the lecturer removed the
+    draft and regraded her: her new feedback file was written, and the two files of the first run (one a file) stayed
+    beside it, unnamed. They are named in a warning, and kept (a lecturer may have written in one)."""
+    klass, log = tmp_path / "class", tmp_path / "graded.log"
+    for folder, stem, right in (("s0", "final", 9), ("s0", "draft", 3), ("s1", "work", 5)):
+        _touch(
+            klass / folder / f"{stem}.ipynb",
+            json.dumps({"log": str(log), "right": right}),
+            when="2026-03-01T12:00+01:00",
+        )
+    roster = _touch(tmp_path / "roster.csv", "id,name,canvas_id\ns0,S 0,100\ns1,S 1,101\n")
+    assert _run(tmp_path, klass, roster) == 0
+    feedback = tmp_path / "feedback"
+    assert sorted(p.name for p in feedback.iterdir()) == ["s0-draft.md", "s0-final.md", "s1.md"]
+    assert "earlier run" not in capsys.readouterr().err
+    (klass / "s0" / "draft.ipynb").unlink()
+    assert _run(tmp_path, klass, roster, "--regrade", "s0") == 0
+    err = capsys.readouterr().err
+    assert "2 feedback files in" in err and "s0-draft.md, s0-final.md" in err and "s1.md" not in err, err
+    assert "delete them before passing the feedback on" in err
+    assert sorted(p.name for p in feedback.iterdir()) == ["s0-draft.md", "s0-final.md", "s0.md", "s1.md"]
+    assert _run(tmp_path, klass, roster, "--regrade", "s1") == 0  # s1's own files are all this run's
+    assert "earlier run" not in capsys.readouterr().err

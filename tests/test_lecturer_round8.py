@@ -17,7 +17,7 @@ import pytest
 from grading_helpers import _row
 from markdown_it import MarkdownIt
 
-from bertfamily.grading import lms, policy
+from bertfamily.grading import feedbackfiles, lms, policy
 from bertfamily.grading.gradebook import student_bytes
 from bertfamily.grading.textsafe import html_text, relative_names
 
@@ -69,7 +69,7 @@ def test_a_students_feedback_holds_none_of_the_lecturers_folders(exercise, tmp_p
     rows = policy.apply(rows, rules, exercise)
     rows[1].detail = "duplicate: 81008 also handed in " + relative_names(r.submission for r in rows)[rows[0].submission]
     for r in rows:
-        text = student_bytes(lms.feedback_text(r, exercise, rules)).decode("utf-8")
+        text = student_bytes(feedbackfiles.feedback_text(r, exercise, rules)).decode("utf-8")
         assert str(tmp_path) not in text and "adeyemi_81008_990008_exercise.ipynb" in text, text
 
 

@@ -19,7 +19,7 @@ from nbval.plugin import find_comment_markers
 from test_grading_repairs import exported
 
 from bertfamily import grading
-from bertfamily.grading import literals, lms, submission
+from bertfamily.grading import feedbackfiles, literals, submission
 from bertfamily.grading.budget import Budget, OverBudget
 
 #: Every character that ends a line for str.splitlines (and so for nbval), not for Python.
@@ -99,10 +99,28 @@ def test_moodle_feedback_goes_to_the_outermost_participants_folder_only(tmp_path
     rows = [_row(str(p), dict.fromkeys(names, 1)) for p in (mallory, bob, eve, flat)]
     for r, sid in zip(rows, ("222", "333", "444", "5"), strict=True):
         r.student = sid
-    path = lms.write_moodle_feedback_zip(rows, exercise, tmp_path / "feedback")
+    path = feedbackfiles.write_moodle_feedback_zip(rows, exercise, tmp_path / "feedback")
     with zipfile.ZipFile(path) as archive:
         assert sorted(archive.namelist()) == [
             "Bob Jones_333_assignsubmission_file_/333.md",
             "Eve Doe_444_assignsubmission_file_/444.md",
             "Mallory Smith_222_assignsubmission_file_/222.md",
         ]
+
+
+def test_a_moodle_submission_the_zip_has_no_folder_for_is_said(tmp_path, exercise):
+    """The re-check of round 12: a participant whose Moodle name holds a path got no entry in the zip, and nothing
+    said so. Its feedback file is written as every other, and a warning names it for uploading by hand."""
+    names = [t.name for t in exercise.graded]
+    moodle = tmp_path / "moodle"
+    bob = moodle / "Bob Jones_333_assignsubmission_file_" / "ex.ipynb"
+    flat = moodle / "..\\..\\x_5_assignsubmission_file_y.ipynb"
+    rows = [_row(str(p), dict.fromkeys(names, 1)) for p in (bob, flat)]
+    for r, sid in zip(rows, ("333", "5"), strict=True):
+        r.student = sid
+    written, bundle, said = feedbackfiles.write_all(rows, exercise, tmp_path / "feedback")
+    assert sorted(p.name for p in written) == ["333.md", "5.md"] and bundle is not None
+    with zipfile.ZipFile(bundle) as archive:
+        assert archive.namelist() == ["Bob Jones_333_assignsubmission_file_/333.md"]
+    assert len(said) == 1 and "1 Moodle submission named with a path" in said[0] and "upload 5.md from" in said[0], said
+    assert feedbackfiles.write_all(rows[:1], exercise, tmp_path / "again")[2] == []

@@ -292,7 +292,7 @@ def test_an_error_message_reaches_the_grade_commands_terminal_and_the_feedback_a
 
 def test_a_students_error_message_writes_no_lines_of_its_own_into_the_feedback_file(tmp_path):
     """The class's feedback files (the rows as the grader makes them: a cell's error said whole)."""
-    from bertfamily.grading import lms
+    from bertfamily.grading import feedbackfiles
     from bertfamily.grading.exercise import Exercise
     from bertfamily.grading.pipeline import Row
 
@@ -308,7 +308,7 @@ def test_a_students_error_message_writes_no_lines_of_its_own_into_the_feedback_f
         f"ValueError: {FORGED}",
         read_by_hand=f"task1: {FORGED}",
     )
-    (written,) = lms.write_student_feedback([row], exercise, tmp_path / "feedback")
+    (written,) = feedbackfiles.write_student_feedback([row], exercise, tmp_path / "feedback")
     text = written.read_text(encoding="utf-8")
     assert "99 of 99" in text and "![" not in text, text
     assert not [line for line in text.splitlines() if line.startswith(("Score: **99", "## task9"))], text

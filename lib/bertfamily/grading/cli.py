@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bertfamily import kernels
-from bertfamily.grading import lms, policy
+from bertfamily.grading import feedbackfiles, lms, policy
 from bertfamily.grading.canvas import canvas_points, write_canvas
 from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import Exercise
@@ -284,9 +284,10 @@ def _main_gradebook(argv) -> int:
         if moodle and worksheet is not None:  # --moodle needs --moodle-worksheet (refused above)
             for warning in write_moodle(rows, worksheet[2], moodle, force=update):
                 print(f"warning: {warning}", file=sys.stderr)
-        feedback = (lms.write_student_feedback(rows, exercise, args.feedback, rules, only=refreshed)
-                    if args.feedback else [])
-        bundle = lms.write_moodle_feedback_zip(rows, exercise, args.feedback, rules) if args.feedback else None
+        feedback, bundle, said = (feedbackfiles.write_all(rows, exercise, args.feedback, rules, refreshed)
+                                  if args.feedback else ([], None, []))
+        for warning in said:
+            print(f"warning: {warning}", file=sys.stderr)
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

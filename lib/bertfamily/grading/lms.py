@@ -25,18 +25,11 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.gradebook import (
-    ID_PATTERN,
-    attribution,
-    feedback_markdown,
-    feedback_names,
-    student_bytes,
-    write_markdown_files,
-)
+from bertfamily.grading.gradebook import ID_PATTERN, attribution
 from bertfamily.grading.lateness import (
     CANVAS_LATE,
     CANVAS_ON_TIME,
@@ -44,11 +37,10 @@ from bertfamily.grading.lateness import (
     MOODLE_EXTENDED,
     MOODLE_ON_TIME,
     MOODLE_STATUS_LATE,
-    due_of,
 )
 from bertfamily.grading.pipeline import Row
-from bertfamily.grading.policy import number, utc
-from bertfamily.grading.textsafe import disk_name, display_name, escape_controls, relative_names
+from bertfamily.grading.policy import utc
+from bertfamily.grading.textsafe import display_name, escape_controls, relative_names
 
 # Moodle writes "Full Name_participant_assignsubmission_file_" and then the student's own file (or folder)
 # name, which may itself look like another student's prefix: the participant is the FIRST such prefix
@@ -299,102 +291,3 @@ def attribute(
             if sid not in seen
         ]
     return sorted(out, key=lambda r: (r.submission == "", r.submission, r.student))
-
-
-# --------------------------------------------------------------------------- feedback, named by student
-
-
-def feedback_files(rows) -> list[tuple[Row, str]]:
-    """(row, file name) for each handed-in row: ``STUDENT.md`` where the student handed in one file,
-    ``STUDENT-FILE.md`` for each of several; rows with no student keep the submission's own name."""
-    handed = [r for r in rows if r.submission]
-    count: dict[str, int] = {}
-    for r in handed:
-        count[r.student] = count.get(r.student, 0) + 1
-    pseudo = []
-    for r in handed:
-        stem = Path(r.submission).name.removesuffix(".ipynb")
-        name = stem if not r.student else r.student if count[r.student] == 1 else f"{r.student}-{stem}"
-        pseudo.append(Row(str(Path(r.submission).parent / re.sub(r"[/\\\x00]", "_", name)), "", None, 0, {}, ""))
-    return list(zip(handed, feedback_names(pseudo), strict=True))
-
-
-def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
-    """One student's Markdown: the grader's feedback, with the points of each task and the time."""
-    text = feedback_markdown(row, exercise)
-    if policy is not None and row.status not in ("invalid", "missing"):
-        for t in exercise.graded:
-            points = policy.tasks[t.name].points
-            mark = row.tasks.get(t.name)
-            bonus = " (bonus)" if policy.tasks[t.name].bonus else ""
-            shown = "–" if mark is None else mark
-            text = text.replace(
-                f"| {t.name} | {shown} | {t.title} |",
-                f"| {t.name} | {shown} of {number(points)}{bonus} | {t.title} |",
-                1,
-            )
-        text = text.replace("| task | mark | |", "| task | points | |", 1)
-    extra = []
-    if row.submitted:  # in the deadline's zone, as the class was told it
-        zone = policy.due.tzinfo if policy is not None and policy.due else None
-        shown = datetime.fromisoformat(row.submitted).astimezone(zone).isoformat() if zone else row.submitted
-        extra.append(f"- handed in: {shown} (from {row.time_from})")
-    extended = due_of(row, policy.extensions, policy.due) if policy is not None and policy.due else None
-    if extended and extended != policy.due:  # an LMS's own word ("Canvas marked it LATE") is read against it
-        extra.append(f"- your deadline: {extended.isoformat()} (an extension; the class's: {policy.due.isoformat()})")
-    if row.late:
-        extra.append(f"- {row.late}")
-    if row.counts and row.counts != "yes":
-        extra.append(f"- this submission does not count: {row.counts.removeprefix('no: ')}")
-    if extra:
-        text = text.rstrip("\n") + "\n\n## Your submission\n\n" + "\n".join(extra) + "\n"
-    return text
-
-
-def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
-    """One Markdown file per handed-in row in ``folder`` (created), named by student
-    (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
-    return write_markdown_files(
-        folder,
-        (
-            (disk_name(name), feedback_text(r, exercise, policy))
-            for r, name in feedback_files(rows)
-            if only is None or r.submission in only
-        ),
-    )
-
-
-def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> Path | None:
-    """``folder/moodle-feedback.zip`` for Moodle's "Upload multiple feedback files in a zip": each Moodle
-    submission's feedback (:func:`feedback_text`) in a folder named as Moodle's download named the participant's
-    (Moodle gives each the files of its folder); None, and nothing written, where no row came from Moodle."""
-    import io
-    import zipfile
-
-    from bertfamily.grading.safeio import open_folder, write_in
-
-    entries = {}
-    for r, name in feedback_files(rows):
-        # the participant's outermost Moodle folder, as _identify reads it (a file named like a classmate's is hers),
-        # or the file name's start where the download was not in folders; never a name holding a path
-        folders = ((p, MOODLE_FOLDER.match(p)) for p in Path(r.submission).parts)
-        found = next(
-            (p if m.end() == len(p) else m[0] for p, m in folders if m and "_assignsubmission_file" in m[0]), None
-        )
-        if found and not re.search(r"[\\/\x00-\x1f\x7f]", found) and found.strip(". "):
-            entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
-    if not entries:
-        return None
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
-        for entry, text in sorted(entries.items()):
-            archive.writestr(entry, text)
-    where = open_folder(folder)
-    try:
-        write_in(where, "moodle-feedback.zip", data.getvalue())
-    finally:
-        os.close(where)
-    return Path(folder) / "moodle-feedback.zip"
-
-
-# --------------------------------------------------------------------------- Moodle's grading worksheet

@@ -1,0 +1,167 @@
+"""The students' feedback files: one Markdown file per handed-in submission (named by student), Moodle's
+feedback zip, and the files an earlier run left for a regraded student that this run did not write again."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.gradebook import feedback_markdown, feedback_names, student_bytes, write_markdown_files
+from bertfamily.grading.lateness import due_of
+from bertfamily.grading.lms import MOODLE_FOLDER
+from bertfamily.grading.pipeline import Row
+from bertfamily.grading.policy import number
+from bertfamily.grading.textsafe import disk_name, escape_controls
+
+
+def feedback_files(rows) -> list[tuple[Row, str]]:
+    """(row, file name) for each handed-in row: ``STUDENT.md`` where the student handed in one file,
+    ``STUDENT-FILE.md`` for each of several; rows with no student keep the submission's own name."""
+    handed = [r for r in rows if r.submission]
+    count: dict[str, int] = {}
+    for r in handed:
+        count[r.student] = count.get(r.student, 0) + 1
+    pseudo = []
+    for r in handed:
+        stem = Path(r.submission).name.removesuffix(".ipynb")
+        name = stem if not r.student else r.student if count[r.student] == 1 else f"{r.student}-{stem}"
+        pseudo.append(Row(str(Path(r.submission).parent / re.sub(r"[/\\\x00]", "_", name)), "", None, 0, {}, ""))
+    return list(zip(handed, feedback_names(pseudo), strict=True))
+
+
+def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
+    """One student's Markdown: the grader's feedback, with the points of each task and the time."""
+    text = feedback_markdown(row, exercise)
+    if policy is not None and row.status not in ("invalid", "missing"):
+        for t in exercise.graded:
+            points = policy.tasks[t.name].points
+            mark = row.tasks.get(t.name)
+            bonus = " (bonus)" if policy.tasks[t.name].bonus else ""
+            shown = "–" if mark is None else mark
+            text = text.replace(
+                f"| {t.name} | {shown} | {t.title} |",
+                f"| {t.name} | {shown} of {number(points)}{bonus} | {t.title} |",
+                1,
+            )
+        text = text.replace("| task | mark | |", "| task | points | |", 1)
+    extra = []
+    if row.submitted:  # in the deadline's zone, as the class was told it
+        zone = policy.due.tzinfo if policy is not None and policy.due else None
+        shown = datetime.fromisoformat(row.submitted).astimezone(zone).isoformat() if zone else row.submitted
+        extra.append(f"- handed in: {shown} (from {row.time_from})")
+    extended = due_of(row, policy.extensions, policy.due) if policy is not None and policy.due else None
+    if extended and extended != policy.due:  # an LMS's own word ("Canvas marked it LATE") is read against it
+        extra.append(f"- your deadline: {extended.isoformat()} (an extension; the class's: {policy.due.isoformat()})")
+    if row.late:
+        extra.append(f"- {row.late}")
+    if row.counts and row.counts != "yes":
+        extra.append(f"- this submission does not count: {row.counts.removeprefix('no: ')}")
+    if extra:
+        text = text.rstrip("\n") + "\n\n## Your submission\n\n" + "\n".join(extra) + "\n"
+    return text
+
+
+def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
+    """One Markdown file per handed-in row in ``folder`` (created), named by student
+    (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
+    return write_markdown_files(
+        folder,
+        (
+            (disk_name(name), feedback_text(r, exercise, policy))
+            for r, name in feedback_files(rows)
+            if only is None or r.submission in only
+        ),
+    )
+
+
+def moodle_folder(submission: str) -> str | None:
+    """The folder of a Moodle submission's feedback in the zip: the participant's outermost Moodle folder, as
+    :func:`~bertfamily.grading.lms.find` reads it (a file named like a classmate's is hers), or the file name's start
+    where the download was not in folders; ``""`` where that name holds a path or a control character (no entry);
+    None where the submission is not Moodle's."""
+    folders = ((p, MOODLE_FOLDER.match(p)) for p in Path(submission).parts)
+    found = next((p if m.end() == len(p) else m[0] for p, m in folders if m and "_assignsubmission_file" in m[0]), None)
+    if found is None:
+        return None
+    return found if not re.search(r"[\\/\x00-\x1f\x7f]", found) and found.strip(". ") else ""
+
+
+def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> Path | None:
+    """``folder/moodle-feedback.zip`` for Moodle's "Upload multiple feedback files in a zip": each Moodle
+    submission's feedback (:func:`feedback_text`) in a folder named as Moodle's download named the participant's
+    (Moodle gives each the files of its folder); None, and nothing written, where no row came from Moodle."""
+    import io
+    import zipfile
+
+    from bertfamily.grading.safeio import open_folder, write_in
+
+    entries = {}
+    for r, name in feedback_files(rows):
+        found = moodle_folder(r.submission)
+        if found:
+            entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
+    if not entries:
+        return None
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
+        for entry, text in sorted(entries.items()):
+            archive.writestr(entry, text)
+    where = open_folder(folder)
+    try:
+        write_in(where, "moodle-feedback.zip", data.getvalue())
+    finally:
+        os.close(where)
+    return Path(folder) / "moodle-feedback.zip"
+
+
+def stale_feedback(rows, folder, refreshed=None) -> list[str]:
+    """The ``.md`` files in ``folder`` named for a student whose feedback this run wrote (``refreshed``: their
+    submissions; None: every row's) that this run did not write: an earlier run's, for a file she no longer
+    hands in (a draft removed before a regrade) or named for how many files she had. Named, never deleted:
+    a lecturer may have added to one."""
+    files = feedback_files(rows)
+    current = {disk_name(name).casefold() for _, name in files}
+    students = {
+        disk_name(r.student) for r, _ in files if r.student and (refreshed is None or r.submission in refreshed)
+    }
+    try:
+        present = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    return [
+        n
+        for n in present
+        if n.endswith(".md")
+        and n.casefold() not in current
+        and any(n == f"{s}.md" or n.startswith(f"{s}-") for s in students)
+    ]
+
+
+def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> tuple[list[Path], Path | None, list]:
+    """The feedback files (only those of ``refreshed``, where given), Moodle's zip, and the warnings: the feedback
+    files an earlier run left for those students (:func:`stale_feedback`), the Moodle submissions the zip has no
+    folder for (:func:`moodle_folder`)."""
+    written = write_student_feedback(rows, exercise, folder, policy, only=refreshed)
+    bundle = write_moodle_feedback_zip(rows, exercise, folder, policy)
+    stale = stale_feedback(rows, folder, refreshed)
+    unzipped = [escape_controls(n) for r, n in feedback_files(rows) if moodle_folder(r.submission) == ""]
+    said = (
+        f"{len(unzipped)} Moodle submission{'s' * (len(unzipped) > 1)} named with a path or a control character "
+        f"got no folder in Moodle's feedback zip (Moodle would not take it): upload {', '.join(unzipped[:10])} "
+        f"from {escape_controls(str(folder))} by hand"
+        if unzipped
+        else ""
+    )
+    if not stale:
+        return written, bundle, [w for w in (said,) if w]
+    many = len(stale) > 1
+    shown = ", ".join(escape_controls(n) for n in stale[:10]) + (" ..." if len(stale) > 10 else "")
+    warning = (
+        f"{len(stale)} feedback file{'s' * many} in {escape_controls(str(folder))} {'were' if many else 'was'} "
+        f"written by an earlier run for the same student{'s' * many} and not by this one (a file no longer "
+        f"handed in): {shown}; delete {'them' if many else 'it'} before passing the feedback on"
+    )
+    return written, bundle, [w for w in (warning, said) if w]
