@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 
 from bertfamily.grading import feedbackfiles, lms, policy
 from bertfamily.grading.gradebook import student_bytes
-from bertfamily.grading.textsafe import html_text, relative_names
+from bertfamily.grading.textsafe import html_text, markdown_text, relative_names
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -37,6 +37,14 @@ def test_the_feedback_shows_html_as_text_and_reads_as_written(text):
     rendered = MarkdownIt("commonmark").render(html_text(text)).strip()
     inner = rendered.removeprefix("<p>").removesuffix("</p>")
     assert "<" not in inner and html.unescape(inner) == text, rendered
+
+
+@pytest.mark.parametrize("text", HOSTILE + ["a&amp;b.ipynb", "R&D [x](y) *z*", "\\<script>"])
+def test_a_title_reads_as_written_once_markdown_and_html_are_escaped(text):
+    """A feedback title is escaped for Markdown, then for HTML (gradebook.feedback_markdown): an ``&amp;`` in a file
+    name was shown as ``&amp;amp;``, and ``<img`` as ``&lt;img`` (the second escape escaped the first's)."""
+    rendered = MarkdownIt("commonmark").renderInline(html_text(markdown_text(text)))
+    assert "<" not in rendered and html.unescape(rendered) == text, rendered
 
 
 def test_plain_words_stay_plain():

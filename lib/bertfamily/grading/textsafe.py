@@ -70,8 +70,10 @@ def html_text(text: str) -> str:
     ``&lt;`` (``<script>`` as ``&lt;script>``), each ``&`` that could start an entity as ``&amp;``, and a ``>``
     that starts a line (a quote) as ``&gt;``; any other ``<``, ``>`` or ``&`` stays, so that a file read as
     plain text (a Canvas comment) says "File > Download" and "Restart & Run All" as written."""
-    text = re.sub(r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)", "&amp;", text)
-    text = re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
+    # after an odd number of backslashes, ``&`` and ``<`` are escaped already (``\&``, as :func:`markdown_text` writes)
+    free = r"(?<!\\)((?:\\\\)*)"
+    text = re.sub(free + r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)", r"\1&amp;", text)
+    text = re.sub(free + r"<(?=[A-Za-z/!?])", r"\1&lt;", text)
     return re.sub(r"(?m)^([ \t]*)>", r"\1&gt;", text)
 
 
