@@ -210,3 +210,36 @@ def test_a_zip_of_data_beside_the_notebook_is_a_data_file(tmp_path, exercise):
     assert sorted(got) == ["doejohn_1003_5004_exercise.zip", "smithjane_1002_5002_exercise.ipynb"], got
     assert jane.status == "graded", jane
     assert not jane.detail and john.status == "invalid" and john.detail.startswith(invalid.format(2)), john
+
+
+def test_the_self_check_says_a_name_is_defined_further_down(monkeypatch, capsys):
+    """The lecturer, round 8 (problem 10): a notebook that worked only run out of order (``to_mib`` defined in a
+    later cell) got from the self-check command a NameError and no cause; the grader's feedback said the cause.
+    The self-check says it now, in the feedback's words, once a name."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    from bertfamily.grading import causes, cli
+
+    def raised(source, name):
+        cell = new_code_cell(source)
+        cell.outputs = [new_output("error", ename="NameError", evalue=f"name '{name}' is not defined", traceback=[])]
+        return cell
+
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# sizes"),
+            raised("fp32_mib = to_mib(n)", "to_mib"),
+            raised("print(to_mib(1))", "to_mib"),
+            raised("print(never)", "never"),
+            new_code_cell("def to_mib(n):\n    return n / 2**20"),
+        ]
+    )
+    notes = causes.run_order_notes(nb)
+    assert notes == [
+        "cell 1: `to_mib` is defined further down, in cell 4: run from the top (Kernel → Restart & Run All), as the "
+        "grader runs it, the notebook uses it before that cell has run"
+    ]
+    monkeypatch.setattr(cli, "execute_copy", lambda path, timeout: nb)
+    assert cli.main(["self-check", "zoe.ipynb"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(f"note: {notes[0]}") and "(a self-check, not a grade)" in out, out

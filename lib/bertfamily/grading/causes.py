@@ -158,3 +158,18 @@ def typed_answers(nb, exercise, answers: set[str], budget=None) -> dict:
                     if isinstance(name, ast.Name) and name.id in answers and name.id in known:
                         typed.setdefault(name.id, index)
     return typed
+
+
+def run_order_notes(nb) -> list[str]:
+    """What the self-check adds to its ✗ lines for a notebook that worked only out of order: each ``NameError`` of
+    the executed copy ``nb`` whose name a later cell defines (:func:`defined_below`), once a name, in the words of
+    the grader's feedback."""
+    definitions, said, notes = top_level_definitions(nb), set(), []
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else ():
+            problem = f"NameError: {out.get('evalue')}" if out.get("ename") == "NameError" else ""
+            note, name = defined_below(definitions, index, problem), undefined_name(problem)
+            if note and name not in said:
+                said.add(name)
+                notes.append(f"cell {index}: {note}")
+    return notes

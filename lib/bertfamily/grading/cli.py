@@ -13,6 +13,7 @@ from pathlib import Path
 from bertfamily import kernels
 from bertfamily.grading import feedbackfiles, lms, policy
 from bertfamily.grading.canvas import canvas_points, write_canvas
+from bertfamily.grading.causes import run_order_notes
 from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.fingerprints import package_changes, package_files
@@ -25,13 +26,8 @@ from bertfamily.grading.gradebook import (
     summary,
     write_gradebook,
 )
-from bertfamily.grading.lateness import (
-    check_extensions,
-    remember_extensions,
-    remembered_extensions,
-    time_warnings,
-)
-from bertfamily.grading.marks import print_report, self_check
+from bertfamily.grading.lateness import check_extensions, remember_extensions, remembered_extensions, time_warnings
+from bertfamily.grading.marks import execute_copy, print_report, report
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.moodle import read_worksheet, write_moodle
 from bertfamily.grading.mounts import UNSAFE_FLAG, SandboxMissing
@@ -360,14 +356,16 @@ def _main_commands(argv) -> int:
             return 0
         if args.command == "grade":
             return _grade_one(args)
-        results = self_check(args.notebook, timeout=args.timeout)
+        ran = execute_copy(args.notebook, timeout=args.timeout)  # the self-check (marks.self_check), and why
+        results, notes = report(ran), run_order_notes(ran)  # a name a later cell defines was not defined
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=1, ensure_ascii=False))
-    else:
-        print_report(results)
+        return 0
+    print_report(results)
+    print("".join(f"note: {n}\n" for n in notes), end="")
     return 0
 
 
