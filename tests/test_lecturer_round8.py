@@ -239,7 +239,7 @@ def test_the_self_check_says_a_name_is_defined_further_down(monkeypatch, capsys)
         "cell 1: `to_mib` is defined further down, in cell 4: run from the top (Kernel → Restart & Run All), as the "
         "grader runs it, the notebook uses it before that cell has run"
     ]
-    monkeypatch.setattr(cli, "execute_copy", lambda path, timeout: nb)
+    monkeypatch.setattr(causes, "execute_copy", lambda path, timeout: nb)
     assert cli.main(["self-check", "zoe.ipynb"]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().endswith(f"note: {notes[0]}") and "(a self-check, not a grade)" in out, out

@@ -15,6 +15,7 @@ from bertfamily.grading.exercise import Exercise, solution_trees
 from bertfamily.grading.integrity import authored
 from bertfamily.grading.literals import bindings, is_placeholder, literal_names
 from bertfamily.grading.magics import Unreadable, cell_tree
+from bertfamily.grading.marks import execute_copy, report
 from bertfamily.grading.student import SOLUTION, cell_tags, targets_of
 
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
@@ -173,3 +174,10 @@ def run_order_notes(nb) -> list[str]:
                 said.add(name)
                 notes.append(f"cell {index}: {note}")
     return notes
+
+
+def self_check_with_causes(path, timeout: int = 600) -> tuple[list, list[str]]:
+    """The self-check of the notebook at ``path`` (:func:`~bertfamily.grading.marks.self_check`: a copy run where
+    and as whoever calls it, not a grade), and :func:`run_order_notes` of that run."""
+    ran = execute_copy(path, timeout=timeout)
+    return report(ran), run_order_notes(ran)

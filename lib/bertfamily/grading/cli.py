@@ -13,7 +13,7 @@ from pathlib import Path
 from bertfamily import kernels
 from bertfamily.grading import feedbackfiles, lms, policy
 from bertfamily.grading.canvas import canvas_points, write_canvas
-from bertfamily.grading.causes import run_order_notes
+from bertfamily.grading.causes import self_check_with_causes
 from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.fingerprints import package_changes, package_files
@@ -27,7 +27,7 @@ from bertfamily.grading.gradebook import (
     write_gradebook,
 )
 from bertfamily.grading.lateness import check_extensions, remember_extensions, remembered_extensions, time_warnings
-from bertfamily.grading.marks import execute_copy, print_report, report
+from bertfamily.grading.marks import print_report
 from bertfamily.grading.monitor import Limits
 from bertfamily.grading.moodle import read_worksheet, write_moodle
 from bertfamily.grading.mounts import UNSAFE_FLAG, SandboxMissing
@@ -356,8 +356,7 @@ def _main_commands(argv) -> int:
             return 0
         if args.command == "grade":
             return _grade_one(args)
-        ran = execute_copy(args.notebook, timeout=args.timeout)  # the self-check (marks.self_check), and why
-        results, notes = report(ran), run_order_notes(ran)  # a name a later cell defines was not defined
+        results, notes = self_check_with_causes(args.notebook, timeout=args.timeout)
     except (ValueError, SandboxMissing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -72,6 +72,7 @@ class Found:
     late: bool = False  # Canvas marked it LATE
     notebook: bool = True
     doubt: str = ""  # why the student read from the name may be another
+    verdict: bool = True  # Canvas's "not late" holds: the class reads as Canvas's download (find)
 
 
 #: Moodle's prefix; seen twice in one name, the name can be read as two participants
@@ -87,10 +88,54 @@ def _doubt(part: str) -> str:
     )
 
 
-def _identify(path: Path, root: Path | None) -> Found:
+def _lms_name(part: str, folder: bool) -> re.Match | None:
+    """The LMS's prefix a folder's or a file's name starts with (Moodle's, else Canvas's), or None."""
+    return MOODLE_FOLDER.match(part) if folder else MOODLE_FILE.match(part) or CANVAS_FILE.match(part)
+
+
+def _student_folders(root: Path) -> bool:
+    """Whether the folders at the top of ``root`` are students' own (``alice/exercise.ipynb``): one of them holds
+    a notebook whose name no LMS gave. Then a name inside one that reads as an LMS's export is still that
+    student's (a file Mallory named like Bob's Canvas file is hers); else a top folder holding only LMS names
+    is the download itself, unzipped into it."""
+    for entry in sorted(os.listdir(root)) if root.is_dir() else ():
+        top = root / entry
+        if (
+            entry in SKIPPED
+            or entry.startswith(".")
+            or MOODLE_FOLDER.match(entry)
+            or not top.is_dir()
+            or top.is_symlink()
+        ):
+            continue
+        for _, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if d not in SKIPPED and not MOODLE_FOLDER.match(d)]
+            if any(Path(f).suffix.lower() in (".ipynb", ".zip") and not _lms_name(f, False) for f in files):
+                return True
+    return False
+
+
+def _in_a_students_folder(path: Path, rel: tuple, display: str, notebook: bool) -> Found:
+    """A file in a student's own top folder: hers, whatever its name; one named like another's LMS export is
+    flagged for the instructor."""
+    names = [(part, _lms_name(part, i < len(rel) - 2)) for i, part in enumerate(rel[1:])]
+    other = [(part, m) for part, m in names if m and rel[0].casefold() not in (m["name"].casefold(), m["id"])]
+    doubt = (
+        f"read by hand: {escape_controls(other[0][0])!r} in {escape_controls(rel[0])!r}'s folder is named like "
+        f"an LMS's export of another student ({escape_controls(other[0][1]['name'])}, {other[0][1]['id']}): it "
+        f"counts as {escape_controls(rel[0])!r}'s; check whose it is"
+        if other
+        else ""
+    )
+    return Found(path, display, "folder", rel[0], rel[0], notebook=notebook, doubt=doubt)
+
+
+def _identify(path: Path, root: Path | None, student_folders: bool = False) -> Found:
     rel = path.relative_to(root).parts if root is not None else (path.name,)
     display = display_name(path)  # as classroom.collect names the row
     notebook = path.suffix.lower() in (".ipynb", ".zip")  # a zipped notebook is graded (submission.from_zip)
+    if student_folders and len(rel) > 1 and not MOODLE_FOLDER.match(rel[0]):
+        return _in_a_students_folder(path, rel, display, notebook)
     for part in rel[:-1]:
         m = MOODLE_FOLDER.match(part)
         if m:  # an online-text or feedback folder holds no handed-in file: left out
@@ -133,16 +178,19 @@ def find(paths) -> list[Found]:
     for given in paths:
         path = Path(given)
         if path.is_dir() and not path.is_symlink():
+            students = _student_folders(path)
             for top, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
                 for f in files:
                     if f in SKIPPED or (f.startswith(".") and not f.endswith(".ipynb")):
                         continue
                     member = Path(top) / f
-                    found.setdefault(os.path.abspath(member), _identify(member, path))
+                    found.setdefault(os.path.abspath(member), _identify(member, path, students))
                 for d in dirs:  # a linked folder named like a notebook: refused by the grader, as before
                     if d.endswith(".ipynb") and os.path.islink(os.path.join(top, d)):
-                        found.setdefault(os.path.abspath(os.path.join(top, d)), _identify(Path(top) / d, path))
+                        found.setdefault(
+                            os.path.abspath(os.path.join(top, d)), _identify(Path(top) / d, path, students)
+                        )
         elif path.is_file() or path.is_symlink():
             found.setdefault(os.path.abspath(path), _identify(path, None))
         elif path.exists():
@@ -156,6 +204,11 @@ def find(paths) -> list[Found]:
     ]
     if not kept:
         raise ValueError("nothing to grade: give notebooks, or folders of them as Canvas or Moodle export them")
+    canvas = {f.key for f in kept if f.layout == "canvas" and f.notebook}
+    if len(canvas) < len({f.key for f in kept if f.layout in ("file", "folder") and f.notebook}):
+        for item in kept:  # not Canvas's download, but a file named like one in it: its own time decides
+            if item.layout == "canvas":
+                item.verdict = False
     return sorted(kept, key=lambda f: f.display)
 
 
@@ -223,7 +276,7 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
             when, source = utc(os.lstat(f.path).st_mtime), FILE_TIME
         except OSError:
             pass
-    if f.layout == "canvas":  # Canvas decides lateness (lateness.late_by)
+    if f.layout == "canvas" and (f.late or f.verdict):  # Canvas decides lateness (lateness.late_by) in its download
         source += f"; {CANVAS_LATE if f.late else CANVAS_ON_TIME}"
     if f.layout == "moodle" and status is not None:  # and Moodle, by its Status ("1 day 2 hours late")
         late = MOODLE_STATUS_LATE.search(status)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
@@ -100,21 +101,30 @@ def markdown_item(text: str) -> str:
     student's error message is shown as it is written)."""
     text = re.sub(r"[\r\n]+", " ", text)
     runs = [m.span() for m in re.finditer(r"`+", text)]  # a code span: a run of backticks to the next as long
-    closing: list[int | None] = [None] * len(runs)  # one pass from the end: each run's next run of its length
-    seen: dict[int, int] = {}
-    for index in range(len(runs) - 1, -1, -1):
-        length = runs[index][1] - runs[index][0]
-        closing[index], seen[length] = seen.get(length), index
+    of_length: dict[int, list[int]] = {}  # each length's runs, in order: the next as long is found by bisection
+    for index, (a, b) in enumerate(runs):
+        of_length.setdefault(b - a, []).append(index)
     shown: list[str] = []
     done, index = 0, 0
     while index < len(runs):
-        end = closing[index]
-        if end is None:  # no run as long after it: its backticks are text
+        start, end = runs[index]
+        before = text[done:start]  # outside a code span: a backslash escapes a backtick (it opens no span)
+        start += (len(before) - len(before.rstrip("\\"))) % 2
+        same = of_length.get(end - start, [])
+        after = bisect.bisect_right(same, index)
+        if start == end or after == len(same):  # no run as long after it: its backticks are text
             index += 1
             continue
-        shown += [text[done : runs[index][0]].replace("[", "\\["), text[runs[index][0] : runs[end][1]]]
-        done, index = runs[end][1], end + 1
-    return "".join(shown) + text[done:].replace("[", "\\[")  # HTML: the feedback's writer escapes it (html_text)
+        close = same[after]
+        shown += [_no_link(text[done:start]), text[start : runs[close][1]]]
+        done, index = runs[close][1], close + 1
+    return "".join(shown) + _no_link(text[done:])  # HTML: the feedback's writer escapes it (html_text)
+
+
+def _no_link(text: str) -> str:
+    """Text outside code spans with each ``[`` that a backslash does not already escape escaped (``\\[`` is an
+    escaped backslash, then a ``[`` that would open a link)."""
+    return re.sub(r"(?<!\\)((?:\\\\)*)\[", r"\1\\[", text)
 
 
 def relative_names(paths) -> dict:

@@ -1,0 +1,96 @@
+"""Round 13 of the red team (a helper attacking the grader with notebooks and names it wrote): a file a student
+named like a classmate's Canvas or Moodle export, inside her own folder, was filed under the classmate (G1), and a
+file named like Canvas's export outside a Canvas download escaped the deadline (G2)."""
+
+import os
+from datetime import datetime
+
+from grading_helpers import _row
+
+from bertfamily.grading import lms, policy
+from bertfamily.grading.lateness import CANVAS_ON_TIME
+
+
+def _touch(path, when="2026-12-05T10:00+00:00"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}", encoding="utf-8")
+    stamp = datetime.fromisoformat(when).timestamp()
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+PLANTED = (
+    "bob_1_2_exercise.ipynb",  # Canvas's name
+    "Alice Liddell_444_assignsubmission_file_exercise.ipynb",  # Moodle's, flat
+    "Bob Jones_222_assignsubmission_file_/exercise.ipynb",  # Moodle's folder
+    "bob_1_2_x.zip",
+)
+
+
+def test_a_file_named_like_a_classmates_export_in_her_own_folder_is_hers_and_flagged(tmp_path):
+    klass = tmp_path / "class"
+    for student in ("alice", "bob", "mallory"):
+        _touch(klass / student / "exercise.ipynb")
+    for name in PLANTED:
+        _touch(klass / "mallory" / name)
+    _touch(klass / "sacrificed" / "bob_1_2_exercise.ipynb")  # no notebook of her own beside it
+    _touch(klass / "bob" / "bob_1_2_exercise.ipynb")  # his own Canvas file, handed in again: his, no doubt
+    found = {str(f.path.relative_to(klass)): f for f in lms.find([klass])}
+    assert {f.key for f in found.values()} == {"alice", "bob", "mallory", "sacrificed"}
+    assert {f.layout for f in found.values()} == {"folder"}
+    for name in PLANTED:
+        doubt = found[f"mallory/{name}"].doubt
+        assert doubt.startswith("read by hand:") and "counts as 'mallory''s" in doubt, (name, doubt)
+    assert "named like an LMS's export of another student (bob, 1)" in found["sacrificed/bob_1_2_exercise.ipynb"].doubt
+    assert not found["mallory/exercise.ipynb"].doubt and not found["bob/bob_1_2_exercise.ipynb"].doubt
+
+
+def test_an_lms_download_unzipped_into_a_folder_is_still_read_as_the_lms_names_it(tmp_path):
+    """No top folder holds a notebook of a name no LMS gave: the folders are the downloads themselves."""
+    moodle, canvas = tmp_path / "moodle", tmp_path / "canvas"
+    _touch(moodle / "download" / "Alice Liddell_444_assignsubmission_file_" / "exercise.ipynb")
+    _touch(moodle / "download" / "Bob Jones_222_assignsubmission_file_" / "exercise.ipynb")
+    _touch(canvas / "batch1" / "alice_11_2_exercise.ipynb")
+    _touch(canvas / "batch2" / "bob_12_3_exercise.ipynb")
+    assert [(f.layout, f.key) for f in lms.find([moodle])] == [("moodle", "444"), ("moodle", "222")]
+    found = lms.find([canvas])
+    assert [(f.layout, f.key, f.verdict) for f in found] == [("canvas", "11", True), ("canvas", "12", True)]
+    assert CANVAS_ON_TIME in lms.submitted(found[0], {}, None)[1]
+
+
+def test_a_file_named_like_canvass_export_outside_a_canvas_download_is_late_by_its_time(tmp_path, exercise):
+    """G2: `erin_1_2_exercise.ipynb` among plain names was 'Canvas did not mark it late': 3 days late under
+    `--late refuse` it scored in full while her classmates of the same lateness scored 0."""
+    klass = tmp_path / "class"
+    for path in ("carol/exercise.ipynb", "frank.ipynb", "dave/dave_1_2_exercise.ipynb", "erin_1_2_exercise.ipynb"):
+        _touch(klass / path)
+    found = lms.find([klass])
+    names = [t.name for t in exercise.graded]
+    rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, None)
+    rules = policy.load(exercise, due="2026-12-02T00:00+00:00", late="refuse")
+    graded = {r.submission.rsplit("/", 1)[-1]: r for r in policy.apply(rows, rules, exercise)}
+    assert len(graded) == 4 and all(r.late and r.score == 0 for r in graded.values()), graded
+    assert CANVAS_ON_TIME not in graded["erin_1_2_exercise.ipynb"].time_from
+
+
+def test_no_backslash_or_backtick_opens_a_link_or_an_image_in_a_feedback_item():
+    """F1: `` \\`[text](https://evil.example)` `` in a student's note or error message was, to the grader, a code
+    span (kept as written) and, to a Markdown renderer, a backtick and a live link; ``\\[a](url)`` became an
+    escaped backslash and a link. Every mix of backslashes, backticks and brackets renders no link and no image."""
+    import itertools
+    import random
+
+    from markdown_it import MarkdownIt
+
+    from bertfamily.grading.textsafe import html_text, markdown_item
+
+    md = MarkdownIt("commonmark")
+    pieces = ["\\", "`", "``", "[", "]", "(", ")", "!", "a", " ", "[t](https://evil.example)", "![](https://e.x/p.png)"]
+    texts = ["".join(p) for p in itertools.product(pieces, repeat=3)]
+    draw = random.Random(13)
+    texts += ["".join(draw.choice(pieces) for _ in range(draw.randint(4, 14))) for _ in range(3000)]
+    for text in texts:
+        rendered = md.renderInline(html_text(markdown_item(text)))
+        assert "<a " not in rendered and "<img" not in rendered, (text, rendered)
+    kept = "cell 3 (the cell that starts `x = y[0]`) raised"  # a code span's brackets stay as written
+    assert markdown_item(kept) == kept
