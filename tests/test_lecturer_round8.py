@@ -243,3 +243,42 @@ def test_the_self_check_says_a_name_is_defined_further_down(monkeypatch, capsys)
     assert cli.main(["self-check", "zoe.ipynb"]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().endswith(f"note: {notes[0]}") and "(a self-check, not a grade)" in out, out
+
+
+def test_the_courses_sanitize_rules_keep_ls_sizes_and_drop_what_changes_with_the_machine():
+    """The lecturer, round 8 (problem 8): `!ls -l` in a student's notebook 'differed' on every re-run (its owner,
+    links and time are the machine's), and a Colab student's `!pip install` printed pip's warning about root that
+    the sandbox's run does not: under tests/sanitize.cfg both read the same, and a file's size still counts."""
+    import configparser
+    import re
+
+    rules = configparser.ConfigParser()
+    rules.read(Path(__file__).parent / "sanitize.cfg", encoding="utf-8")
+
+    def sanitized(text):
+        for section in rules.sections():
+            text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
+        return text
+
+    stored = (
+        "total 327692\n-rw-r--r-- 1 root root 267967963 Dec  7 18:13 fp32.pt\n"
+        "WARNING: Running pip as the 'root' user can result in broken permissions. Use the --root-user-action option\n"
+    )
+    rerun = "total 327688\n-rw-r--r-- 1 sandbox sandbox 267967963 Dec  8 09:24 fp32.pt\n"
+    assert sanitized(stored) == sanitized(rerun) and "267967963" in sanitized(rerun), sanitized(stored)
+    smaller = rerun.replace("267967963", "67967963")
+    assert sanitized(smaller) != sanitized(stored)
+
+
+def test_what_the_grader_repaired_is_the_lecturers_not_the_students(exercise):
+    """The lecturer, round 8 (problem 8): "a `transient` key in an output (2 times)" meant nothing to Mia, a VS
+    Code user, and cost her nothing: the gradebook's detail keeps it; her feedback says what concerns her."""
+    from bertfamily.grading.gradebook import feedback_markdown
+
+    names = [t.name for t in exercise.graded]
+    repaired = "repaired before grading (the notebook opens in Jupyter as it is): a `transient` key on a code cell"
+    ids = "the notebook has no cell ids (saved by an older editor): 17 of the course's cells were recognised by code"
+    row = _row("mia.ipynb", dict.fromkeys(names, 1))
+    row.detail = f"{repaired}; {ids}"
+    text = feedback_markdown(row, exercise)
+    assert "transient" not in text and "repaired" not in text and "17 of the course's cells" in text, text

@@ -267,7 +267,8 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
             *(f"- {markdown_item(part)}" for part in re.split(r"; (?=task\d+: )", row.read_by_hand)),
             "",
         ]
-    others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: ", p)]
+    # what an editor saved that Jupyter opens and the grader repaired costs nothing: the gradebook's detail keeps it
+    others = [p for p in row.detail.split("; ") if p and not re.match(r"task\d+: |repaired before grading ", p)]
     if others:
         lines += ["## About the run", "", *(f"- {markdown_item(p)}" for p in others), ""]
     if row.outputs and all(part.endswith(NOT_STORED) for part in row.outputs.split("; ")):
