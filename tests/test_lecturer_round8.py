@@ -268,6 +268,14 @@ def test_the_courses_sanitize_rules_keep_ls_sizes_and_drop_what_changes_with_the
     assert sanitized(stored) == sanitized(rerun) and "267967963" in sanitized(rerun), sanitized(stored)
     smaller = rerun.replace("267967963", "67967963")
     assert sanitized(smaller) != sanitized(stored)
+    # the lecturer, round 9: `ls -lh` (the manual's example), and pip's warning in colour (on a notebook's pty)
+    human = "total 320M\n-rw-r--r-- 1 root root 254M Dec  7 21:09 distilbert.pt\n"
+    assert sanitized(human) == sanitized(human.replace("root root", "sandbox sandbox").replace("21:09", "21:35"))
+    assert "254M" in sanitized(human) and sanitized(human) != sanitized(human.replace("254M", "64M"))
+    coloured = (
+        "\x1b[33mWARNING: Running pip as the 'root' user can result in broken permissions\x1b[0m\x1b[33m\r\n\x1b[0m"
+    )
+    assert sanitized("(transformers 5.25.0)\n" + coloured) == sanitized("(transformers 5.25.0)\n")
 
 
 def test_what_the_grader_repaired_is_the_lecturers_not_the_students(exercise):

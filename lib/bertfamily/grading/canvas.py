@@ -4,9 +4,11 @@ written (the roster, the lines and the feedback are :mod:`~bertfamily.grading.gr
 from __future__ import annotations
 
 import csv
+import io
 import re
 
 from bertfamily.grading.gradebook import write_csv_atomically
+from bertfamily.grading.safeio import csv_text
 
 #: Canvas's grade-import CSV: these five columns, then one column per assignment, named as Canvas
 #: exports it ("Name (assignment id)"); the "Points Possible" row is optional and written.
@@ -17,7 +19,7 @@ def canvas_points(path, assignment: str) -> float | None:
     """Canvas's points possible of ``assignment`` in Canvas's own gradebook export (the roster at ``path``), or
     None (another roster, no such row). A ValueError where the export has assignment columns ("Name (id)") and
     ``assignment`` is none of them: Canvas would import the grades into a new column, the real one left empty."""
-    with open(path, newline="", encoding="utf-8-sig") as handle:
+    with io.StringIO(csv_text(path, "Canvas's export"), newline="") as handle:
         lines = list(csv.reader(handle))
     header = [h.strip() for h in lines[0]] if lines else []
     if "student" not in [h.lower() for h in header]:

@@ -180,6 +180,9 @@ def _main_gradebook(argv) -> int:
         roster = read_roster(args.roster) if args.roster else worksheet[0] if worksheet else None
         points = canvas_points(args.roster, args.canvas_assignment) if canvas else None  # a typo: refused now
         found = lms.find(args.submissions)
+        for f in [f for f in found if lms.canvas_test_student(f, roster)]:
+            print(f"note: Canvas's Test Student (Student View) handed in {escape_controls(f.display)}: left out")
+            found.remove(f)
         written = {f.path.resolve() for f in found}
         for given, label in ((out, "--out"), (canvas, "--canvas"), (moodle, "--moodle")):
             if given is not None and given.resolve() in written:

@@ -104,3 +104,18 @@ def solution_trees(cells):
             yield cell, ast.parse(cell.source)
         except SyntaxError:
             continue
+
+
+def check_statements(source: str) -> list[tuple[str, str]]:
+    """A check cell's statements, each as (the check it calls, ``check_reduction``, or "" for a statement
+    that calls none, such as ``for_the_instructor``; its source)."""
+    tree = ast.parse(source)
+    found = []
+    for node in tree.body:
+        calls = [
+            n.func.attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")
+        ]
+        found.append((calls[0] if calls else "", ast.get_source_segment(source, node) or ""))
+    return found

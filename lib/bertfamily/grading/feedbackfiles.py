@@ -162,6 +162,8 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
     warning = (
         f"{len(stale)} feedback file{'s' * many} in {escape_controls(str(folder))} {'were' if many else 'was'} "
         f"written by an earlier run for the same student{'s' * many} and not by this one (a file no longer "
-        f"handed in): {shown}; delete {'them' if many else 'it'} before passing the feedback on"
+        f"handed in, or a name that changed with the number of files handed in: STUDENT.md for one, "
+        f"STUDENT-FILE.md for each of several): {shown}; delete {'them' if many else 'it'} before passing the "
+        "feedback on"
     )
     return written, bundle, [w for w in (warning, said) if w]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import os
 import re
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.pipeline import STATUSES, Row
-from bertfamily.grading.safeio import open_folder, write_in
+from bertfamily.grading.safeio import csv_text, open_folder, write_in
 from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 from bertfamily.grading.submission import printable
 from bertfamily.grading.textsafe import (
@@ -43,7 +44,7 @@ def read_roster(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no roster at {path}")
-    with open(path, newline="", encoding="utf-8-sig") as handle:
+    with io.StringIO(csv_text(path, "the roster"), newline="") as handle:
         reader = csv.DictReader(handle)
         header = [h.strip().lower() for h in reader.fieldnames or []]
         if "id" not in header:

@@ -249,6 +249,12 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
     )
 
 
+def canvas_test_student(f: Found, roster: dict | None) -> bool:
+    """Whether ``f`` is the file of Canvas's Test Student (a lecturer's Student View): Canvas names it by its
+    sortable name, ``studenttest``, and no roster student has its user id."""
+    return f.layout == "canvas" and f.name.casefold() == "studenttest" and not (roster and roster_match(f, roster)[0])
+
+
 def plain_key(f: Found) -> str:
     """The student of ``f`` without a roster, as the layout names them."""
     if f.layout == "moodle":

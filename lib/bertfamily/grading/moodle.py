@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import re
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from bertfamily.grading.gradebook import FORMULA_START, SEMICOLONS, csv_cell, write_csv_atomically
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import counted_rows, number
+from bertfamily.grading.safeio import csv_text
 
 #: The columns of Moodle's offline grading worksheet (mod/assign, "Download grading worksheet"), English
 #: names; on upload Moodle matches rows by Identifier and reads Grade (and Feedback comments).
@@ -69,7 +71,7 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no Moodle grading worksheet at {path}")
-    with open(path, newline="", encoding="utf-8-sig") as handle:
+    with io.StringIO(csv_text(path, "the Moodle grading worksheet"), newline="") as handle:
         lines = list(csv.reader(handle))
     if not lines or "Identifier" not in lines[0] or "Grade" not in lines[0]:
         raise ValueError(

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.exercise import Exercise, check_statements
 from bertfamily.grading.lateness import check_extensions, due_of, late_by, late_words
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.textsafe import relative_names
@@ -59,6 +59,7 @@ class Policy:
     counts: str = "latest-before-deadline"
     source: str = "default: 1 point a task, no deadline"
     extensions: dict = field(default_factory=dict)  # a student (id, or file name) -> their own deadline
+    single: tuple = ()  # the partial tasks of one check, where partial credit changes nothing (load says so)
 
     @property
     def max_score(self) -> float:
@@ -84,7 +85,15 @@ class Policy:
         if self.extensions:
             parts.append("extensions: " + ", ".join(f"{s} until {d.isoformat()}" for s, d in self.extensions.items()))
         parts.append(f"the submission that counts: {COUNT_WORDS[self.counts]}")
+        if self.single:
+            parts.append(f"partial credit changes nothing for {', '.join(self.single)}: one check, all or nothing")
         return "; ".join(parts)
+
+
+def checks_of(task) -> int:
+    """How many checks a task's check cells make (each ``checks.check_*`` call; a cell that calls none is one):
+    partial credit is a share of them."""
+    return sum(max(1, len([c for c, _ in check_statements(source) if c])) for _, source in task.checks)
 
 
 #: What a submission's ``counts`` says where another of the student's had the same time (the grading command
@@ -233,7 +242,8 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
             "extension gives a later deadline"
         )
     source = str(path) if path is not None else "the default: 1 point a task"
-    return Policy(tasks, due, late, float(penalty), counts, source, moved)
+    single = tuple(t.name for t in exercise.graded if tasks[t.name].partial and checks_of(t) < 2)
+    return Policy(tasks, due, late, float(penalty), counts, source, moved, single)
 
 
 def handout_points(exercise: Exercise, policy: Policy) -> dict:
@@ -246,7 +256,7 @@ def handout_points(exercise: Exercise, policy: Policy) -> dict:
             said[number_] = "not graded: its result depends on the machine"
             continue
         words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"]
-        words += ["bonus"] * t.bonus + ["partial credit per check"] * t.partial
+        words += ["bonus"] * t.bonus + ["partial credit per check"] * (t.partial and checks_of(task) > 1)
         said[number_] = ", ".join(words)
     return said
 

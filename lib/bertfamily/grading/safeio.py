@@ -171,3 +171,25 @@ def from_zip(data: bytes, cap: int) -> tuple[bytes, str]:
     if len(inner) > cap or inner[:4] == ZIP_MAGIC:
         raise ValueError(f"a .zip whose notebook is larger than {cap // 2**20} MiB or another .zip")
     return inner, members[0].filename
+
+
+def csv_text(path, what: str) -> str:
+    """The text of the CSV file ``path`` (``what`` it is: "the roster"), read as UTF-8 (a byte-order mark or not);
+    a ValueError that names the file and says what to do where a spreadsheet saved it in another encoding, or
+    separated its columns with ``;`` (as in locales that write decimal commas)."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{what} {path} is not UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r}): saved by a "
+            "spreadsheet in its own encoding? Save it as 'CSV UTF-8 (Comma delimited)', or use the LMS's own download "
+            "as it came"
+        ) from None
+    first = text.split("\n", 1)[0]
+    if ";" in first and "," not in first:
+        raise ValueError(
+            f"{what} {path} separates its columns with ';' (a spreadsheet in a locale that writes decimal commas saves "
+            "CSV so): save it as 'CSV UTF-8 (Comma delimited)', or use the LMS's own download as it came"
+        )
+    return text

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from bertfamily import checks as _checks
 from bertfamily.answers import files_checked_elsewhere
 from bertfamily.grading.channel import read_names
+from bertfamily.grading.exercise import check_statements
 
 #: What the grader rebuilds of one exported answer in its own process, outside every limit of the run:
 #: a tensor of more values is shown to the checks by its shape alone (a ``meta`` tensor, no storage),
@@ -180,23 +181,6 @@ def recheck_output(source: str, answers: dict) -> tuple[bool, str, str]:
     if failed:
         return False, f"✗ {failed[0].group(2)}: {failed[0].group(3)}"[:200], text
     return True, "", text
-
-
-def check_statements(source: str) -> list[tuple[str, str]]:
-    """A check cell's statements, each as (the check it calls, ``check_reduction``, or "" for a statement
-    that calls none, such as ``for_the_instructor``; its source)."""
-    import ast
-
-    tree = ast.parse(source)
-    found = []
-    for node in tree.body:
-        calls = [
-            n.func.attr
-            for n in ast.walk(node)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("check_")
-        ]
-        found.append((calls[0] if calls else "", ast.get_source_segment(source, node) or ""))
-    return found
 
 
 #: The name of the one check of a check cell that calls no ``checks.check_*`` function.

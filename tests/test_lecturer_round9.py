@@ -1,0 +1,63 @@
+"""The lecturer, round 9 (a helper in a lecturer's place, with a term of Canvas and Moodle exports it wrote): what it
+found, each as it would meet it."""
+
+import pytest
+
+from bertfamily import grading
+from bertfamily.grading.moodle import read_worksheet
+
+EXCEL = "Student,ID,SIS User ID,SIS Login ID,Section\r\nBjörn Åkesson,91002,,,Lab B\r\n"
+
+
+@pytest.mark.parametrize("reader", [grading.read_roster, read_worksheet])
+def test_a_csv_a_spreadsheet_saved_says_which_file_and_what_to_do(tmp_path, reader):
+    """Excel's 'CSV (Comma delimited)' writes cp1252: the grader stopped with "'utf-8' codec can't decode byte 0xc5"
+    and no file named; in a German or French locale it separates with ';', and the roster 'had no id column'."""
+    cp1252 = tmp_path / "export.csv"
+    cp1252.write_bytes(EXCEL.encode("cp1252"))
+    with pytest.raises(ValueError, match=r"export\.csv is not UTF-8 .*CSV UTF-8 \(Comma delimited\)"):
+        reader(cp1252)
+    semicolons = tmp_path / "semicolons.csv"
+    semicolons.write_text(EXCEL.replace(",", ";"), encoding="utf-8-sig")
+    with pytest.raises(ValueError, match=r"semicolons\.csv separates its columns with ';'"):
+        reader(semicolons)
+
+
+def test_a_csv_of_the_lms_as_it_came_is_read(tmp_path):
+    roster = tmp_path / "export.csv"
+    roster.write_text(EXCEL, encoding="utf-8-sig")
+    assert grading.read_roster(roster)["91002"]["name"] == "Björn Åkesson"
+
+
+def test_canvas_test_students_file_is_left_out(tmp_path):
+    """The blank handout a lecturer submits in Canvas's Student View was graded as an unknown student, with a row,
+    a feedback file and a place in the class's table."""
+    from bertfamily.grading import lms
+
+    canvas = tmp_path / "canvas"
+    canvas.mkdir()
+    for name in ("studenttest_99999_5300199_exercise_distilbert.ipynb", "akessonbjorn_91002_5300102_exercise.ipynb"):
+        (canvas / name).write_text("{}", encoding="utf-8")
+    roster = tmp_path / "export.csv"
+    roster.write_text(EXCEL + "\"Student, Test\",99999,,,Lab B\r\n", encoding="utf-8")
+    students = grading.read_roster(roster)
+    found = {f.key: f for f in lms.find([canvas])}
+    assert lms.canvas_test_student(found["99999"], students) and lms.canvas_test_student(found["99999"], None)
+    assert not lms.canvas_test_student(found["91002"], students)
+    assert lms.canvas_test_student(found["99999"], {"99999": {"canvas_id": "99999"}}) is False  # a roster's own
+
+
+def test_partial_credit_on_a_task_of_one_check_is_said_and_not_promised(tmp_path, exercise):
+    """`task7 = { points = 2, partial = true }` was taken silently and the handout promised "partial credit per
+    check", while task 7 makes one check: Dmitri, half right, got 0 of 2 as its one ✗ line says."""
+    from bertfamily.grading import policy
+
+    grading_file = tmp_path / "grading.toml"
+    grading_file.write_text(
+        "[points]\ntask4 = { points = 3, partial = true }\ntask7 = { points = 2, partial = true }\n", encoding="utf-8"
+    )
+    rules = policy.load(exercise, grading_file)
+    assert rules.single == ("task7",) and "partial credit changes nothing for task7" in rules.describe()
+    heading = policy.handout_points(exercise, rules)
+    numbers = {t.name: n for n, t in enumerate(exercise.tasks, 1)}
+    assert heading[numbers["task7"]] == "2 points" and heading[numbers["task4"]] == "3 points, partial credit per check"
