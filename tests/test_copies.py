@@ -132,3 +132,27 @@ def test_normalized_reads_magics_and_ignores_comments_and_spacing():
     assert copies.code_lines("# a\n\nx = 1\n  # b\ny = 2") == 2
     huge = "x = 1\n" * 50_000  # longer than the grader parses: read as lines
     assert copies.normalized(huge) == ("x = 1",) * 50_000
+
+
+def test_a_copy_run_through_a_formatter_is_flagged(tmp_path, exercise):
+    """The lecturer, round 9 (problem 1): Ivan handed in Amara's code with its quotes swapped, lines joined with
+    ``;``, trailing commas and a docstring: no flag (only 2 of its 74 lines matched). Read as a formatter leaves
+    code, the two are the same code."""
+    import ast
+
+    reference = exercise.reference
+    amara = ivan = model_answer(reference)
+    solutions = [c for c in reference.cells if c.cell_type == "code" and SOLUTION in c.metadata.get("tags", [])]
+    for number, cell in enumerate(solutions):
+        own = f"{cell.source}\nprint('checked', {number})"  # her own line: no longer the reference's cell
+        amara = _rewritten(amara, cell.id, own)
+        swapped = own.replace('"', "\x00").replace("'", '"').replace("\x00", "'")
+        if ast.dump(ast.parse(swapped)) != ast.dump(ast.parse(own)):
+            swapped = own  # a quote inside a string: left as it is
+        swapped = swapped.replace("\n\n", "\n").replace("print('checked', ", 'print("checked", ').replace(")", ",)", 1)
+        ivan = _rewritten(ivan, cell.id, f'"""My own work."""\n{swapped}')
+    found = [_write(tmp_path, f"{name}.ipynb", nb) for name, nb in (("amara", amara), ("ivan", ivan))]
+    flags = copies.copy_flags(found, exercise)
+    said = "; ".join(flags.get(str(tmp_path / "ivan.ipynb"), []))
+    assert f"identical to that of {tmp_path / 'amara.ipynb'}" in said, flags
+    assert copies.normalized("x = 'a'") != copies.normalized("x = 'b'")  # a string's value still counts

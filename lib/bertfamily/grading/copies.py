@@ -14,6 +14,7 @@ already says it was not read.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import io
 import keyword
@@ -38,20 +39,64 @@ _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 
 
 def normalized(source: str) -> tuple:
-    """A cell's code as the tokens Python reads: comments, blank lines and spacing left out (a cell too
-    long to parse, or not Python: its lines, stripped)."""
+    """A cell's code as the tokens Python reads, as a formatter leaves them: comments, blank lines, spacing,
+    line breaks and indentation left out (``def f(x): return x`` on one line or two), ``;`` read as a line's
+    end, a string by its value (``'x'``, ``"x"`` and ``"x" ""`` alike), a statement that is only a string (a
+    docstring) and a comma before a closing bracket dropped (a cell too long to parse, or not Python: its
+    lines, stripped)."""
     if len(source) > MAX_SOURCE:
         return tuple(line.strip() for line in source.splitlines() if line.strip())
     try:
         code = as_python(source)
-        tokens = tokenize.generate_tokens(io.StringIO(code).readline)
-        return tuple(
-            (t.type, "" if t.type in (tokenize.INDENT, tokenize.DEDENT) else t.string)
-            for t in tokens
-            if t.type not in _SKIP
-        )
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _SKIP]
     except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError, Unreadable):
         return tuple(line.strip() for line in source.splitlines() if line.strip())
+    out: list[tuple[int, str]] = []
+    start = 0  # where the statement being read starts in ``out``
+    for t in tokens:
+        kind, text = t.type, t.string
+        if kind in (tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if kind == tokenize.NEWLINE or (kind == tokenize.OP and text == ";"):
+            if len(out) - start == 1 and out[-1][0] == tokenize.STRING:
+                out.pop()  # a statement that is only a string: a docstring, a note
+            if out and out[-1][0] != tokenize.NEWLINE and out[-1] != (tokenize.OP, ":"):
+                out.append((tokenize.NEWLINE, ""))
+            start = len(out)
+            continue
+        if kind == tokenize.OP and text in ")]}" and out and out[-1] == (tokenize.OP, ","):
+            out.pop()  # a trailing comma
+        if kind == tokenize.STRING:
+            text = _string(text)
+            joined = _joined(out[-1][1], text) if out and out[-1][0] == tokenize.STRING else None
+            if joined is not None:
+                out[-1] = (kind, joined)
+                continue
+        out.append((kind, text))
+    return tuple(out)
+
+
+def _string(text: str) -> str:
+    """A string token by its value (its ``repr``); an f-string with its prefix and its fields as written, in
+    double quotes."""
+    prefix = text[: len(text) - len(text.lstrip("rRbBuUfF"))]
+    if "f" in prefix.lower():
+        body = text[len(prefix) :]
+        quote = 3 if body[:3] in ('"""', "'''") else 1
+        return prefix.lower() + '"' + body[quote:-quote] + '"'
+    try:
+        return repr(ast.literal_eval(text))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def _joined(before: str, after: str) -> str | None:
+    """Two adjacent string literals (``"a" "b"``) as one, where neither is an f-string and both are text."""
+    try:
+        first, second = ast.literal_eval(before), ast.literal_eval(after)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return repr(first + second) if isinstance(first, str) and isinstance(second, str) else None
 
 
 def renamed(cells: tuple, imported: frozenset = frozenset()) -> tuple:
