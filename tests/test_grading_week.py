@@ -996,3 +996,19 @@ def test_a_regrade_names_the_feedback_an_earlier_run_left_for_the_student(tmp_pa
     assert sorted(p.name for p in feedback.iterdir()) == ["s0-draft.md", "s0-final.md", "s0.md", "s1.md"]
     assert _run(tmp_path, klass, roster, "--regrade", "s1") == 0  # s1's own files are all this run's
     assert "earlier run" not in capsys.readouterr().err
+
+
+def test_a_regrade_of_a_class_downloaded_again_into_another_folder_says_what_it_graded_too(tmp_path, cheap_cli, capsys):
+    """The lecturer, round 9 (problem 2): the class downloaded again into a new folder, `--regrade` one student:
+    every notebook ran (a journal knows a file by its path) and the summary said "regraded 1 submission"."""
+    import shutil
+
+    klass, roster, log = _class(tmp_path, n=3)
+    assert _run(tmp_path, klass, roster) == 0
+    again = tmp_path / "downloaded-again"
+    shutil.copytree(klass, again)
+    capsys.readouterr()
+    assert _run(tmp_path, again, roster, "--regrade", "s1") == 0
+    err = capsys.readouterr().err
+    assert "2 submissions in no row of the journal of --out were graded too, though not named in --regrade" in err
+    assert "give the folder graded first" in err and "downloaded-again/s1.ipynb" not in err.split("--regrade:")[1]

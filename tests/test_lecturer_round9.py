@@ -61,3 +61,18 @@ def test_partial_credit_on_a_task_of_one_check_is_said_and_not_promised(tmp_path
     heading = policy.handout_points(exercise, rules)
     numbers = {t.name: n for n, t in enumerate(exercise.tasks, 1)}
     assert heading[numbers["task7"]] == "2 points" and heading[numbers["task4"]] == "3 points, partial credit per check"
+
+
+def test_a_check_without_its_answer_is_said_once_in_the_feedback(exercise):
+    """Chloé's feedback said "check_int8_prediction: task7 needs `int8_bytes` from task6 ..." and then
+    "check_int8_prediction had no answer: task7 needs ..." (the gradebook's words and the feedback's)."""
+    from grading_helpers import _row
+
+    from bertfamily.grading.gradebook import feedback_markdown
+
+    names = [t.name for t in exercise.graded]
+    why = "task7 needs `int8_bytes` from task6, where cell 30 raised NameError"
+    row = _row("chloe.ipynb", dict.fromkeys(names, 1) | {"task7": 0})
+    row.detail = f"task7: check_int8_prediction: {why}"
+    row.feedback = {"task7": [f"check_int8_prediction had no answer: {why}"]}
+    assert feedback_markdown(row, exercise).count(why) == 1

@@ -223,9 +223,8 @@ def _main_gradebook(argv) -> int:
         notebooks = [f.path for f in found if f.notebook]
         rows = grade_class(notebooks, exercise, limits, sanitize=args.sanitize, strict_outputs=args.strict_outputs,
                            executor=executor) if notebooks else []
-        for stale in getattr(executor, "stale", []):
-            print(f"warning: {stale} changed since it was graded; its row is kept as it was (name it in --regrade "
-                  "to grade it again)", file=sys.stderr)
+        for warning in executor.said() if isinstance(executor, Journaled) else []:
+            print(f"warning: {warning}", file=sys.stderr)
         tz = rules.due.tzinfo if rules.due else None
         if args.pattern:
             rows = apply_roster(rows, exercise, roster, args.pattern) if roster is not None else rows

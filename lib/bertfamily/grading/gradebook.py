@@ -249,8 +249,10 @@ def feedback_markdown(row: Row, exercise: Exercise) -> str:
     for t in exercise.graded:
         said = row.feedback.get(t.name) or []
         lost = [p.split(": ", 1)[1] for p in row.detail.split("; ") if p.startswith(f"{t.name}: ")]
-        # the error a check's "(see the error above)" points at is in `detail`: it goes above that line
-        errors = [p for p in lost if " raised " in p and p not in said] if said else []
+        # the error a check's "(see the error above)" points at is in `detail`: it goes above that line (once:
+        # the gradebook's "check_x: why" is the feedback's "check_x had no answer: why")
+        errors = [p for p in lost if " raised " in p and not any(p.split(": ", 1)[-1] in s for s in said)]
+        errors = errors if said else []
         if said or lost:
             lines += [
                 f"## {t.name}: {t.title}",

@@ -32,6 +32,25 @@ class Journaled:
         self.inner, self.out, self.resume, self.force = inner, out, resume, force
         self.regrade = None if regrade is None else set(regrade)
         self.stale: list[str] = []  # files changed since their journal row, kept as they were (regrade)
+        self.unseen: list[str] = []  # files in no row of the journal, graded though not named (regrade)
+
+    def said(self) -> list[str]:
+        """The warnings of a regrade: the files it kept as they were though they changed, and those it graded
+        though not named, as new to the journal (the same files downloaded again into another folder?)."""
+        kept = [
+            f"{name} changed since it was graded; its row is kept as it was (name it in --regrade to grade it again)"
+            for name in self.stale
+        ]
+        if self.unseen:
+            many = len(self.unseen) > 1
+            names = ", ".join(self.unseen[:5]) + (" ..." if len(self.unseen) > 5 else "")
+            kept.append(
+                f"{len(self.unseen)} submission{'s' * many} in no row of the journal of --out "
+                f"{'were' if many else 'was'} graded too, though not named in --regrade: {names} (new files; or the "
+                "class downloaded again into another folder? A journal knows each file by its path: give the folder "
+                "graded first)"
+            )
+        return kept
 
     def grade(self, found: list, settings: ClassSettings, progress: bool) -> list[Row]:
         path = journal_path(self.out)
@@ -63,6 +82,8 @@ class Journaled:
                 elif (self.regrade is None or display not in self.regrade) and (display, digest) in journal.rows:
                     rows.append(journal.rows[(display, digest)])
                 else:
+                    if self.regrade is not None and display not in self.regrade:
+                        self.unseen.append(display)
                     todo.append((file, display))
             if self.resume and rows:
                 print(
