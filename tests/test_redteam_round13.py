@@ -94,3 +94,82 @@ def test_no_backslash_or_backtick_opens_a_link_or_an_image_in_a_feedback_item():
         assert "<a " not in rendered and "<img" not in rendered, (text, rendered)
     kept = "cell 3 (the cell that starts `x = y[0]`) raised"  # a code span's brackets stay as written
     assert markdown_item(kept) == kept
+
+
+def _roster(tmp_path, text):
+    from bertfamily import grading
+
+    path = tmp_path / "roster.csv"
+    path.write_text(text, encoding="utf-8")
+    return grading.read_roster(path)
+
+
+def test_a_folder_named_for_its_student_decides_whatever_the_files_names_say(tmp_path, exercise):
+    """The re-check of round 13: with folders that are no roster ids (`jupyter-bob/`, `Mallory/`), the student
+    was read from the file's name: `jupyter-mallory/bob_exercise.ipynb` counted as Bob's. The one roster id a
+    folder's name holds is its student."""
+    klass = tmp_path / "class"
+    for path in ("jupyter-alice/exercise.ipynb", "jupyter-bob/exercise.ipynb", "Mallory/exercise.ipynb"):
+        _touch(klass / path)
+    _touch(klass / "Mallory" / "bob_exercise.ipynb")
+    _touch(klass / "week1" / "alice_extra.ipynb")  # a folder of no student: the file's name says whose
+    roster = _roster(tmp_path, "id,name\nalice,A\nbob,B\nmallory,M\n")
+    found = lms.find([klass])
+    names = [t.name for t in exercise.graded]
+    rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster)
+    whose = {r.submission.split("class/")[1]: r.student for r in rows if r.submission}
+    assert whose == {
+        "Mallory/bob_exercise.ipynb": "mallory",
+        "Mallory/exercise.ipynb": "mallory",
+        "jupyter-alice/exercise.ipynb": "alice",
+        "jupyter-bob/exercise.ipynb": "bob",
+        "week1/alice_extra.ipynb": "alice",
+    }, whose
+
+
+def test_an_lms_download_in_a_folder_beside_a_notebook_of_the_lecturer_is_still_the_lms(tmp_path):
+    """The re-check: one plain notebook in the wrapper folder made the whole download one student's."""
+    klass = tmp_path / "class"
+    _touch(klass / "download" / "Alice Liddell_444_assignsubmission_file_" / "exercise.ipynb")
+    _touch(klass / "download" / "Bob Jones_222_assignsubmission_file_" / "exercise.ipynb")
+    _touch(klass / "download" / "instructions.ipynb")
+    layouts = {f.path.name if f.layout == "folder" else f.key: f.layout for f in lms.find([klass])}
+    assert layouts == {"444": "moodle", "222": "moodle", "instructions.ipynb": "folder"}, layouts
+
+
+def test_made_up_canvas_names_make_no_majority_and_a_moodle_class_takes_no_canvas_verdict(tmp_path, exercise):
+    """The re-check: a late student's two files named with made-up Canvas user ids won the count of Canvas names,
+    and with it 'Canvas did not mark it late'; so did a Canvas-named file in a Moodle class."""
+    klass = tmp_path / "class"
+    for path in ("carol.ipynb", "frank.ipynb", "erin_901_2_exercise.ipynb", "erin_902_3_exercise.ipynb"):
+        _touch(klass / path)
+    _touch(klass / "erin_903_4_x.ipynb")
+    roster = _roster(tmp_path, "id,name,canvas_id\ncarol,C,1\nfrank,F,2\nerin,E,3\n")
+    found = lms.find([klass])
+    names = [t.name for t in exercise.graded]
+    rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster)
+    assert not [r.submission for r in rows if CANVAS_ON_TIME in (r.time_from or "")], rows
+    moodle = tmp_path / "moodle"
+    for who in ("Alice Liddell_444", "Bob Jones_222"):
+        _touch(moodle / f"{who}_assignsubmission_file_" / "exercise.ipynb")
+    _touch(moodle / "erin_3_9_exercise.ipynb")
+    assert [f.verdict for f in lms.find([moodle]) if f.layout == "canvas"] == [False]
+
+
+def test_moodles_feedback_zip_follows_the_gradebooks_student(tmp_path, exercise):
+    """The re-check: the gradebook gave Mallory the file in her own folder named like Bob's Moodle folder, and
+    Moodle's feedback zip still put her feedback in Bob's folder."""
+    from bertfamily.grading import feedbackfiles
+
+    names = [t.name for t in exercise.graded]
+    hers = _row(str(tmp_path / "class" / "mallory" / "Bob Jones_555_assignsubmission_file_" / "x.ipynb"), {})
+    bobs = _row(str(tmp_path / "moodle" / "Bob Jones_555_assignsubmission_file_" / "ex.ipynb"), {})
+    for r, student in ((hers, "mallory"), (bobs, "555")):
+        r.student, r.tasks = student, dict.fromkeys(names, 1)
+    _, bundle, said = feedbackfiles.write_all([hers], exercise, tmp_path / "feedback")
+    assert bundle is None and said == []
+    _, bundle, _ = feedbackfiles.write_all([hers, bobs], exercise, tmp_path / "both")
+    import zipfile
+
+    with zipfile.ZipFile(bundle) as archive:
+        assert archive.namelist() == ["Bob Jones_555_assignsubmission_file_/555.md"]

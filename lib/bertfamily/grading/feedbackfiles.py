@@ -77,14 +77,16 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
     )
 
 
-def moodle_folder(submission: str) -> str | None:
+def moodle_folder(row: Row) -> str | None:
     """The folder of a Moodle submission's feedback in the zip: the participant's outermost Moodle folder, as
     :func:`~bertfamily.grading.lms.find` reads it (a file named like a classmate's is hers), or the file name's start
     where the download was not in folders; ``""`` where that name holds a path or a control character (no entry);
-    None where the submission is not Moodle's."""
-    folders = ((p, MOODLE_FOLDER.match(p)) for p in Path(submission).parts)
+    None where the submission is not Moodle's, or the row's student is not that participant (a file in Mallory's
+    own folder named like Bob's Moodle folder is hers: it goes in no folder of Bob's)."""
+    folders = ((p, MOODLE_FOLDER.match(p)) for p in Path(row.submission).parts)
     found = next((p if m.end() == len(p) else m[0] for p, m in folders if m and "_assignsubmission_file" in m[0]), None)
-    if found is None:
+    match = MOODLE_FOLDER.match(found) if found is not None else None
+    if found is None or match is None or not re.search(rf"(?<!\d){match['id']}(?!\d)", row.student or ""):
         return None
     return found if not re.search(r"[\\/\x00-\x1f\x7f]", found) and found.strip(". ") else ""
 
@@ -100,7 +102,7 @@ def write_moodle_feedback_zip(rows, exercise: Exercise, folder, policy=None) -> 
 
     entries = {}
     for r, name in feedback_files(rows):
-        found = moodle_folder(r.submission)
+        found = moodle_folder(r)
         if found:
             entries[f"{found}/{disk_name(name)}"] = student_bytes(feedback_text(r, exercise, policy))
     if not entries:
@@ -147,7 +149,7 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
     written = write_student_feedback(rows, exercise, folder, policy, only=refreshed)
     bundle = write_moodle_feedback_zip(rows, exercise, folder, policy)
     stale = stale_feedback(rows, folder, refreshed)
-    unzipped = [escape_controls(n) for r, n in feedback_files(rows) if moodle_folder(r.submission) == ""]
+    unzipped = [escape_controls(n) for r, n in feedback_files(rows) if moodle_folder(r) == ""]
     said = (
         f"{len(unzipped)} Moodle submission{'s' * (len(unzipped) > 1)} named with a path or a control character "
         f"got no folder in Moodle's feedback zip (Moodle would not take it): upload {', '.join(unzipped[:10])} "

@@ -94,10 +94,11 @@ def _lms_name(part: str, folder: bool) -> re.Match | None:
 
 
 def _student_folders(root: Path) -> bool:
-    """Whether the folders at the top of ``root`` are students' own (``alice/exercise.ipynb``): one of them holds
-    a notebook whose name no LMS gave. Then a name inside one that reads as an LMS's export is still that
-    student's (a file Mallory named like Bob's Canvas file is hers); else a top folder holding only LMS names
-    is the download itself, unzipped into it."""
+    """Whether the folders at the top of ``root`` are students' own (``alice/exercise.ipynb``): two or more of them
+    hold a notebook whose name no LMS gave. Then a name inside one that reads as an LMS's export is still that
+    student's (a file Mallory named like Bob's Canvas file is hers); else a top folder holding LMS names is the
+    download itself, unzipped into it (a notebook of the lecturer's own beside it included)."""
+    plain = 0
     for entry in sorted(os.listdir(root)) if root.is_dir() else ():
         top = root / entry
         if (
@@ -111,8 +112,9 @@ def _student_folders(root: Path) -> bool:
         for _, dirs, files in os.walk(top):
             dirs[:] = [d for d in dirs if d not in SKIPPED and not MOODLE_FOLDER.match(d)]
             if any(Path(f).suffix.lower() in (".ipynb", ".zip") and not _lms_name(f, False) for f in files):
-                return True
-    return False
+                plain += 1
+                break
+    return plain >= 2
 
 
 def _in_a_students_folder(path: Path, rel: tuple, display: str, notebook: bool) -> Found:
@@ -204,12 +206,19 @@ def find(paths) -> list[Found]:
     ]
     if not kept:
         raise ValueError("nothing to grade: give notebooks, or folders of them as Canvas or Moodle export them")
-    canvas = {f.key for f in kept if f.layout == "canvas" and f.notebook}
-    if len(canvas) < len({f.key for f in kept if f.layout in ("file", "folder") and f.notebook}):
-        for item in kept:  # not Canvas's download, but a file named like one in it: its own time decides
-            if item.layout == "canvas":
-                item.verdict = False
+    canvas_verdicts(kept, None)
     return sorted(kept, key=lambda f: f.display)
+
+
+def canvas_verdicts(found: list[Found], roster: dict | None) -> None:
+    """Canvas's "not late" holds for its files (``Found.verdict``) only where the class reads as Canvas's download:
+    more of its students' notebooks carry Canvas's names than any other layout's, counting, with a roster, only
+    the students its Canvas user ids name (a late student's files named with made-up ids make no majority)."""
+    ids = {s.get("canvas_id") or sid: sid for sid, s in (roster or {}).items()} | {sid: sid for sid in roster or {}}
+    canvas = {ids.get(f.key, "") if roster else f.key for f in found if f.layout == "canvas" and f.notebook} - {""}
+    others = {(f.layout, f.key) for f in found if f.layout in ("file", "folder", "moodle") and f.notebook}
+    for f in found:
+        f.verdict = f.layout != "canvas" or len(canvas) >= len(others)
 
 
 # --------------------------------------------------------------------------- whose, and when
@@ -237,8 +246,11 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
             "",
             "ambiguous: the file name reads as two students' (Canvas's and Moodle's prefixes), so it counts for nobody",
         )
-    if f.layout == "folder" and f.key in roster:
-        return f.key, ""
+    if f.layout == "folder":  # the folder is the student: its name, or the one roster id in it (jupyter-bob/)
+        words = {w.casefold() for w in re.split(r"[\W_]+", f.key) if w} | {f.key.casefold()}
+        named = [sid for sid in roster if sid.casefold() in words]
+        if f.key in roster or len(named) == 1:
+            return f.key if f.key in roster else named[0], ""
     sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
     if ambiguous:
         return "", ambiguous
@@ -300,6 +312,8 @@ def attribute(
     for each student who handed in nothing; problems are said in ``detail``."""
     by_display = {r.submission: r for r in rows}
     names = [t.name for t in exercise.graded]
+    if roster is not None:
+        canvas_verdicts(found, roster)
     out, owners = [], {}
     for f in found:
         owners[f.display] = roster_match(f, roster) if roster is not None else (plain_key(f), "")
