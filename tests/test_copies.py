@@ -136,9 +136,16 @@ def test_normalized_reads_magics_and_ignores_comments_and_spacing():
 
 def test_a_copy_run_through_a_formatter_is_flagged(tmp_path, exercise):
     """The lecturer, round 9 (problem 1): Ivan handed in Amara's code with its quotes swapped, lines joined with
-    ``;``, trailing commas and a docstring: no flag (only 2 of its 74 lines matched). Read as a formatter leaves
-    code, the two are the same code."""
+    ``;``, trailing commas, parentheses and a docstring: no flag (only 2 of its 74 lines matched). Read as Python
+    writes it back from its syntax tree, the two are the same code."""
     import ast
+    import re
+
+    def same(one, two):
+        try:
+            return ast.dump(ast.parse(one)) == ast.dump(ast.parse(two))
+        except SyntaxError:
+            return False
 
     reference = exercise.reference
     amara = ivan = model_answer(reference)
@@ -146,13 +153,21 @@ def test_a_copy_run_through_a_formatter_is_flagged(tmp_path, exercise):
     for number, cell in enumerate(solutions):
         own = f"{cell.source}\nprint('checked', {number})"  # her own line: no longer the reference's cell
         amara = _rewritten(amara, cell.id, own)
-        swapped = own.replace('"', "\x00").replace("'", '"').replace("\x00", "'")
-        if ast.dump(ast.parse(swapped)) != ast.dump(ast.parse(own)):
-            swapped = own  # a quote inside a string: left as it is
-        swapped = swapped.replace("\n\n", "\n").replace("print('checked', ", 'print("checked", ').replace(")", ",)", 1)
-        ivan = _rewritten(ivan, cell.id, f'"""My own work."""\n{swapped}')
+        formatted = own
+        for change in (
+            lambda s: s.replace('"', "\x00").replace("'", '"').replace("\x00", "'"),  # the quotes swapped
+            lambda s: re.sub(r"(\w)\)", r"\1,)", s),  # a trailing comma in every call
+            lambda s: s.replace("\n\n", "\n"),
+            lambda s: re.sub(r"^(\w+) = (.+)$", r"\1 = (\2)", s, flags=re.M),  # parentheses around values
+        ):
+            if same(change(formatted), formatted):  # a change that would alter the code is left out
+                formatted = change(formatted)
+        ivan = _rewritten(ivan, cell.id, f'"""My own work."""\n{formatted}')
     found = [_write(tmp_path, f"{name}.ipynb", nb) for name, nb in (("amara", amara), ("ivan", ivan))]
     flags = copies.copy_flags(found, exercise)
     said = "; ".join(flags.get(str(tmp_path / "ivan.ipynb"), []))
     assert f"identical to that of {tmp_path / 'amara.ipynb'}" in said, flags
     assert copies.normalized("x = 'a'") != copies.normalized("x = 'b'")  # a string's value still counts
+    assert copies.normalized("f(a)") != copies.normalized("f(b)") and copies.normalized("x=(1)") == copies.normalized(
+        "x=1"
+    )

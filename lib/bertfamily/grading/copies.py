@@ -47,7 +47,7 @@ def normalized(source: str) -> tuple:
     if len(source) > MAX_SOURCE:
         return tuple(line.strip() for line in source.splitlines() if line.strip())
     try:
-        code = as_python(source)
+        code = canonical(source)
         tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _SKIP]
     except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError, Unreadable):
         return tuple(line.strip() for line in source.splitlines() if line.strip())
@@ -74,6 +74,22 @@ def normalized(source: str) -> tuple:
                 continue
         out.append((kind, text))
     return tuple(out)
+
+
+def canonical(source: str) -> str:
+    """A cell's code (its magics as the calls they become) as Python writes it back from its syntax tree
+    (``ast.unparse``): one statement a line, the parentheses a formatter adds and its quotes left out; a cell
+    that is not Python (or too long to read): as it is."""
+    if len(source) > MAX_SOURCE:
+        return source
+    try:
+        code = as_python(source)
+    except Unreadable:
+        return source
+    try:
+        return ast.unparse(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code
 
 
 def _string(text: str) -> str:
@@ -165,7 +181,7 @@ def _graded_solutions(exercise: Exercise) -> dict:
         for cid in task.cells:
             cell = by_id[cid]
             if cell.cell_type == "code" and SOLUTION in cell_tags(cell) and code_lines(cell.source):
-                found[normalized(cell.source)] = (task.name, code_lines(cell.source))
+                found[normalized(cell.source)] = (task.name, code_lines(canonical(cell.source)))
     return found
 
 
@@ -189,8 +205,8 @@ def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple
             budget.take(len(cell.source))
         if cell.cell_type == "code" and code_lines(cell.source):
             tokens = normalized(cell.source)
-            if tokens not in course:
-                own.append((tokens, code_lines(cell.source)))
+            if tokens not in course:  # its lines as written back: a formatter's line breaks do not count
+                own.append((tokens, code_lines(canonical(cell.source))))
     return own
 
 
