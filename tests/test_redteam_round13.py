@@ -173,3 +173,21 @@ def test_moodles_feedback_zip_follows_the_gradebooks_student(tmp_path, exercise)
 
     with zipfile.ZipFile(bundle) as archive:
         assert archive.namelist() == ["Bob Jones_555_assignsubmission_file_/555.md"]
+
+
+def test_an_emailed_file_named_like_canvass_in_a_folder_of_its_own_is_late_by_its_time(tmp_path, exercise):
+    """The re-check: a late file e-mailed to the lecturer, named by the student with her true Canvas user id and
+    graded from a folder of its own beside the Canvas download, was 'Canvas did not mark it late'. Canvas's verdict
+    is read per folder given, and one file of one student is no download."""
+    canvas, late = tmp_path / "canvas", tmp_path / "late"
+    for name in ("smithalice_111_1_exercise.ipynb", "jonesbob_222_2_exercise.ipynb"):
+        _touch(canvas / name)
+    _touch(late / "smithmallory_333_9_exercise.ipynb")
+    roster = _roster(tmp_path, "id,name,canvas_id\nalice,A,111\nbob,B,222\nmallory,M,333\n")
+    found = lms.find([canvas, late])
+    names = [t.name for t in exercise.graded]
+    rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster)
+    on_time = sorted(r.student for r in rows if CANVAS_ON_TIME in (r.time_from or ""))
+    assert on_time == ["alice", "bob"], on_time
+    files = lms.find(sorted(canvas.glob("*.ipynb")))  # the download's files given one by one: one download still
+    assert [f.verdict for f in files] == [True, True]

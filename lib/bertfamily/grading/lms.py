@@ -73,6 +73,7 @@ class Found:
     notebook: bool = True
     doubt: str = ""  # why the student read from the name may be another
     verdict: bool = True  # Canvas's "not late" holds: the class reads as Canvas's download (find)
+    source: str = ""  # the folder given to the grader that holds it ("": a file given itself)
 
 
 #: Moodle's prefix; seen twice in one name, the name can be read as two participants
@@ -133,6 +134,12 @@ def _in_a_students_folder(path: Path, rel: tuple, display: str, notebook: bool) 
 
 
 def _identify(path: Path, root: Path | None, student_folders: bool = False) -> Found:
+    found = _read_name(path, root, student_folders)
+    found.source = str(root) if root is not None else ""
+    return found
+
+
+def _read_name(path: Path, root: Path | None, student_folders: bool) -> Found:
     rel = path.relative_to(root).parts if root is not None else (path.name,)
     display = display_name(path)  # as classroom.collect names the row
     notebook = path.suffix.lower() in (".ipynb", ".zip")  # a zipped notebook is graded (submission.from_zip)
@@ -211,14 +218,17 @@ def find(paths) -> list[Found]:
 
 
 def canvas_verdicts(found: list[Found], roster: dict | None) -> None:
-    """Canvas's "not late" holds for its files (``Found.verdict``) only where the class reads as Canvas's download:
-    more of its students' notebooks carry Canvas's names than any other layout's, counting, with a roster, only
-    the students its Canvas user ids name (a late student's files named with made-up ids make no majority)."""
+    """Canvas's "not late" holds for its files (``Found.verdict``) only where the folder given that holds them
+    (the files given themselves: one) reads as Canvas's download: two or more students' notebooks there carry
+    Canvas's names, more than any other layout's, counting, with a roster, only the students its Canvas user ids
+    name (a late student's files named with made-up ids, or one e-mailed file in a folder of its own, make none)."""
     ids = {s.get("canvas_id") or sid: sid for sid, s in (roster or {}).items()} | {sid: sid for sid in roster or {}}
-    canvas = {ids.get(f.key, "") if roster else f.key for f in found if f.layout == "canvas" and f.notebook} - {""}
-    others = {(f.layout, f.key) for f in found if f.layout in ("file", "folder", "moodle") and f.notebook}
-    for f in found:
-        f.verdict = f.layout != "canvas" or len(canvas) >= len(others)
+    for source in {f.source for f in found}:
+        here = [f for f in found if f.source == source]
+        canvas = {ids.get(f.key, "") if roster else f.key for f in here if f.layout == "canvas" and f.notebook} - {""}
+        others = {(f.layout, f.key) for f in here if f.layout in ("file", "folder", "moodle") and f.notebook}
+        for f in here:
+            f.verdict = f.layout != "canvas" or len(canvas) >= max(2, len(others))
 
 
 # --------------------------------------------------------------------------- whose, and when
