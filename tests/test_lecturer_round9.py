@@ -1,11 +1,14 @@
 """The lecturer, round 9 (a helper in a lecturer's place, with a term of Canvas and Moodle exports it wrote): what it
 found, each as it would meet it."""
 
+from pathlib import Path
+
 import pytest
 
 from bertfamily import grading
 from bertfamily.grading.moodle import read_worksheet
 
+ROOT = Path(__file__).resolve().parents[1]
 EXCEL = "Student,ID,SIS User ID,SIS Login ID,Section\r\nBjörn Åkesson,91002,,,Lab B\r\n"
 
 
@@ -76,3 +79,35 @@ def test_a_check_without_its_answer_is_said_once_in_the_feedback(exercise):
     row.detail = f"task7: check_int8_prediction: {why}"
     row.feedback = {"task7": [f"check_int8_prediction had no answer: {why}"]}
     assert feedback_markdown(row, exercise).count(why) == 1
+
+
+def test_one_notebook_graded_with_the_grading_file_shows_the_gradebooks_points(monkeypatch, tmp_path, capsys, exercise):
+    """Lecturer 9, problem 8a: ``grade NOTEBOOK`` had no ``--grading``, so a regrade of one student by hand printed
+    "9 of 9" where the class's gradebook said 12 of 12 (task 1 worth 2, task 4 worth 3); a typo in the file fails
+    before any run."""
+    import json
+
+    import nbformat
+
+    from bertfamily.grading import cli
+
+    row = grading.Row("n.ipynb", "graded", 8, 9, {t.name: 1 for t in exercise.graded}, "")
+    row.tasks["task4"] = 0
+    monkeypatch.setattr(cli, "grade_notebook", lambda *a, **k: row)
+    monkeypatch.setattr(cli, "require_sandbox", lambda: None)
+    path = tmp_path / "n.ipynb"
+    nbformat.write(exercise.reference, path)
+    toml = tmp_path / "grading.toml"
+    toml.write_text("[points]\ntask1 = 2\ntask4 = 3\n", encoding="utf-8")
+    reference = ["--reference", str(ROOT / "book" / "exercise_distilbert.ipynb")]
+    assert grading.main(["grade", str(path), *reference, "--grading", str(toml), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["score"], got["max_score"], got["tasks"]["task1"], got["tasks"]["task4"]) == (9, 12, 2, 0), got
+    assert grading.main(["grade", str(path), *reference, "--grading", str(toml)]) == 0
+    shown = capsys.readouterr().out
+    assert "| task1 | 2 of 2 |" in shown and "| task4 | 0 of 3 |" in shown and ": graded, 9 of 12" in shown, shown
+    assert grading.main(["grade", str(path), *reference]) == 0 and ": graded, 8 of 9" in capsys.readouterr().out
+    toml.write_text("[points]\ntask99 = 2\n", encoding="utf-8")
+    monkeypatch.setattr(cli, "grade_notebook", lambda *a, **k: pytest.fail("graded before the file was read"))
+    assert grading.main(["grade", str(path), *reference, "--grading", str(toml)]) == 2
+    assert "task99" in capsys.readouterr().err

@@ -20,7 +20,6 @@ from bertfamily.grading.fingerprints import package_changes, package_files
 from bertfamily.grading.gradebook import (
     ID_PATTERN,
     apply_roster,
-    feedback_markdown,
     gradebook_fields,
     read_roster,
     summary,
@@ -40,7 +39,7 @@ from bertfamily.grading.textsafe import escape_controls
 
 USAGE = """\
     python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
-    python -m bertfamily.grading grade NOTEBOOK.ipynb --reference SOLUTION.ipynb [--sanitize CFG] [--json]
+    python -m bertfamily.grading grade NOTEBOOK.ipynb --reference SOLUTION.ipynb [--sanitize CFG] [--grading TOML] [--json]
                                      (sealed, as bertfamily-grade grades a class)
     python -m bertfamily.grading self-check NOTEBOOK.ipynb [--json]  (a student's check on their own machine: no grade)
     bertfamily-grade SUBMISSION... --reference SOLUTION.ipynb --out gradebook.csv [--sanitize CFG]
@@ -343,6 +342,8 @@ def _main_commands(argv) -> int:
     g.add_argument("--memory-mib", type=int, default=Limits.memory_mib, help="memory of the run (default %(default)s)")
     g.add_argument("--reference", metavar="SOLUTION.ipynb", help=REFERENCE_HELP)
     g.add_argument("--sanitize", metavar="CFG", help=SANITIZE_HELP)
+    g.add_argument("--grading", metavar="TOML", help="the grading file: the row in its points, as in the class's "
+                   "gradebook (default: 1 point a task)")
     g.add_argument("--json", action="store_true", help="print the gradebook row as JSON")
     c = sub.add_parser("self-check", help="a student's self-check, not a grade: run a copy of your notebook on "
                        "this machine, as you, and list what its checks print")
@@ -377,11 +378,13 @@ def _grade_one(args) -> int:
     limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)
     require_sandbox()
     exercise = Exercise.load(args.reference)
+    rules = policy.load(exercise, args.grading) if args.grading else None  # read before the run: a typo fails fast
     row = grade_notebook(args.notebook, exercise, limits, sanitize=args.sanitize)
+    row = policy.apply([row], rules, exercise)[0] if rules is not None else row
     if args.json:  # ASCII: no control, bidirectional or invisible character of the student's reaches the terminal
         print(json.dumps(asdict(row), indent=1, ensure_ascii=True))
     else:  # as the feedback file shows it: a student's error message prints no escape sequence
-        print(escape_controls(printable(feedback_markdown(row, exercise)), keep="\n"))
+        print(escape_controls(printable(feedbackfiles.feedback_text(row, exercise, rules)), keep="\n"))
         print(f"graded in the sandbox, as bertfamily-grade grades a class: {row.status}, "
               f"{'–' if row.score is None else row.score} of {row.max_score}")
     return 0

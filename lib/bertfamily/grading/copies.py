@@ -197,12 +197,15 @@ def _course_cells(exercise: Exercise) -> set:
 
 def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple[tuple, int]]:
     """The student's own code cells of ``nb``, in order: (normalized code, its code lines). ``budget`` (a
-    :class:`~bertfamily.grading.budget.Budget`) is asked cell by cell: past it, ``OverBudget``."""
+    :class:`~bertfamily.grading.budget.Budget`) is asked for the whole notebook's characters first (a notebook
+    past them is refused before any cell is parsed), then for its time cell by cell: past it, ``OverBudget``."""
     course = _course_cells(exercise)
     own = []
+    if budget is not None:
+        budget.take(sum(len(cell.source) for cell in nb.cells))
     for cell in nb.cells:
         if budget is not None:
-            budget.take(len(cell.source))
+            budget.check()
         if cell.cell_type == "code" and code_lines(cell.source):
             tokens = normalized(cell.source)
             if tokens not in course:  # its lines as written back: a formatter's line breaks do not count
