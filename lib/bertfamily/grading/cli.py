@@ -39,8 +39,8 @@ from bertfamily.grading.textsafe import escape_controls
 
 USAGE = """\
     python -m bertfamily.grading student SOURCE.ipynb DEST.ipynb [--force] [--grading TOML]
-    python -m bertfamily.grading grade NOTEBOOK.ipynb --reference SOLUTION.ipynb [--sanitize CFG] [--grading TOML] [--json]
-                                     (sealed, as bertfamily-grade grades a class)
+    python -m bertfamily.grading grade NOTEBOOK.ipynb --reference SOLUTION.ipynb [--sanitize CFG] [--json]
+                                     [--grading TOML]  (sealed, as bertfamily-grade grades a class)
     python -m bertfamily.grading self-check NOTEBOOK.ipynb [--json]  (a student's check on their own machine: no grade)
     bertfamily-grade SUBMISSION... --reference SOLUTION.ipynb --out gradebook.csv [--sanitize CFG]
                      [--force] [--jobs N] [--strict-outputs]
