@@ -17,7 +17,7 @@ import pytest
 from grading_class import MEMORY_MIB, TINY, added, full, row, tiny
 
 from bertfamily import grading
-from bertfamily.grading import mounts, sandbox
+from bertfamily.grading import monitor, mounts, sandbox
 
 pytestmark = [
     pytest.mark.skipif(sandbox.sandbox_problem() is not None, reason=f"no sandbox here: {sandbox.sandbox_problem()}"),
@@ -119,6 +119,9 @@ def test_processes_left_spinning_cannot_take_a_classmates_cpu(tmp_path, monkeypa
     path = tmp_path / "spinner.ipynb"
     nbformat.write(nb, path)
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    # the grace for a kernel's imports, 3 s here (the tiny exercise's run takes about 1 s to start): the spinners
+    # are stopped after a few seconds of CPU, not the 10 s a lesson's imports may need
+    monkeypatch.setattr(monitor, "CPU_GRACE_S", 3.0)
     limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB, threads=1, cpu_factor=0.25)
     (r,) = grading.grade_class([path], tiny(), limits, jobs=1, progress=False)
     assert r.status == "error" and "more than its share of the CPU" in r.detail, r
