@@ -11,7 +11,7 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 #: a class -> the gradebook and feedback (a cluster and the command line on top).
 LAYERS = [
     {"student", "textsafe", "safeio", "budget", "cgroupv1", "lateness", "denylist"},
-    {"exercise", "marks", "channel", "trees", "cgroups", "hub"},
+    {"exercise", "marks", "channel", "trees", "cgroups", "hub", "standins"},
     {"literals", "magics"},
     {"submission", "integrity", "nbval_worker"},
     {"monitor", "mounts", "verify", "causes"},

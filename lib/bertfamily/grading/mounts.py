@@ -29,6 +29,7 @@ from pathlib import Path
 from bertfamily import kernels
 from bertfamily.exercise_rules import REFUSED, kernel_stub
 from bertfamily.grading.channel import kernel_checks_source
+from bertfamily.grading.standins import STANDINS
 
 #: Where the run's writable folders appear inside the sandbox, and the grader's exporter (read-only).
 INSIDE = Path("/sandbox")
@@ -242,7 +243,11 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     args += ["--remount-ro", "/dev", "--chdir", str(INSIDE / "work")]
     for key, value in sandbox_env(INSIDE, limits.threads).items():
         args += ["--setenv", key, value]
-    if (path := kernel_pythonpath(package)):
+    standins = folder / STANDINS  # google.colab (bertfamily.grading.standins), after the course's own path
+    if standins.is_dir():
+        args += ["--ro-bind", ["host", str(standins)], str(INSIDE / STANDINS)]
+    entries = [kernel_pythonpath(package), str(INSIDE / STANDINS) if standins.is_dir() else None]
+    if (path := os.pathsep.join(e for e in entries if e)):
         args += ["--setenv", "PYTHONPATH", path]
     return args
 

@@ -65,6 +65,7 @@ from bertfamily.grading.mounts import (
     write_launch,
 )
 from bertfamily.grading.nbval_worker import FULL, RECORD_MAX, WORKER_COMMAND, records
+from bertfamily.grading.standins import STANDINS, write_standins
 from bertfamily.grading.textsafe import disk_name
 
 #: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
@@ -241,6 +242,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             (folder / sub).mkdir(mode=0o700)
         (folder / "grader" / "export.py").write_text(EXPORTER, encoding="utf-8")
         write_served_hub(folder / HUB)
+        write_standins(folder / STANDINS)  # google.colab, for a notebook written on Colab
         kernel_package(folder / "course")
         name = _file_name(name)
         data = submitted if submitted is not None else nbformat.writes(nb).encode("utf-8")
@@ -265,7 +267,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             argv, kernel_env = launch_command(launch), {}
         else:  # the kernel still imports the run's copy of the package (no answer key there)
             argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-            kernel_env = {"PYTHONPATH": str(folder / "course")}
+            kernel_env = {"PYTHONPATH": os.pathsep.join([str(folder / "course"), str(folder / STANDINS)])}
         (folder / "kernel.json").write_text(json.dumps({"argv": argv, "env": kernel_env}), encoding="utf-8")
         env = sandbox_env(folder if not limits.sandbox else folder / "worker", limits.threads)
         if (path := kernel_pythonpath(course_package_dir())):  # the worker runs this grader's nbval_worker

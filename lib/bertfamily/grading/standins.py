@@ -1,0 +1,61 @@
+"""Colab's own module in a graded run: ``google.colab``, standing in for what only Colab can do.
+
+A student who worked on Colab often opens a task's cell with ``from google.colab import drive`` and
+``drive.mount("/content/drive")`` before loading a model (lecturer round 10: on Colab every check passed;
+in the sandbox, where no ``google.colab`` is installed, the cell raised ``No module named 'google'`` and
+every task after it lost its marks: 2 of 12 for an honest notebook). Each run's kernel gets this small
+package on its ``PYTHONPATH`` (read-only, :func:`write_standins`), in which what needs Colab does nothing and
+says what Colab says:
+
+* ``drive.mount(mountpoint)`` prints ``Mounted at MOUNTPOINT``, as Colab does (the cell's stored output is
+  reproduced), and mounts nothing: a file read from Drive is still missing, as on any machine but Colab;
+* ``files.download(name)`` does nothing for a file that exists (Colab sends it to the browser) and raises
+  Colab's ``FileNotFoundError`` for one that does not; ``files.upload()`` uploads nothing (``{}``);
+* ``output.enable_custom_widget_manager()`` and the other display switches do nothing.
+
+``google`` is a namespace package here (no ``__init__.py``), so that another ``google.*`` installed where the
+grader runs (``google.protobuf``) is still imported from where it is installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STANDINS = "standins"  # the run's folder of stand-ins, under the run's folder and, read-only, in the sandbox
+
+_MODULES = {
+    "__init__.py": '"""The grader\'s stand-in for Colab\'s module (bertfamily.grading.standins)."""\n\n'
+    "from google.colab import drive, files, output  # noqa: F401\n",
+    "drive.py": '"""Google Drive: nothing is mounted where the grader runs; what Colab prints is printed."""\n\n\n'
+    'def mount(mountpoint="/content/drive", force_remount=False, timeout_ms=120000, readonly=False):\n'
+    '    print(f"Mounted at {mountpoint}")\n\n\n'
+    "def flush_and_unmount(timeout_ms=86400000):\n"
+    "    pass\n",
+    "files.py": '"""Files sent to or from the browser: none where the grader runs."""\n\n'
+    "import os\n\n\n"
+    "def download(filename):\n"
+    "    if not os.path.exists(filename):\n"
+    '        raise FileNotFoundError(f"Cannot find file: {filename}")\n\n\n'
+    'def upload(target_dir=""):\n'
+    "    return {}\n\n\n"
+    "def view(filepath):\n"
+    "    pass\n",
+    "output.py": '"""Colab\'s output area: its switches do nothing where the grader runs."""\n\n\n'
+    "def enable_custom_widget_manager():\n"
+    "    pass\n\n\n"
+    "def disable_custom_widget_manager():\n"
+    "    pass\n\n\n"
+    "def clear(wait=False, output_tags=()):\n"
+    "    pass\n\n\n"
+    "def eval_js(script, ignore_result=False, timeout_sec=None):\n"
+    "    return None\n",
+}
+
+
+def write_standins(folder: Path) -> Path:
+    """Write the stand-in ``google.colab`` into ``folder`` (made here); return ``folder``, the path entry."""
+    package = Path(folder) / "google" / "colab"
+    package.mkdir(parents=True)
+    for name, source in _MODULES.items():
+        (package / name).write_text(source, encoding="utf-8")
+    return Path(folder)

@@ -1,0 +1,56 @@
+"""The lecturer, round 10 (a helper in a lecturer's place, with a term of Canvas and Moodle exports it wrote): what it
+found, each as it would meet it."""
+
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from grading_class import GRADED, MEMORY_MIB, tiny, with_source
+
+from bertfamily import grading
+from bertfamily.grading.standins import write_standins
+
+COLAB = """
+from google.colab import drive, files, output
+drive.mount('/content/drive')
+output.enable_custom_widget_manager()
+numbers = list(range(10))
+x = sum(numbers) - 3
+note = "the sum of 0 to 9 is 45, less 3"
+print(x)
+"""
+
+
+def test_the_colab_stand_in_says_what_colab_says(tmp_path):
+    """drive.mount prints Colab's line and mounts nothing; files.download of a missing file raises Colab's error."""
+    folder = write_standins(tmp_path / "standins")
+    code = (
+        "import google.colab\nfrom google.colab import drive, files\ndrive.mount('/content/drive')\n"
+        "google.colab.output.clear()\nassert files.upload() == {}\nfiles.download(__file__ or 'x')\n"
+        "import os\nprint(os.path.exists('/content/drive'))\nfiles.download('no-such-file.bin')\n"
+    )
+    script = tmp_path / "colab.py"
+    script.write_text(code, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], env={**os.environ, "PYTHONPATH": str(folder)}, capture_output=True, text=True
+    )
+    assert done.stdout.splitlines() == ["Mounted at /content/drive", "False"], done
+    assert "FileNotFoundError: Cannot find file: no-such-file.bin" in done.stderr, done.stderr
+
+
+@pytest.mark.sandbox
+def test_a_colab_students_drive_mount_in_a_tasks_cell_costs_nothing(tmp_path, monkeypatch):
+    """Problem 1 (HIGH): Jane opened task 1's cell with Colab's Drive mount, as Colab notebooks do; the sandbox had no
+    google.colab, so the cell raised and every task after it lost its marks (2 of 12 for honest work that passed
+    every check on Colab). Now the mount prints what Colab prints and the notebook gets full marks, its outputs
+    reproduced, nothing flagged."""
+    exercise = tiny()
+    nb = with_source(grading.model_answer(exercise.reference), "s1", COLAB, output="Mounted at /content/drive\n42\n")
+    path = tmp_path / "jane.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
+    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    assert (row.status, row.score, row.max_score, row.outputs, row.flags) == ("graded", GRADED, GRADED, "reproduced", "")
