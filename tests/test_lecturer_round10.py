@@ -53,4 +53,5 @@ def test_a_colab_students_drive_mount_in_a_tasks_cell_costs_nothing(tmp_path, mo
     monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
     limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
     (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
-    assert (row.status, row.score, row.max_score, row.outputs, row.flags) == ("graded", GRADED, GRADED, "reproduced", "")
+    got = (row.status, row.score, row.max_score, row.outputs, row.flags)
+    assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
