@@ -107,6 +107,13 @@ def test_one_notebook_graded_with_the_grading_file_shows_the_gradebooks_points(m
     shown = capsys.readouterr().out
     assert "| task1 | 2 of 2 |" in shown and "| task4 | 0 of 3 |" in shown and ": graded, 9 of 12" in shown, shown
     assert grading.main(["grade", str(path), *reference]) == 0 and ": graded, 8 of 9" in capsys.readouterr().out
+    # lecturer 10, problem 2: with a deadline in the file, the points apply and the command says the deadline does not
+    # (one file has no hand-in time of the class's, nor its extensions): before, it said nothing of it
+    toml.write_text("[points]\ntask1 = 2\n[deadline]\ndue = 2026-03-01T23:59:00+01:00\nlate = 'refuse'\n", "utf-8")
+    assert grading.main(["grade", str(path), *reference, "--grading", str(toml), "--json"]) == 0
+    got, said = capsys.readouterr()
+    assert (json.loads(got)["score"], json.loads(got)["late"]) == (9, ""), got  # task 1 worth 2, nothing refused
+    assert "deadline is not applied to one notebook: bertfamily-grade applies it to the class" in said, said
     toml.write_text("[points]\ntask99 = 2\n", encoding="utf-8")
     monkeypatch.setattr(cli, "grade_notebook", lambda *a, **k: pytest.fail("graded before the file was read"))
     assert grading.main(["grade", str(path), *reference, "--grading", str(toml)]) == 2

@@ -372,15 +372,15 @@ def _main_commands(argv) -> int:
 
 
 def _grade_one(args) -> int:
-    """``grade NOTEBOOK``: the class's path for one file (:func:`grade_notebook`): the same sandbox, the
-    same row; never the notebook's own check outputs."""
+    """``grade NOTEBOOK``: the class's path for one file (:func:`grade_notebook`); never the notebook's own ✓."""
     _require_reference(args)
     limits = Limits(args.cell_timeout, args.timeout, args.memory_mib)
     require_sandbox()
     exercise = Exercise.load(args.reference)
     rules = policy.load(exercise, args.grading) if args.grading else None  # read before the run: a typo fails fast
     row = grade_notebook(args.notebook, exercise, limits, sanitize=args.sanitize)
-    row = policy.apply([row], rules, exercise)[0] if rules is not None else row
+    row, notes = policy.one_file(row, rules, exercise)
+    print("".join(f"{n}\n" for n in notes), end="", file=sys.stderr)
     if args.json:  # ASCII: no control, bidirectional or invisible character of the student's reaches the terminal
         print(json.dumps(asdict(row), indent=1, ensure_ascii=True))
     else:  # as the feedback file shows it: a student's error message prints no escape sequence

@@ -1,9 +1,8 @@
 """The lecturer's grading policy: each task's points (bonus tasks, partial credit per check), the
 deadline, the late policy, and which of a student's submissions counts.
 
-It comes from a small TOML file (``--grading grading.toml``) and the options that override it
-(``--deadline``, ``--late``, ``--counts``); without either, every graded task is worth one point, all
-or nothing, and there is no deadline (today's behaviour). A grading file::
+It comes from a small TOML file (``--grading grading.toml``) and the options that override it (``--deadline``,
+``--late``, ``--counts``); without either, every graded task is worth one point, all or nothing. A grading file::
 
     [points]                        # a task left out is worth 1 point
     task1 = 2
@@ -96,8 +95,7 @@ def checks_of(task) -> int:
     return sum(max(1, len([c for c, _ in check_statements(source) if c])) for _, source in task.checks)
 
 
-#: What a submission's ``counts`` says where another of the student's had the same time (the grading command
-#: looks for these words to say so).
+#: What a submission's ``counts`` says where another of the student's had the same time (the command looks for it).
 TIE = "the tie goes to the higher score (then the name that sorts last), check which the student meant"
 COUNT_WORDS = {
     "latest-before-deadline": "the latest before the deadline (else the latest, late)",
@@ -324,6 +322,18 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
             r.late = words
         out.append(r)
     return _mark_counted(out, policy)
+
+
+def one_file(row: Row, policy: Policy | None, exercise: Exercise) -> tuple[Row, list[str]]:
+    """``grade NOTEBOOK``'s row in the grading file's points; a note where the file sets a deadline (the class's)."""
+    if policy is None:
+        return row, []
+    plain = dataclasses.replace(policy, due=None, extensions={})  # no hand-in time here: the points alone
+    (applied,) = apply([dataclasses.replace(row, submitted="")], plain, exercise)
+    return applied, [] if policy.due is None else [
+        "note: the grading file's deadline is not applied to one notebook: bertfamily-grade applies it to the class, "
+        "from each hand-in time and the extensions it was given, so a late student's row there may score less"
+    ]
 
 
 def _when(r: Row) -> str:
