@@ -21,6 +21,7 @@ from nbformat.v4 import new_code_cell, new_output
 
 from bertfamily import grading
 from bertfamily.grading import mounts
+from bertfamily.grading.feedbackfiles import WRITTEN
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "data" / "grading_tiny.ipynb"
@@ -690,7 +691,7 @@ def _grade_the_class(root: Path) -> dict:
         "stdout": done.stdout,
         "stderr": done.stderr[-5000:],
         "rows": rows,
-        "feedback": {p.name: p.read_text(encoding="utf-8") for p in sorted(feedback.glob("*"))},
+        "feedback": {p.name: p.read_text(encoding="utf-8") for p in sorted(feedback.glob("*")) if p.name != WRITTEN},
         "before": before,
         "after": after,
         "left": sorted(p.name for p in base.iterdir()),

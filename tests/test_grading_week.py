@@ -451,7 +451,7 @@ def test_regrading_one_student_changes_their_rows_only(tmp_path, cheap_cli, caps
     grading_file = _grading_file(tmp_path, "[points]\ntask1 = 2\ntask10 = { points = 1, bonus = true }\n")
     assert _run(tmp_path, klass, roster, "--grading", str(grading_file)) == 0
     before = {p: _lines(tmp_path / p) for p in ("g.csv", "canvas.csv")}
-    feedback = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "feedback").iterdir()}
+    feedback = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "feedback").glob("*.md")}
     assert set(feedback) == {f"s{i}.md" for i in range(6)}
     assert "| task1 | 2 of 2 |" in (tmp_path / "feedback" / "s0.md").read_text(encoding="utf-8")
     log.write_text("", encoding="utf-8")
@@ -464,7 +464,7 @@ def test_regrading_one_student_changes_their_rows_only(tmp_path, cheap_cli, caps
         changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
         assert len(old) == len(new) and len(changed) == 1, (name, changed)
         assert b"s2" in new[changed[0]] or b"S 2" in new[changed[0]]
-    for p in (tmp_path / "feedback").iterdir():
+    for p in (tmp_path / "feedback").glob("*.md"):  # (beside them, the grader's record of what it wrote)
         same = (p.read_bytes(), p.stat().st_mtime_ns) == feedback[p.name]
         assert same == (p.name != "s2.md"), p.name  # only s2's feedback was written again
     rows = {r["student"]: r for r in csv.DictReader((tmp_path / "g.csv").open(encoding="utf-8"))}
@@ -986,14 +986,14 @@ def test_a_regrade_names_the_feedback_an_earlier_run_left_for_the_student(tmp_pa
     roster = _touch(tmp_path / "roster.csv", "id,name,canvas_id\ns0,S 0,100\ns1,S 1,101\n")
     assert _run(tmp_path, klass, roster) == 0
     feedback = tmp_path / "feedback"
-    assert sorted(p.name for p in feedback.iterdir()) == ["s0-draft.md", "s0-final.md", "s1.md"]
+    assert sorted(p.name for p in feedback.glob("*.md")) == ["s0-draft.md", "s0-final.md", "s1.md"]
     assert "earlier run" not in capsys.readouterr().err
     (klass / "s0" / "draft.ipynb").unlink()
     assert _run(tmp_path, klass, roster, "--regrade", "s0") == 0
     err = capsys.readouterr().err
     assert "2 feedback files in" in err and "s0-draft.md, s0-final.md" in err and "s1.md" not in err, err
     assert "delete them before passing the feedback on" in err
-    assert sorted(p.name for p in feedback.iterdir()) == ["s0-draft.md", "s0-final.md", "s0.md", "s1.md"]
+    assert sorted(p.name for p in feedback.glob("*.md")) == ["s0-draft.md", "s0-final.md", "s0.md", "s1.md"]
     assert _run(tmp_path, klass, roster, "--regrade", "s1") == 0  # s1's own files are all this run's
     assert "earlier run" not in capsys.readouterr().err
 

@@ -1,6 +1,7 @@
 """The lecturer, round 10 (a helper in a lecturer's place, with a term of Canvas and Moodle exports it wrote): what it
 found, each as it would meet it."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -55,3 +56,28 @@ def test_a_colab_students_drive_mount_in_a_tasks_cell_costs_nothing(tmp_path, mo
     (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
     got = (row.status, row.score, row.max_score, row.outputs, row.flags)
     assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
+
+
+def test_a_feedback_file_edited_by_hand_is_kept_and_the_new_one_goes_beside_it(tmp_path):
+    """Problem 3 (MEDIUM): a line the lecturer added to feedback/1003.md was gone after ``--resume --force`` (new
+    points), with no warning. Now a file whose bytes are neither the grader's last nor this run's is kept; this run's
+    feedback goes beside it as 1003.new.md and the command says so. A file nobody changed is written again as before."""
+    from bertfamily.grading import feedbackfiles
+
+    exercise = tiny()
+    rows = [
+        grading.Row(f"class/{n}.ipynb", "graded", s, GRADED, {t.name: 1 for t in exercise.graded}, "", student=n)
+        for n, s in (("1003", 4), ("1004", 4))
+    ]
+    folder = tmp_path / "feedback"
+    assert feedbackfiles.write_all(rows, exercise, folder)[2] == []
+    mine = (folder / "1003.md").read_text(encoding="utf-8") + "\nWell done on task 3 - see me about task 4.\n"
+    (folder / "1003.md").write_text(mine, encoding="utf-8")
+    rows = [dataclasses.replace(r, score=3) for r in rows]  # new points: every text changes
+    written, _, said = feedbackfiles.write_all(rows, exercise, folder)
+    assert (folder / "1003.md").read_text(encoding="utf-8") == mine  # the lecturer's line is still there
+    assert sorted(p.name for p in written) == ["1003.new.md", "1004.md"]
+    assert "Score: **3 of" in (folder / "1003.new.md").read_text(encoding="utf-8")
+    assert len(said) == 1 and "1 feedback file changed since the grader wrote it" in said[0] and "1003.md" in said[0]
+    assert feedbackfiles.write_all(rows, exercise, folder)[2] == said  # kept on every later run, said again
+    assert (folder / "1003.md").read_text(encoding="utf-8") == mine

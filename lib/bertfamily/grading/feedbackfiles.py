@@ -3,6 +3,8 @@ feedback zip, and the files an earlier run left for a regraded student that this
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from datetime import datetime
@@ -14,7 +16,8 @@ from bertfamily.grading.lateness import due_of
 from bertfamily.grading.lms import MOODLE_FOLDER
 from bertfamily.grading.pipeline import Row
 from bertfamily.grading.policy import number
-from bertfamily.grading.textsafe import disk_name, escape_controls
+from bertfamily.grading.safeio import open_folder, write_in
+from bertfamily.grading.textsafe import MAX_NAME_BYTES, disk_name, escape_controls
 
 
 def feedback_files(rows) -> list[tuple[Row, str]]:
@@ -64,17 +67,64 @@ def feedback_text(row: Row, exercise: Exercise, policy=None) -> str:
     return text
 
 
-def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None) -> list[Path]:
+#: Beside the feedback files: the digest of each as the grader last wrote it. A file whose bytes are neither that
+#: nor this run's was changed since (a line a lecturer added): it is kept, and this run's goes beside it.
+WRITTEN = ".bertfamily-feedback.json"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read(where: int, name: str, limit: int = 2**24) -> bytes | None:
+    """The bytes of the regular file ``name`` in the folder ``where`` (None: none, or a link, never followed)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=where)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(limit)
+
+
+def _beside(name: str) -> str:
+    """``NAME.new.md`` for ``NAME.md``, within a file name's length."""
+    stem = name.removesuffix(".md")
+    while len(f"{stem}.new.md".encode()) > MAX_NAME_BYTES:
+        stem = stem[:-1]
+    return f"{stem}.new.md"
+
+
+def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None, kept=None) -> list[Path]:
     """One Markdown file per handed-in row in ``folder`` (created), named by student
-    (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written."""
-    return write_markdown_files(
-        folder,
-        (
-            (disk_name(name), feedback_text(r, exercise, policy))
-            for r, name in feedback_files(rows)
-            if only is None or r.submission in only
-        ),
-    )
+    (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written. A file changed
+    since the grader wrote it (:data:`WRITTEN`) is never overwritten: this run's feedback goes beside it
+    (``NAME.new.md``) and its name into ``kept`` (a list), for the command to say."""
+    named = [
+        (disk_name(name), feedback_text(r, exercise, policy))
+        for r, name in feedback_files(rows)
+        if only is None or r.submission in only
+    ]
+    where = open_folder(folder)
+    try:
+        try:
+            record = json.loads(_read(where, WRITTEN) or b"{}")
+        except ValueError:
+            record = {}
+        record = record if isinstance(record, dict) else {}
+        out = []
+        for name, text in named:
+            old = _read(where, name)
+            if old is not None and old != student_bytes(text) and _digest(old) != record.get(name):
+                if kept is not None:
+                    kept.append(name)
+                name = _beside(name)
+            out.append((name, text))
+        written = write_markdown_files(folder, out)
+        record.update({name: _digest(student_bytes(text)) for name, text in out})
+        write_in(where, WRITTEN, json.dumps(record, indent=0, sort_keys=True).encode("utf-8"))
+    finally:
+        os.close(where)
+    return written
 
 
 def moodle_folder(row: Row) -> str | None:
@@ -146,9 +196,19 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
     """The feedback files (only those of ``refreshed``, where given), Moodle's zip, and the warnings: the feedback
     files an earlier run left for those students (:func:`stale_feedback`), the Moodle submissions the zip has no
     folder for (:func:`moodle_folder`)."""
-    written = write_student_feedback(rows, exercise, folder, policy, only=refreshed)
+    kept: list[str] = []
+    written = write_student_feedback(rows, exercise, folder, policy, only=refreshed, kept=kept)
     bundle = write_moodle_feedback_zip(rows, exercise, folder, policy)
-    stale = stale_feedback(rows, folder, refreshed)
+    stale = [n for n in stale_feedback(rows, folder, refreshed) if n not in {p.name for p in written}]
+    shown = ", ".join(escape_controls(n) for n in kept[:10]) + (" ..." if len(kept) > 10 else "")
+    plural = len(kept) > 1
+    edited = (
+        f"{len(kept)} feedback file{'s' * plural} changed since the grader wrote {'them' if plural else 'it'} (by "
+        f"hand?), kept as {'they are' if plural else 'it is'}: {shown}; this run's feedback is beside each, as "
+        "NAME.new.md (Moodle's feedback zip holds this run's): merge by hand, then delete the .new.md"
+        if kept
+        else ""
+    )
     unzipped = [escape_controls(n) for r, n in feedback_files(rows) if moodle_folder(r) == ""]
     said = (
         f"{len(unzipped)} Moodle submission{'s' * (len(unzipped) > 1)} named with a path or a control character "
@@ -158,7 +218,7 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
         else ""
     )
     if not stale:
-        return written, bundle, [w for w in (said,) if w]
+        return written, bundle, [w for w in (edited, said) if w]
     many = len(stale) > 1
     shown = ", ".join(escape_controls(n) for n in stale[:10]) + (" ..." if len(stale) > 10 else "")
     warning = (
@@ -168,4 +228,4 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
         f"STUDENT-FILE.md for each of several): {shown}; delete {'them' if many else 'it'} before passing the "
         "feedback on"
     )
-    return written, bundle, [w for w in (warning, said) if w]
+    return written, bundle, [w for w in (edited, warning, said) if w]
