@@ -81,3 +81,29 @@ def test_a_feedback_file_edited_by_hand_is_kept_and_the_new_one_goes_beside_it(t
     assert len(said) == 1 and "1 feedback file changed since the grader wrote it" in said[0] and "1003.md" in said[0]
     assert feedbackfiles.write_all(rows, exercise, folder)[2] == said  # kept on every later run, said again
     assert (folder / "1003.md").read_text(encoding="utf-8") == mine
+
+
+def test_a_name_defined_above_in_a_cell_that_raised_is_not_called_out_of_order():
+    """Problem 4 (MEDIUM): Jane's task 1 cell raised before defining `distilbert`; the feedback of tasks 2-9 said
+    "`distilbert` is defined further down, in cell 45: Restart & Run All", cell 45 being the course's
+    `distilbert = distilbert_int8_all = None`. Restarting fixes nothing: a cell above defines the name, and it is
+    that cell that failed. Only a name no cell above defines is said to come from further down."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from bertfamily.grading.causes import defined_below, top_level_definitions
+
+    nb = new_notebook(
+        cells=[
+            new_code_cell("import missing_module\ndistilbert = load()"),
+            new_code_cell("count = distilbert.num_parameters()"),
+            new_code_cell("distilbert = distilbert_int8_all = None  # free the memory"),
+        ]
+    )
+    found = top_level_definitions(nb)
+    error = "cell 1 raised NameError: name 'distilbert' is not defined"
+    assert found["distilbert"] == [0, 2] and defined_below(found, 1, error) is None
+    del nb.cells[0]
+    found = top_level_definitions(nb)
+    assert defined_below(found, 0, "cell 0 raised NameError: name 'distilbert' is not defined").startswith(
+        "`distilbert` is defined further down, in cell 1"
+    )

@@ -60,8 +60,9 @@ def defined_below(definitions: dict, index: int, problem: str | None) -> str | N
     """Where a cell's ``NameError`` names what a later cell defines (a notebook run out of order: the ✓ the
     student saw came from that cell run first), in :func:`top_level_definitions`: the words that say so, or None."""
     name = undefined_name(problem or "")
-    later = next((i for i in definitions.get(name, ()) if i > index), None) if name else None
-    if later is None:
+    cells = definitions.get(name, ()) if name else ()
+    later = next((i for i in cells if i > index), None)
+    if later is None or any(i < index for i in cells):  # a cell above defines it: that cell failed, not the order
         return None
     return (
         f"`{name}` is defined further down, in cell {later}: run from the top (Kernel → Restart & Run All), "
