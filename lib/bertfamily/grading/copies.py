@@ -52,6 +52,7 @@ def normalized(source: str) -> tuple:
     except (tokenize.TokenError, IndentationError, SyntaxError, ValueError, RecursionError, Unreadable):
         return tuple(line.strip() for line in source.splitlines() if line.strip())
     out: list[tuple[int, str]] = []
+    joined: dict[int, list[str]] = {}  # a string of ``out`` (its index) -> the values of the adjacent strings it is
     start = 0  # where the statement being read starts in ``out``
     for t in tokens:
         kind, text = t.type, t.string
@@ -59,6 +60,7 @@ def normalized(source: str) -> tuple:
             continue
         if kind == tokenize.NEWLINE or (kind == tokenize.OP and text == ";"):
             if len(out) - start == 1 and out[-1][0] == tokenize.STRING:
+                joined.pop(len(out) - 1, None)
                 out.pop()  # a statement that is only a string: a docstring, a note
             if out and out[-1][0] != tokenize.NEWLINE and out[-1] != (tokenize.OP, ":"):
                 out.append((tokenize.NEWLINE, ""))
@@ -67,12 +69,16 @@ def normalized(source: str) -> tuple:
         if kind == tokenize.OP and text in ")]}" and out and out[-1] == (tokenize.OP, ","):
             out.pop()  # a trailing comma
         if kind == tokenize.STRING:
-            text = _string(text)
-            joined = _joined(out[-1][1], text) if out and out[-1][0] == tokenize.STRING else None
-            if joined is not None:
-                out[-1] = (kind, joined)
+            text, value = _string(text), _text(text)
+            if value is not None and out and len(out) - 1 in joined:  # "a" "b": one string, written once at the end
+                joined[len(out) - 1].append(value)
                 continue
+            if value is not None:
+                joined[len(out)] = [value]
         out.append((kind, text))
+    for index, values in joined.items():  # joined in one pass: a run of n strings costs n, not n squared
+        if len(values) > 1:
+            out[index] = (tokenize.STRING, repr("".join(values)))
     return tuple(out)
 
 
@@ -106,13 +112,13 @@ def _string(text: str) -> str:
         return text
 
 
-def _joined(before: str, after: str) -> str | None:
-    """Two adjacent string literals (``"a" "b"``) as one, where neither is an f-string and both are text."""
+def _text(literal: str) -> str | None:
+    """The value of a string literal that is text and no f-string (adjacent ones are joined: ``"a" "b"``), or None."""
     try:
-        first, second = ast.literal_eval(before), ast.literal_eval(after)
+        value = ast.literal_eval(literal)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
-    return repr(first + second) if isinstance(first, str) and isinstance(second, str) else None
+    return value if isinstance(value, str) else None
 
 
 def renamed(cells: tuple, imported: frozenset = frozenset()) -> tuple:

@@ -53,10 +53,16 @@ MAX_MAGIC_DEPTH = 8
 #: Lines of magics or shell commands in one cell the grader translates (IPython's translation costs the
 #: square of their number, and gives up after 500): an honest cell has a few.
 MAX_MAGIC_LINES = 100
-#: A line that starts with ``!`` or ``%``, or assigns one (``x = !ls``). The assigned names start with a
-#: character that is no space: a pattern in which two parts could both take a line's leading spaces tried
-#: every split of them (a line of 200,000 spaces cost 39 s).
-_MAGIC_LINE = re.compile(r"^[ \t]*(?:[\w.,\[\]][\w.,\[\] \t]*=[ \t]*)?[!%]", re.MULTILINE)
+#: IPython translates one such line a pass, each pass reading the whole cell again: their number times the
+#: cell's characters is bounded too (red team 14: 499 lines of ``/f 1`` in 190,000 characters took 291 s;
+#: 10 lines in 50,000 characters take about 1.3 s of CPU, so the bound about 2.5 s; an honest cell has a few lines
+#: in a few thousand characters).
+MAX_MAGIC_WORK = 1_000_000
+#: A line IPython rewrites: one that starts with ``!``, ``%``, ``?``, or autocall's ``/``, ``,`` or ``;``, or
+#: assigns one (``x = !ls``). The assigned names start with a character that is no space: a pattern in which
+#: two parts could both take a line's leading spaces tried every split of them (a line of 200,000 spaces cost
+#: 39 s). And a line that ends with ``?`` (help: ``model?``).
+_MAGIC_LINE = re.compile(r"^[ \t]*(?:[\w.,\[\]][\w.,\[\] \t]*=[ \t]*)?[!%?/,;]|\?[ \t]*$", re.MULTILINE)
 
 
 @functools.lru_cache(maxsize=256)  # cells of up to MAX_SOURCE characters: at most ~100 MB kept
@@ -65,12 +71,15 @@ def as_python(source: str) -> str:
     past :data:`MAX_MAGIC_LINES` such lines, or where IPython gives up."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    if len(_MAGIC_LINE.findall(source)) > MAX_MAGIC_LINES:
+    lines = len(_MAGIC_LINE.findall(source))
+    if lines > MAX_MAGIC_LINES:
         raise Unreadable(f"more than {MAX_MAGIC_LINES} lines of magics or shell commands")
+    if lines * len(source) > MAX_MAGIC_WORK:
+        raise Unreadable(f"{lines} lines of magics or shell commands in {len(source):,} characters")
     try:
         return TransformerManager().transform_cell(source)
-    except RuntimeError as exc:  # "Input transformation still changing after 500 iterations"
-        raise Unreadable(f"IPython could not translate it ({str(exc)[:80]})") from None
+    except Exception as exc:  # IPython's translation is not total: "still changing after 500 iterations", an IndexError
+        raise Unreadable(f"IPython could not translate it ({type(exc).__name__}: {str(exc)[:80]})") from None
 
 
 class Unreadable(Exception):

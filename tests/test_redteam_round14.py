@@ -1,0 +1,54 @@
+"""Red team round 14 (a helper in a malicious student's place; its notebooks under /tmp/rt14): the grader's own reading
+of a submission stays bounded and total."""
+
+import ast
+
+import pytest
+
+from bertfamily.grading import copies, magics
+from bertfamily.grading.magics import Unreadable, as_python
+
+
+def test_every_line_ipython_rewrites_counts_against_the_magics_bound():
+    """Finding 1 (HIGH): autocall (``/f 1``, ``,f 1``, ``;f 1``) and help (``a?``, ``?a``) lines were not counted, and
+    IPython rewrites one a pass over the whole cell: 499 of them in 190,000 characters took 291 s of the grader's
+    CPU, in the pool's worker and again in the copy check. Each kind now counts, and so does the cell's size."""
+    for line in ("/f 1", ",f 1", ";f 1", "a?", "?a", "x = !ls", "%time 1"):
+        with pytest.raises(Unreadable, match="more than 100 lines"):
+            as_python("f = print\n" + f"{line}\n" * 101)
+    code = "a = (1, 2, 3, 4, 5, 6, 7, 8, 9)\n" * 1600  # 51,200 characters: 20 such lines are past the bound
+    with pytest.raises(Unreadable, match="20 lines of magics or shell commands in"):
+        as_python("f = print\n" + "/f 1\n" * 20 + code)
+    assert "get_ipython().system('ls')" in as_python("!ls\n" + code[:2000])  # an honest cell's few lines, read
+    assert "(1, 2" in copies.canonical("x = !ls\n" + code)  # past the bound: the cell as it is, not an error
+
+
+def test_an_ipython_translation_that_fails_is_unreadable_not_a_grader_failure():
+    """Finding 3 (HIGH): IPython's translation raised IndexError on ``#`` then ``x2=%\"\"\"``; the row became 'the
+    grader failed on it' with no score, for a notebook whose tasks all passed."""
+    cell = '#\nx2=%"""'
+    with pytest.raises(Unreadable, match="IPython could not translate it"):
+        as_python(cell)
+    assert copies.canonical(cell) == cell  # the copy check reads it as it is
+    with pytest.raises(Unreadable):  # the code reader says "cell N cannot be read by the grader", and grades the rest
+        magics.read_cell(cell)
+
+
+def test_adjacent_strings_are_joined_in_one_pass(monkeypatch):
+    """Finding 2 (HIGH): a run of adjacent string literals was joined two at a time, each join reading the whole
+    string again (66,000 of them in a cell that does not parse: 140 s of the grader's main process). Each literal is
+    now read once: the characters read are the source's, not their square."""
+    read = []
+    literal_eval = ast.literal_eval
+
+    def counted(text):
+        read.append(len(text))
+        return literal_eval(text)
+
+    monkeypatch.setattr(copies.ast, "literal_eval", counted)
+    cell = "x2 = " + "'ab' " * 2000 + "\n$\n"  # '$': not Python, read as tokens
+    (tokens,) = [copies.normalized(cell)]
+    assert ("STRING", repr("ab" * 2000)) in [(copies.tokenize.tok_name[k], t) for k, t in tokens if k != 0], tokens[:5]
+    assert sum(read) <= 2 * len(cell), sum(read)
+    assert copies.normalized("x = 'a' \"b\" 'c'\n") == copies.normalized("x = 'abc'\n")
+    assert copies.normalized("x = b'a' 'b'\n") != copies.normalized("x = 'ab'\n")  # bytes then text: not one string
