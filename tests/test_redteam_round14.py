@@ -52,3 +52,21 @@ def test_adjacent_strings_are_joined_in_one_pass(monkeypatch):
     assert sum(read) <= 2 * len(cell), sum(read)
     assert copies.normalized("x = 'a' \"b\" 'c'\n") == copies.normalized("x = 'abc'\n")
     assert copies.normalized("x = b'a' 'b'\n") != copies.normalized("x = 'ab'\n")  # bytes then text: not one string
+
+
+def test_a_folder_named_as_a_roster_student_is_that_students_whatever_the_file_is_called(tmp_path):
+    """Finding 4 (MEDIUM): with a folder per student named as the roster names them (a shared drive's "Bob Good/"), the
+    file name decided: Mallory's ``20002_exercise.ipynb`` in her own folder counted as Bob's and replaced his grade
+    in the Canvas import. The folder that names one roster student is that student's."""
+    from bertfamily import grading
+    from bertfamily.grading import lms
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name\n20001,Alice Fine\n20002,Bob Good\n20003,Mallory  evil\n", encoding="utf-8")
+    root = tmp_path / "submissions"
+    for folder, name in (("Alice Fine", "20001"), ("Bob Good", "20002"), ("Mallory Evil", "20002")):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / f"{name}_exercise.ipynb").write_text("{}", encoding="utf-8")
+    students = grading.read_roster(roster)
+    owners = {f.path.parent.name: lms.roster_match(f, students)[0] for f in lms.find([root])}
+    assert owners == {"Alice Fine": "20001", "Bob Good": "20002", "Mallory Evil": "20003"}, owners

@@ -256,11 +256,13 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
             "",
             "ambiguous: the file name reads as two students' (Canvas's and Moodle's prefixes), so it counts for nobody",
         )
-    if f.layout == "folder":  # the folder is the student: its name, or the one roster id in it (jupyter-bob/)
+    if f.layout == "folder":  # the folder is the student: its name, the one roster id in it (jupyter-bob/), or
+        # the one roster student of that name (a shared drive's "Bob Good/": the file's name is the student's to choose)
         words = {w.casefold() for w in re.split(r"[\W_]+", f.key) if w} | {f.key.casefold()}
         named = [sid for sid in roster if sid.casefold() in words]
-        if f.key in roster or len(named) == 1:
-            return f.key if f.key in roster else named[0], ""
+        folks = [sid for sid, s in roster.items() if " ".join(s.get("name", "").split()).casefold() == _plain(f.key)]
+        if f.key in roster or len(named) == 1 or len(folks) == 1:
+            return f.key if f.key in roster else named[0] if len(named) == 1 else folks[0], ""
     sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
     if ambiguous:
         return "", ambiguous
@@ -269,6 +271,10 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
         if sid in roster
         else ("", f"not on the roster (id {sid!r} from the file name)" if sid else "no student id in the file name")
     )
+
+
+def _plain(name: str) -> str:
+    return " ".join(name.split()).casefold()
 
 
 def canvas_test_student(f: Found, roster: dict | None) -> bool:
