@@ -70,3 +70,27 @@ def test_a_folder_named_as_a_roster_student_is_that_students_whatever_the_file_i
     students = grading.read_roster(roster)
     owners = {f.path.parent.name: lms.roster_match(f, students)[0] for f in lms.find([root])}
     assert owners == {"Alice Fine": "20001", "Bob Good": "20002", "Mallory Evil": "20003"}, owners
+
+
+def test_two_students_who_add_the_same_line_to_a_course_cell_are_not_copies(exercise, tmp_path):
+    """Finding 7 (MEDIUM): a course cell with one line added counted in full as the student's own code; two students
+    who both added ``!pip install -q transformers`` to the set-up cell and ``import numpy as np`` to the imports were
+    flagged as copies of each other, the course's 23 lines counted as theirs. Only the lines a student adds to a
+    course cell are theirs; two copies of the solutions are still found."""
+    import nbformat
+
+    from bertfamily.grading import copies, model_answer, student_version
+
+    def handed(nb, name):
+        course = [c for c in nb.cells if c.cell_type == "code" and "solution" not in c.metadata.get("tags", [])]
+        course[0].source = "!pip install -q transformers\n" + course[0].source
+        course[1].source = course[1].source + "\nimport numpy as np"
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+        return tmp_path / f"{name}.ipynb", name
+
+    blank = [handed(student_version(exercise.reference), name) for name in ("ana", "ben")]
+    assert [sum(n for _, n in copies.own_code(nbformat.read(p, 4), exercise)) for p, _ in blank] == [2, 2]
+    assert copies.copy_flags(blank, exercise) == {}
+    solved = [handed(model_answer(exercise.reference), name) for name in ("cy", "dee")]
+    flags = copies.copy_flags(solved, exercise)
+    assert set(flags) == {"cy", "dee"} and "identical" in " ".join(flags["cy"]), flags

@@ -201,11 +201,36 @@ def _course_cells(exercise: Exercise) -> set:
     return course
 
 
+def _stripped(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def _course_lines(exercise: Exercise) -> list[set]:
+    """The lines of each of the course's own code cells (not the solutions'), stripped, comments left out."""
+    return [
+        set(_stripped(c.source))
+        for c in exercise.reference.cells
+        if c.cell_type == "code" and SOLUTION not in cell_tags(c)
+    ]
+
+
+def _added(source: str, course_lines: list[set]) -> str:
+    """A cell's own code: where most of its lines are one course cell's (the set-up cell with a line added, red team
+    14: two students who both added ``!pip install`` were flagged as copies, the course's 23 lines counted as theirs),
+    only the lines it adds; else the whole cell."""
+    lines = _stripped(source)
+    shared = max((len([x for x in lines if x in known]) for known in course_lines), default=0)
+    if shared < 2 or shared * 2 < len(lines):
+        return source
+    best = max(course_lines, key=lambda known: len([x for x in lines if x in known]))
+    return "\n".join(line for line in source.splitlines() if line.strip() not in best)
+
+
 def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple[tuple, int]]:
     """The student's own code cells of ``nb``, in order: (normalized code, its code lines). ``budget`` (a
     :class:`~bertfamily.grading.budget.Budget`) is asked for the whole notebook's characters first (a notebook
     past them is refused before any cell is parsed), then for its time cell by cell: past it, ``OverBudget``."""
-    course = _course_cells(exercise)
+    course, course_lines = _course_cells(exercise), _course_lines(exercise)
     own = []
     if budget is not None:
         budget.take(sum(len(cell.source) for cell in nb.cells))
@@ -213,9 +238,11 @@ def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple
         if budget is not None:
             budget.check()
         if cell.cell_type == "code" and code_lines(cell.source):
-            tokens = normalized(cell.source)
-            if tokens not in course:  # its lines as written back: a formatter's line breaks do not count
-                own.append((tokens, code_lines(canonical(cell.source))))
+            if normalized(cell.source) in course:
+                continue
+            source = _added(cell.source, course_lines)
+            if code_lines(source):  # its lines as written back: a formatter's line breaks do not count
+                own.append((normalized(source), code_lines(canonical(source))))
     return own
 
 
