@@ -107,3 +107,21 @@ def test_a_name_defined_above_in_a_cell_that_raised_is_not_called_out_of_order()
     assert defined_below(found, 0, "cell 0 raised NameError: name 'distilbert' is not defined").startswith(
         "`distilbert` is defined further down, in cell 1"
     )
+
+
+def test_the_flagged_rows_are_listed_one_a_line_with_who_and_why():
+    """Problem 6 (LOW): the closing summary named the flagged submissions as one comma-separated line of absolute
+    paths, with no student and no reason. Now one line each: the student, the file's name, its first flag."""
+    from bertfamily.grading.gradebook import summary
+
+    exercise = tiny()
+    marks = {t.name: 1 for t in exercise.graded}
+    rows = [
+        grading.Row(
+            "/x/y/carl_1003_5003_ex.ipynb", "graded", 4, 4, marks, "", flags="copy: identical; typed", student="1003"
+        ),
+        grading.Row("/x/y/dana.ipynb", "graded", 4, 4, marks, "", student="1004"),
+    ]
+    lines = summary(rows, exercise).splitlines()
+    at = lines.index("flagged, for you to read (the flags column), 1:")
+    assert lines[at + 1] == "  1003  carl_1003_5003_ex.ipynb: copy: identical" and "dana" not in "\n".join(lines)

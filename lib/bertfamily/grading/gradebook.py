@@ -367,9 +367,13 @@ def summary(rows, exercise: Exercise) -> str:
     if mistakes:
         lines.append("mistakes (the checks' ✗ lines), most common first:")
         lines += [f"  {n:>3} × {t}: {line}" for (t, line), n in mistakes.most_common()]
-    flagged = [r.submission for r in rows if r.flags]
-    if flagged:
-        lines.append(f"flagged, for you to read (the flags column): {', '.join(flagged)}")
+    flagged = [r for r in rows if r.flags]
+    if flagged:  # a line each (lecturer 10: one line of absolute paths could not be scanned): who, which file, why
+        lines.append(f"flagged, for you to read (the flags column), {len(flagged)}:")
+        for r in flagged:
+            why = r.flags.split("; ")[0]
+            why = why if len(why) <= 100 else why[:99] + "…"
+            lines.append(f"  {r.student or '-'}  {Path(r.submission).name}: {why}")
     counts = {s: sum(r.status == s for r in rows) for s in STATUSES if s != "missing"}
     handed = [r for r in rows if r.status != "missing"]
     lines.append(f"{len(handed)} submissions: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
