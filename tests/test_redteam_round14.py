@@ -94,3 +94,38 @@ def test_two_students_who_add_the_same_line_to_a_course_cell_are_not_copies(exer
     solved = [handed(model_answer(exercise.reference), name) for name in ("cy", "dee")]
     flags = copies.copy_flags(solved, exercise)
     assert set(flags) == {"cy", "dee"} and "identical" in " ".join(flags["cy"]), flags
+
+
+def test_a_copy_with_a_line_added_to_each_cell_or_its_cells_cut_is_still_a_copy(exercise, tmp_path):
+    """Finding 6 (MEDIUM): copies were compared whole cell by whole cell, so the published reference with
+    ``_ = None`` added at the top of each solution cell, or each solution cell cut in two, got no flag, against the
+    reference or against each other. Statements are now compared as written, whatever the cells."""
+    import nbformat
+
+    from bertfamily.grading import copies, model_answer
+
+    solutions = {c.get("id") for c in exercise.reference.cells if "solution" in c.metadata.get("tags", [])}
+
+    def handed(name, change):
+        nb = model_answer(exercise.reference)
+        cells = []
+        for cell in nb.cells:
+            if cell.get("id") in solutions and cell.cell_type == "code":
+                cell.source, cut = change(cell.source)
+                if cut:
+                    cells.append(nbformat.v4.new_code_cell(cut))
+            cells.append(cell)
+        nb.cells = cells
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+        return tmp_path / f"{name}.ipynb", name
+
+    def halves(source):
+        lines = source.split("\n")
+        return "\n".join(lines[len(lines) // 2 :]), "\n".join(lines[: len(lines) // 2])
+
+    found = [handed("plus", lambda s: ("_ = None\n" + s, "")), handed("cut", halves)]
+    flags = copies.copy_flags(found, exercise)
+    for name in ("plus", "cut"):
+        assert any("statements of the published reference's solutions are in its code" in f for f in flags[name]), flags
+    again = copies.copy_flags([*found, handed("plus2", lambda s: ("__ = 0\n" + s, ""))], exercise)
+    assert any("statements are those of plus2, as written" in f for f in again["plus"]), again  # and each other

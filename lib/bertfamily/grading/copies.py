@@ -20,7 +20,7 @@ import io
 import keyword
 import re
 import tokenize
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from bertfamily.grading.budget import Budget
 from bertfamily.grading.exercise import Exercise
@@ -35,6 +35,9 @@ MIN_LINES = 20
 #: a pair whose code is not the same as a whole to be flagged (a copy with a line added or changed): honest work
 #: written from the same lessons shared 65-70% of its lines in the lecturers' test classes.
 NEAR_SHARE = 0.9
+#: Of the statements as written (names too), the share two submissions must have in common, cell boundaries aside
+#: (red team 14: the reference with a line added to each cell, or each cell cut in two, was no copy cell by cell).
+STATED_SHARE = 0.75
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
 
 
@@ -281,6 +284,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
     flags, groups, renamings = defaultdict(list), defaultdict(list), defaultdict(list)
     reference = _reference(exercise)
     lined: dict[str, list] = {}  # each submission's renamed cells, with their lines of code
+    stated: dict[str, list] = {}  # each submission's statements as written (a line added to each cell, a cell split)
     for path, name in found:
         try:
             if link_problem(path):
@@ -301,6 +305,7 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
             groups[cells].append(name)
             renamings[renamed(cells)].append(name)
             lined[name] = list(zip(renamed(cells), (lines for _, lines in own), strict=True))
+            stated[name] = [(statement, 1) for cells_tokens in cells for statement in _statements(cells_tokens)]
     same = set()
     for names in groups.values():
         for name in names if len(names) > 1 else ():
@@ -317,10 +322,42 @@ def copy_flags(found, exercise: Exercise) -> dict[str, list[str]]:
         flags[name].append(
             f"copy: {common} of its {total} lines of code are those of {other} with the variables renamed: read by hand"
         )
+        same.add((name, other))
+    for name, other, common, total in _near_copies(stated, same, STATED_SHARE):  # red team 14: cells cut, added to
+        flags[name].append(
+            f"copy: {common} of its {total} statements are those of {other}, as written (its cells cut or added to): "
+            "read by hand"
+        )
+    published = Counter(s for cell in reference[0] for s in _statements(cell))  # the graded solutions' statements
+    for name, items in stated.items():
+        common = sum((published & Counter(s for s, _ in items)).values())
+        if common >= max(MIN_LINES, STATED_SHARE * sum(published.values())) and not any(
+            f.startswith("copy: the solution cells") for f in flags[name]
+        ):
+            flags[name].append(
+                f"copy: {common} of the {sum(published.values())} statements of the published reference's solutions "
+                "are in its code, as written (its cells cut or added to): read by hand"
+            )
     return dict(flags)
 
 
-def _near_copies(lined: dict, same: set):
+def _statements(tokens: tuple) -> list[tuple]:
+    """A cell's normalized tokens (:func:`normalized`) cut into its statements (at each line's end)."""
+    out: list[tuple] = []
+    current: list = []
+    for token in tokens:
+        if not isinstance(token, tuple):  # a cell that is not Python is read as its lines: each one a statement
+            out.append((token,))
+        elif token[0] == tokenize.NEWLINE:
+            if current:
+                out.append(tuple(current))
+            current = []
+        else:
+            current.append(token)
+    return out + ([tuple(current)] if current else [])
+
+
+def _near_copies(lined: dict, same: set, share: float = NEAR_SHARE):
     """(submission, another, lines in common, its lines) for pairs not flagged already whose renamed cells are
     the same but for a few lines (a copy with a line added): at least :data:`MIN_LINES` and
     :data:`NEAR_SHARE` of the code of each in common, cell by cell."""
@@ -338,6 +375,6 @@ def _near_copies(lined: dict, same: set):
                     left[cell] -= 1
                     common += lines
             sizes = {n: sum(lines for _, lines in lined[n]) for n in (one, two)}
-            if common >= MIN_LINES and common >= NEAR_SHARE * max(sizes.values()):
+            if common >= MIN_LINES and common >= share * max(sizes.values()):
                 yield one, two, common, sizes[one]
                 yield two, one, common, sizes[two]
