@@ -125,3 +125,26 @@ def test_the_flagged_rows_are_listed_one_a_line_with_who_and_why():
     lines = summary(rows, exercise).splitlines()
     at = lines.index("flagged, for you to read (the flags column), 1:")
     assert lines[at + 1] == "  1003  carl_1003_5003_ex.ipynb: copy: identical" and "dana" not in "\n".join(lines)
+
+
+def test_the_handout_says_the_deadline_and_what_late_work_costs(tmp_path):
+    """Problem 8 (LOW): the student version showed each task's points from the grading file but not its deadline or
+    late rule, which the class then met only in their feedback. Now the first Markdown cell says both."""
+    from bertfamily.grading import policy, student_version
+
+    exercise = tiny()
+    toml = tmp_path / "grading.toml"
+    toml.write_text(
+        '[points]\ntask1 = 2\n[deadline]\ndue = 2026-03-01T23:59:00+01:00\nlate = "penalty"\n'
+        "penalty_percent_per_day = 10\n",
+        encoding="utf-8",
+    )
+    points = policy.handout_points(exercise, policy.load(exercise, toml))
+    handout = student_version(exercise.reference, points=points)
+    first = next(c for c in handout.cells if c.cell_type == "markdown")
+    assert first.source.endswith("**Due 2026-03-01 23:59+01:00; late work loses 10% per started day.**"), first.source
+    assert sum("Due 2026" in c.source for c in handout.cells) == 1
+    plain = policy.handout_points(exercise, policy.load(exercise, None))
+    assert 0 not in plain and not any(
+        "Due" in c.source for c in student_version(exercise.reference, points=plain).cells
+    )

@@ -246,16 +246,15 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
 
 def handout_points(exercise: Exercise, policy: Policy) -> dict:
     """Task number -> what the handout's heading says it is worth ("2 points", "1 point, bonus",
-    "3 points, partial credit per check", "not graded")."""
-    said = {}
+    "3 points, partial credit per check", "not graded"); 0 -> the deadline and what late work costs, if any."""
+    late = {"none": "late work is accepted, marked late", "refuse": "late work scores 0"}.get(policy.late)
+    late = late or f"late work loses {number(policy.penalty_percent_per_day)}% per started day"
+    said = {0: f"Due {policy.due.isoformat(sep=' ', timespec='minutes')}; {late}."} if policy.due else {}
     for number_, task in enumerate(exercise.tasks, 1):
         t = policy.tasks.get(task.name)
-        if t is None:
-            said[number_] = "not graded: its result depends on the machine"
-            continue
-        words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"]
-        words += ["bonus"] * t.bonus + ["partial credit per check"] * (t.partial and checks_of(task) > 1)
-        said[number_] = ", ".join(words)
+        words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"] if t else []
+        words += ["bonus"] * t.bonus + ["partial credit per check"] * (t.partial and checks_of(task) > 1) if t else []
+        said[number_] = ", ".join(words) if t else "not graded: its result depends on the machine"
     return said
 
 
@@ -329,8 +328,7 @@ def one_file(row: Row, policy: Policy | None, exercise: Exercise) -> tuple[Row, 
     if policy is None:
         return row, []
     plain = dataclasses.replace(policy, due=None, extensions={})  # no hand-in time here: the points alone
-    (applied,) = apply([dataclasses.replace(row, submitted="")], plain, exercise)
-    return applied, [] if policy.due is None else [
+    return apply([dataclasses.replace(row, submitted="")], plain, exercise)[0], [] if policy.due is None else [
         "note: the grading file's deadline is not applied to one notebook: bertfamily-grade applies it to the class, "
         "from each hand-in time and the extensions it was given, so a late student's row there may score less"
     ]

@@ -121,9 +121,11 @@ def _plain_exercise(source: str, number: int, points: dict | None = None) -> tup
 def student_version(nb, website: bool = False, points: dict | None = None):
     """A new notebook: solutions replaced by placeholders, solution markdown dropped, outputs cleared;
     with ``website``, the MyST of the ``{exercise}`` boxes is kept (for the solution-free website);
-    ``points`` (task number -> "2 points") is shown in each task's heading."""
+    ``points`` (task number -> "2 points") is shown in each task's heading; its 0, where given (the deadline and
+    what late work costs), under the first Markdown cell's text."""
     out = copy.deepcopy(nb)
     cells, number = [], 0
+    terms = (points or {}).get(0)
     for index, cell in enumerate(out.cells):
         solution = SOLUTION in cell_tags(cell)
         if cell.cell_type == "markdown":
@@ -137,6 +139,8 @@ def student_version(nb, website: bool = False, points: dict | None = None):
                 )
         if cell.cell_type == "markdown" and not website:
             cell.source, number = _plain_exercise(cell.source, number, points)
+            if terms:
+                cell.source, terms = f"{cell.source}\n\n**{terms}**", None
         if cell.cell_type == "code":
             if solution:
                 cell.source = placeholder(cell)
