@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import io
 import keyword
 import re
@@ -72,7 +73,7 @@ def normalized(source: str) -> tuple:
         if kind == tokenize.OP and text in ")]}" and out and out[-1] == (tokenize.OP, ","):
             out.pop()  # a trailing comma
         if kind == tokenize.STRING:
-            text, value = _string(text), _text(text)
+            text, value = _string(text)
             if value is not None and out and len(out) - 1 in joined:  # "a" "b": one string, written once at the end
                 joined[len(out) - 1].append(value)
                 continue
@@ -85,6 +86,7 @@ def normalized(source: str) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)  # read twice a cell (its tokens, its lines), as as_python is cached
 def canonical(source: str) -> str:
     """A cell's code (its magics as the calls they become) as Python writes it back from its syntax tree
     (``ast.unparse``): one statement a line, the parentheses a formatter adds and its quotes left out; a cell
@@ -101,27 +103,19 @@ def canonical(source: str) -> str:
         return code
 
 
-def _string(text: str) -> str:
-    """A string token by its value (its ``repr``); an f-string with its prefix and its fields as written, in
-    double quotes."""
+def _string(text: str) -> tuple[str, str | None]:
+    """A string token by its value (its ``repr``), and that value where it is text (adjacent ones are joined:
+    ``"a" "b"``); an f-string with its prefix and its fields as written, in double quotes, and no value."""
     prefix = text[: len(text) - len(text.lstrip("rRbBuUfF"))]
     if "f" in prefix.lower():
         body = text[len(prefix) :]
         quote = 3 if body[:3] in ('"""', "'''") else 1
-        return prefix.lower() + '"' + body[quote:-quote] + '"'
+        return prefix.lower() + '"' + body[quote:-quote] + '"', None
     try:
-        return repr(ast.literal_eval(text))
+        value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
-
-
-def _text(literal: str) -> str | None:
-    """The value of a string literal that is text and no f-string (adjacent ones are joined: ``"a" "b"``), or None."""
-    try:
-        value = ast.literal_eval(literal)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return value if isinstance(value, str) else None
+        return text, None
+    return repr(value), value if isinstance(value, str) else None
 
 
 def renamed(cells: tuple, imported: frozenset = frozenset()) -> tuple:
@@ -222,10 +216,10 @@ def _added(source: str, course_lines: list[set]) -> str:
     14: two students who both added ``!pip install`` were flagged as copies, the course's 23 lines counted as theirs),
     only the lines it adds; else the whole cell."""
     lines = _stripped(source)
-    shared = max((len([x for x in lines if x in known]) for known in course_lines), default=0)
+    best = max(course_lines, key=lambda known: sum(x in known for x in lines), default=set())
+    shared = sum(x in best for x in lines)
     if shared < 2 or shared * 2 < len(lines):
         return source
-    best = max(course_lines, key=lambda known: len([x for x in lines if x in known]))
     return "\n".join(line for line in source.splitlines() if line.strip() not in best)
 
 
@@ -241,11 +235,12 @@ def own_code(nb, exercise: Exercise, budget: Budget | None = None) -> list[tuple
         if budget is not None:
             budget.check()
         if cell.cell_type == "code" and code_lines(cell.source):
-            if normalized(cell.source) in course:
+            tokens = normalized(cell.source)
+            if tokens in course:
                 continue
             source = _added(cell.source, course_lines)
             if code_lines(source):  # its lines as written back: a formatter's line breaks do not count
-                own.append((normalized(source), code_lines(canonical(source))))
+                own.append((tokens if source is cell.source else normalized(source), code_lines(canonical(source))))
     return own
 
 

@@ -113,14 +113,14 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
         record = record if isinstance(record, dict) else {}
         out = []
         for name, text in named:
-            old = _read(where, name)
-            if old is not None and old != student_bytes(text) and _digest(old) != record.get(name):
+            old, new = _read(where, name), student_bytes(text)
+            if old is not None and old != new and _digest(old) != record.get(name):
                 if kept is not None:
                     kept.append(name)
                 name = _beside(name)
             out.append((name, text))
+            record[name] = _digest(new)
         written = write_markdown_files(folder, out)
-        record.update({name: _digest(student_bytes(text)) for name, text in out})
         write_in(where, WRITTEN, json.dumps(record, indent=0, sort_keys=True).encode("utf-8"))
     finally:
         os.close(where)

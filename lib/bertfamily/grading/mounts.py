@@ -243,10 +243,10 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     args += ["--remount-ro", "/dev", "--chdir", str(INSIDE / "work")]
     for key, value in sandbox_env(INSIDE, limits.threads).items():
         args += ["--setenv", key, value]
-    standins = folder / STANDINS  # google.colab (bertfamily.grading.standins), after the course's own path
-    if standins.is_dir():
-        args += ["--ro-bind", ["host", str(standins)], str(INSIDE / STANDINS)]
-    entries = [kernel_pythonpath(package), str(INSIDE / STANDINS) if standins.is_dir() else None]
+    entries = [kernel_pythonpath(package)]
+    if (folder / STANDINS).is_dir():  # google.colab (bertfamily.grading.standins), after the course's own path
+        args += ["--ro-bind", ["host", str(folder / STANDINS)], str(INSIDE / STANDINS)]
+        entries.append(str(INSIDE / STANDINS))
     if (path := os.pathsep.join(e for e in entries if e)):
         args += ["--setenv", "PYTHONPATH", path]
     return args

@@ -90,8 +90,7 @@ class Policy:
 
 
 def checks_of(task) -> int:
-    """How many checks a task's check cells make (each ``checks.check_*`` call; a cell that calls none is one):
-    partial credit is a share of them."""
+    """How many checks a task's check cells make (each ``checks.check_*`` call, a cell calling none is one)."""
     return sum(max(1, len([c for c, _ in check_statements(source) if c])) for _, source in task.checks)
 
 
@@ -252,9 +251,12 @@ def handout_points(exercise: Exercise, policy: Policy) -> dict:
     said = {0: f"Due {policy.due.isoformat(sep=' ', timespec='minutes')}; {late}."} if policy.due else {}
     for number_, task in enumerate(exercise.tasks, 1):
         t = policy.tasks.get(task.name)
-        words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"] if t else []
-        words += ["bonus"] * t.bonus + ["partial credit per check"] * (t.partial and checks_of(task) > 1) if t else []
-        said[number_] = ", ".join(words) if t else "not graded: its result depends on the machine"
+        if t is None:
+            said[number_] = "not graded: its result depends on the machine"
+            continue
+        words = [f"{number(t.points)} point{'' if t.points == 1 else 's'}"]
+        words += ["bonus"] * t.bonus + ["partial credit per check"] * (t.partial and checks_of(task) > 1)
+        said[number_] = ", ".join(words)
     return said
 
 
