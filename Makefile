@@ -108,10 +108,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check lib tools benchmarks tests conftest.py
 	$(BIN)/mypy
 
+# (The lessons' format is checked by tests/test_nb_format.py inside the run: not a second time before it.)
 test: $(STAMP) lint
 	$(BIN)/python -m tools.nb colab-cell --check
 	$(BIN)/python -m tools.nb environment --check
-	$(BIN)/python -m tools.nb format --check
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) $(NBVAL) -p no:cacheprovider -rfEs -n $(JOBS) --dist loadfile --durations=15
 
 unit: $(STAMP) lint

@@ -11,7 +11,11 @@ says what Colab says:
   reproduced), and mounts nothing: a file read from Drive is still missing, as on any machine but Colab;
 * ``files.download(name)`` does nothing for a file that exists (Colab sends it to the browser) and raises
   Colab's ``FileNotFoundError`` for one that does not; ``files.upload()`` uploads nothing (``{}``);
-* ``output.enable_custom_widget_manager()`` and the other display switches do nothing.
+* ``output.enable_custom_widget_manager()`` and the other display switches do nothing;
+* ``userdata.get(key)`` (Colab's secrets, where a student keeps ``HF_TOKEN``) returns :data:`NO_SECRET`, a
+  placeholder: the student's secret is not where the grader runs, and nothing needs it there (the run has no
+  network; the served hub, :mod:`~bertfamily.grading.hub`, reads no token), so code that passes it on
+  (``from_pretrained(name, token=...)``, ``os.environ["HF_TOKEN"] = ...``) runs as it did on Colab.
 
 ``google`` is a namespace package here (no ``__init__.py``), so that another ``google.*`` installed where the
 grader runs (``google.protobuf``) is still imported from where it is installed.
@@ -22,10 +26,11 @@ from __future__ import annotations
 from pathlib import Path
 
 STANDINS = "standins"  # the run's folder of stand-ins, under the run's folder and, read-only, in the sandbox
+NO_SECRET = "bertfamily-grader-has-no-colab-secrets"  # what userdata.get returns in a graded run
 
 _MODULES = {
     "__init__.py": '"""The grader\'s stand-in for Colab\'s module (bertfamily.grading.standins)."""\n\n'
-    "from google.colab import drive, files, output  # noqa: F401\n",
+    "from google.colab import drive, files, output, userdata  # noqa: F401\n",
     "drive.py": '"""Google Drive: nothing is mounted where the grader runs; what Colab prints is printed."""\n\n\n'
     'def mount(mountpoint="/content/drive", force_remount=False, timeout_ms=120000, readonly=False):\n'
     '    print(f"Mounted at {mountpoint}")\n\n\n'
@@ -49,6 +54,13 @@ _MODULES = {
     "    pass\n\n\n"
     "def eval_js(script, ignore_result=False, timeout_sec=None):\n"
     "    return None\n",
+    "userdata.py": '"""Colab\'s secrets: none where the grader runs (no network to use one on)."""\n\n\n'
+    "class SecretNotFoundError(Exception):\n"
+    "    pass\n\n\n"
+    "class NotebookAccessError(Exception):\n"
+    "    pass\n\n\n"
+    "def get(key):\n"
+    f"    return {NO_SECRET!r}\n",
 }
 
 

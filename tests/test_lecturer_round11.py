@@ -1,0 +1,58 @@
+"""The lecturer, round 11 (a helper in a lecturer's place, with notebooks and exports it wrote), and what the round
+before left undone: each problem as a lecturer would meet it."""
+
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from grading_class import GRADED, MEMORY_MIB, tiny, with_source
+
+from bertfamily import grading
+from bertfamily.grading.hub import write_served_hub
+from bertfamily.grading.standins import NO_SECRET, write_standins
+
+SECRET = """
+import os
+from google.colab import userdata
+os.environ["HF_TOKEN"] = userdata.get("HF_TOKEN")
+numbers = list(range(10))
+x = sum(numbers) - 3
+note = "the sum of 0 to 9 is 45, less 3"
+print(x)
+"""
+
+
+def test_colabs_secrets_give_a_placeholder_the_served_hub_ignores(tmp_path):
+    """Round 10, left undone: ``userdata.get("HF_TOKEN")`` (Colab's secrets) raised ``No module named
+    'google.colab.userdata'`` in a graded run. It returns a placeholder, which a load from the served hub
+    accepts as a token and does not need."""
+    folder = write_standins(tmp_path / "standins")
+    write_served_hub(tmp_path / "hub")
+    code = (
+        "from google.colab import userdata\nimport google.colab\ntoken = userdata.get('HF_TOKEN')\n"
+        "assert google.colab.userdata is userdata and issubclass(userdata.SecretNotFoundError, Exception)\n"
+        "from transformers import AutoConfig\n"
+        "config = AutoConfig.from_pretrained('bert-base-uncased', token=token)\n"
+        "print(token, config.num_hidden_layers)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(folder), "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [NO_SECRET, "12"], done.stdout
+
+
+@pytest.mark.sandbox
+def test_a_colab_student_who_reads_a_secret_in_a_tasks_cell_loses_nothing(tmp_path, monkeypatch):
+    """The student stored ``HF_TOKEN`` in Colab's secrets and read it in task 1's cell: full marks, the outputs
+    reproduced, nothing flagged (before: the cell raised, and every task after it lost its marks)."""
+    exercise = tiny()
+    nb = with_source(grading.model_answer(exercise.reference), "s1", SECRET, output="42\n")
+    path = tmp_path / "ines.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
+    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    got = (row.status, row.score, row.max_score, row.outputs, row.flags)
+    assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
