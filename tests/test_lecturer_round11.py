@@ -11,6 +11,7 @@ from grading_class import GRADED, MEMORY_MIB, tiny, with_source
 
 from bertfamily import grading
 from bertfamily.grading.hub import write_served_hub
+from bertfamily.grading.moodle import read_worksheet
 from bertfamily.grading.standins import NO_SECRET, write_standins
 
 SECRET = """
@@ -56,3 +57,13 @@ def test_a_colab_student_who_reads_a_secret_in_a_tasks_cell_loses_nothing(tmp_pa
     (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
     got = (row.status, row.score, row.max_score, row.outputs, row.flags)
     assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
+
+
+@pytest.mark.parametrize("reader", [grading.read_roster, read_worksheet])
+def test_a_tab_separated_roster_says_what_to_do(tmp_path, reader):
+    """Round 10's re-check, left undone: a roster saved as 'Text (Tab delimited)' (or pasted from a spreadsheet) got
+    the generic "no id column" error; it is told as the ';' one is, naming the file."""
+    tabs = tmp_path / "pasted.csv"
+    tabs.write_text("Student\tID\tSIS User ID\tSIS Login ID\tSection\r\nBjörn Åkesson\t91002\t\t\tLab B\r\n")
+    with pytest.raises(ValueError, match=r"pasted\.csv separates its columns with '\\t' \(saved as 'Text \(Tab"):
+        reader(tabs)

@@ -176,7 +176,7 @@ def from_zip(data: bytes, cap: int) -> tuple[bytes, str]:
 def csv_text(path, what: str) -> str:
     """The text of the CSV file ``path`` (``what`` it is: "the roster"), read as UTF-8 (a byte-order mark or not);
     a ValueError that names the file and says what to do where a spreadsheet saved it in another encoding, or
-    separated its columns with ``;`` (as in locales that write decimal commas)."""
+    separated its columns with ``;`` (as in locales that write decimal commas) or tabs."""
     data = Path(path).read_bytes()
     try:
         text = data.decode("utf-8-sig")
@@ -187,9 +187,13 @@ def csv_text(path, what: str) -> str:
             "as it came"
         ) from None
     first = text.split("\n", 1)[0]
-    if ";" in first and "," not in first:
-        raise ValueError(
-            f"{what} {path} separates its columns with ';' (a spreadsheet in a locale that writes decimal commas saves "
-            "CSV so): save it as 'CSV UTF-8 (Comma delimited)', or use the LMS's own download as it came"
-        )
+    for mark, why in (
+        (";", "a spreadsheet in a locale that writes decimal commas saves CSV so"),
+        ("\t", "saved as 'Text (Tab delimited)', or pasted from a spreadsheet"),
+    ):
+        if mark in first and "," not in first:
+            raise ValueError(
+                f"{what} {path} separates its columns with {mark!r} ({why}): save it as 'CSV UTF-8 (Comma delimited)', "
+                "or use the LMS's own download as it came"
+            )
     return text
