@@ -7,9 +7,11 @@ import sys
 
 import nbformat
 import pytest
-from grading_class import GRADED, MEMORY_MIB, tiny, with_source
+from grading_class import EXERCISE, GRADED, MEMORY_MIB, tiny, with_source
+from grading_helpers import _row
 
 from bertfamily import grading
+from bertfamily.grading import policy
 from bertfamily.grading.hub import write_served_hub
 from bertfamily.grading.moodle import read_worksheet
 from bertfamily.grading.standins import NO_SECRET, write_standins
@@ -67,3 +69,31 @@ def test_a_tab_separated_roster_says_what_to_do(tmp_path, reader):
     tabs.write_text("Student\tID\tSIS User ID\tSIS Login ID\tSection\r\nBjörn Åkesson\t91002\t\t\tLab B\r\n")
     with pytest.raises(ValueError, match=r"pasted\.csv separates its columns with '\\t' \(saved as 'Text \(Tab"):
         reader(tabs)
+
+
+def test_the_gradebook_row_says_when_an_extension_made_a_late_file_on_time():
+    """Round 10, left undone: with an extension, Canvas's LATE was rightly not counted, but the gradebook's row read
+    "Canvas marked it LATE" with an empty ``late`` column, and only the feedback said why. The row's ``time_from``
+    now says the extension made it on time (once, however often the policy is applied); a late file without one is
+    late, and a file on time has no such words."""
+    exercise = grading.Exercise.load(EXERCISE)
+    marks = {t.name: 1 for t in exercise.graded}
+    rows = {
+        name: _row(f"canvas/{name}_LATE_{sid}_90330{sid[-1]}_ex.ipynb", marks, student=sid)
+        for name, sid in (("soren", "48205"), ("mia", "48206"))
+    }
+    for r in rows.values():
+        r.submitted, r.time_from = "2026-11-29T10:00:00+00:00", "the file's modification time; Canvas marked it LATE"
+    rows["ida"] = _row("canvas/ida_48207_903307_ex.ipynb", marks, student="48207")
+    rows["ida"].submitted, rows["ida"].time_from = "2026-11-27T10:00:00+00:00", "the file's modification time"
+    rules = policy.load(exercise, due="2026-11-27T23:59:00+01:00", extensions=["48205=2026-12-01T23:59:00+01:00"])
+    once = policy.apply(list(rows.values()), rules, exercise)
+    twice = policy.apply(once, rules, exercise)
+    for applied in (once, twice):
+        soren, mia, ida = (r for r in applied)
+        assert soren.late == "" and soren.time_from == (
+            "the file's modification time; Canvas marked it LATE; on time by the student's extension until "
+            "2026-12-01T23:59:00+01:00"
+        ), soren
+        assert mia.late.startswith("late") and "extension" not in mia.time_from, mia
+        assert ida.late == "" and ida.time_from == "the file's modification time", ida

@@ -20,7 +20,8 @@ its own; tests/test_grading_layers.py keeps it so):
                   defined comes from, and the answers typed)
 ``scoring``       marks, reproduction and flags of one run; ``copies``: copies of the reference or of a classmate
 ``pipeline``      one submission, end to end, into one gradebook row
-``policy``        the lecturer's points (bonus, partial credit), deadline, late policy, which submission counts
+``policy``        the lecturer's points (bonus, partial credit), deadline, late policy; ``counting``: which of a
+                  student's submissions counts
 ``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``);
                   ``preload``: what a ``LocalPool``'s workers are forked from
 ``gradebook``     what the instructor gets: the gradebook, roster, feedback, summary

@@ -49,7 +49,8 @@ def write_canvas(rows, roster: dict, assignment: str, out, force: bool = False, 
     in nothing (``missing``) is left blank, so Canvas keeps its own missing-work policy. ``points``: Canvas's
     points possible (:func:`canvas_points`); where it is not the policy's maximum, each score is written on
     Canvas's scale (Canvas scales nothing on import), and the warning returned says so."""
-    from bertfamily.grading.policy import counted_rows, number
+    from bertfamily.grading.counting import counted_rows
+    from bertfamily.grading.policy import number
 
     if not assignment.strip():
         raise ValueError("--canvas-assignment must name the assignment column, e.g. 'DistilBERT exercise (1234)'")

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bertfamily import kernels
-from bertfamily.grading import feedbackfiles, lms, policy
+from bertfamily.grading import counting, feedbackfiles, lms, policy
 from bertfamily.grading.canvas import canvas_points, write_canvas
 from bertfamily.grading.causes import self_check_with_causes
 from bertfamily.grading.classroom import Executor, LocalPool, default_jobs, grade_class, grade_notebook
@@ -238,7 +238,7 @@ def _main_gradebook(argv) -> int:
         for warning in time_warnings(rows, rules.due, moodle_status=worksheet is not None):
             print(f"warning: {warning}", file=sys.stderr)
         rows = policy.apply(rows, rules, exercise)
-        tied = [r.submission for r in rows if policy.TIE in r.counts]
+        tied = [r.submission for r in rows if counting.TIE in r.counts]
         if tied:  # one time for all of a participant's files (Moodle's worksheet): which one counts is a guess
             print(f"warning: {len(tied)} submission{'s' * (len(tied) != 1)} tied with another of the student's (one "
                   f"time for both): the higher score counts; check which the student meant (counts column): "

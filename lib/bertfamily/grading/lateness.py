@@ -43,6 +43,19 @@ def late_by(row, due: datetime | None, extended: datetime | None = None) -> time
     return None
 
 
+def with_extension(row, due: datetime | None, extended: datetime | None) -> tuple[str, timedelta | None]:
+    """``row``'s ``time_from`` and how late it was (:func:`late_by`): where only the student's extension makes
+    it on time (Canvas or Moodle marked it late, or its time is past the class's deadline), ``time_from`` says
+    so, so that the gradebook's row explains its empty ``late`` (an earlier run's note is replaced)."""
+    said = row.time_from.split(EXTENDED)[0] if row.time_from else row.time_from
+    late = late_by(row, due, extended)
+    if late is None and extended and due and extended > due and late_by(row, due) is not None:
+        return f"{said}{EXTENDED}{extended.isoformat()}", late
+    return said, late
+
+
+#: What ``time_from`` adds where an extension made a submission on time that the deadline makes late.
+EXTENDED = "; on time by the student's extension until "
 #: What ``time_from`` says of a Canvas file (lms.submitted): Canvas decides which are late.
 CANVAS_LATE, CANVAS_ON_TIME = "Canvas marked it LATE", "Canvas did not mark it late"
 #: ... and of a Moodle submission whose worksheet has a Status (lms.submitted): Moodle decides.

@@ -14,9 +14,10 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from bertfamily.grading.counting import counted_rows
 from bertfamily.grading.gradebook import FORMULA_START, SEMICOLONS, csv_cell, write_csv_atomically
 from bertfamily.grading.pipeline import Row
-from bertfamily.grading.policy import counted_rows, number
+from bertfamily.grading.policy import number
 from bertfamily.grading.safeio import csv_text
 
 #: The columns of Moodle's offline grading worksheet (mod/assign, "Download grading worksheet"), English

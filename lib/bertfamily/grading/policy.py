@@ -1,5 +1,5 @@
 """The lecturer's grading policy: each task's points (bonus tasks, partial credit per check), the
-deadline, the late policy, and which of a student's submissions counts.
+deadline, the late policy, and which of a student's submissions counts (applied by :mod:`~bertfamily.grading.counting`).
 
 It comes from a small TOML file (``--grading grading.toml``) and the options that override it (``--deadline``,
 ``--late``, ``--counts``); without either, every graded task is worth one point, all or nothing. A grading file::
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bertfamily.grading.counting import COUNT_WORDS, DEFAULT, mark_counted
 from bertfamily.grading.exercise import Exercise, check_statements
-from bertfamily.grading.lateness import check_extensions, due_of, late_by, late_words
+from bertfamily.grading.lateness import check_extensions, due_of, late_words, with_extension
 from bertfamily.grading.pipeline import Row
-from bertfamily.grading.textsafe import relative_names
 
 LATE_POLICIES = ("none", "penalty", "refuse")
 COUNTS = ("latest-before-deadline", "latest", "first", "best")
@@ -55,7 +55,7 @@ class Policy:
     due: datetime | None = None
     late: str = "none"
     penalty_percent_per_day: float = 0.0
-    counts: str = "latest-before-deadline"
+    counts: str = DEFAULT
     source: str = "default: 1 point a task, no deadline"
     extensions: dict = field(default_factory=dict)  # a student (id, or file name) -> their own deadline
     single: tuple = ()  # the partial tasks of one check, where partial credit changes nothing (load says so)
@@ -92,16 +92,6 @@ class Policy:
 def checks_of(task) -> int:
     """How many checks a task's check cells make (each ``checks.check_*`` call, a cell calling none is one)."""
     return sum(max(1, len([c for c, _ in check_statements(source) if c])) for _, source in task.checks)
-
-
-#: What a submission's ``counts`` says where another of the student's had the same time (the command looks for it).
-TIE = "the tie goes to the higher score (then the name that sorts last), check which the student meant"
-COUNT_WORDS = {
-    "latest-before-deadline": "the latest before the deadline (else the latest, late)",
-    "latest": "the latest",
-    "first": "the first",
-    "best": "the best score (after any late penalty)",
-}
 
 
 def number(value):
@@ -308,7 +298,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
         if r.score is not None:
             r.tasks = task_points(r, policy, totals)
             r.score = number(sum(v for v in r.tasks.values() if v is not None))
-        late = late_by(r, policy.due, due_of(r, policy.extensions, policy.due))
+        r.time_from, late = with_extension(r, policy.due, due_of(r, policy.extensions, policy.due))
         if late is not None:
             words = late_words(late, r)
             if policy.late == "refuse" and r.score is not None:
@@ -322,7 +312,7 @@ def apply(rows, policy: Policy, exercise: Exercise) -> list[Row]:
                 words += f": -{number(cut)}% ({days} started day{'s' * (days > 1)}), {before} → {r.score}"
             r.late = words
         out.append(r)
-    return _mark_counted(out, policy)
+    return mark_counted(out, policy.counts)
 
 
 def one_file(row: Row, policy: Policy | None, exercise: Exercise) -> tuple[Row, list[str]]:
@@ -334,65 +324,6 @@ def one_file(row: Row, policy: Policy | None, exercise: Exercise) -> tuple[Row, 
         "note: the grading file's deadline is not applied to one notebook: bertfamily-grade applies it to the class, "
         "from each hand-in time and the extensions it was given, so a late student's row there may score less"
     ]
-
-
-def _when(r: Row) -> str:
-    return r.submitted or ""
-
-
-def _mark_counted(rows, policy: Policy) -> list[Row]:
-    """Set ``counts`` on every row with a student: "yes", or "no: ..." saying which counts instead."""
-    by_student: dict[str, list[Row]] = {}
-    for r in rows:
-        if r.student and r.status != "missing":
-            by_student.setdefault(r.student, []).append(r)
-    for mine in by_student.values():
-        if len(mine) == 1:
-            mine[0].counts = "yes"
-            continue
-        chosen, named = choose(mine, policy), relative_names(r.submission for r in mine)  # read by the student
-        why = COUNT_WORDS[policy.counts]
-        tied = [r for r in mine if r is not chosen and r.status != "invalid" and _when(r) == _when(chosen)]
-        if tied and policy.counts != "best":  # one time for both (Moodle's worksheet has one a participant)
-            why += f"; {' and '.join(named[r.submission] for r in [chosen, *tied])} have one time: {TIE}"
-        for r in mine:
-            r.counts = "yes" if r is chosen else f"no: {named[chosen.submission]} counts ({why})"
-    return rows
-
-
-def choose(mine: list, policy: Policy) -> Row:
-    """The one of a student's submissions that counts, by the stated policy (never the best silently:
-    only ``counts = "best"`` looks at the scores). A file that could not be read (``invalid``) never
-    replaces a readable one. Files with the same time (handed in together: Moodle's worksheet, Canvas's one
-    submission of two files) are one hand-in: of them, the higher score counts, then the later name (a draft
-    handed in beside the final notebook does not replace it)."""
-    timed = sorted([r for r in mine if r.status != "invalid"] or mine, key=lambda r: (_when(r), r.submission))
-    if policy.counts == "best":
-        return max(timed, key=_score)
-    pool = timed if policy.counts in ("first", "latest") else ([r for r in timed if not r.late] or timed)
-    pick = pool[0] if policy.counts == "first" else pool[-1]
-    return max((r for r in pool if _when(r) == _when(pick)), key=lambda r: (_score(r), r.submission))
-
-
-def _score(r: Row) -> float:
-    return -1 if r.score is None else float(r.score)
-
-
-def counted_rows(rows) -> dict:
-    """student -> the row that counts (the LMS files' grade); rows without ``counts`` set (a caller
-    that applied no policy) are chosen by the default policy."""
-    found: dict[str, Row] = {}
-    loose: dict[str, list[Row]] = {}
-    for r in rows:
-        if not r.student or r.status == "missing":
-            continue
-        if r.counts == "yes":
-            found[r.student] = r
-        elif not r.counts:
-            loose.setdefault(r.student, []).append(r)
-    for student, mine in loose.items():
-        found.setdefault(student, choose(mine, Policy()))
-    return found
 
 
 def utc(ts: float) -> str:
