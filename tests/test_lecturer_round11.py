@@ -7,7 +7,7 @@ import sys
 
 import nbformat
 import pytest
-from grading_class import EXERCISE, GRADED, MEMORY_MIB, tiny, with_source
+from grading_class import EXERCISE, GRADED, MEMORY_MIB, SANITIZE, tiny, with_source
 from grading_helpers import _row
 
 from bertfamily import grading
@@ -97,3 +97,32 @@ def test_the_gradebook_row_says_when_an_extension_made_a_late_file_on_time():
         ), soren
         assert mia.late.startswith("late") and "extension" not in mia.time_from, mia
         assert ida.late == "" and ida.time_from == "the file's modification time", ida
+
+
+def test_ls_of_folders_and_iso_times_read_the_same_on_any_machine():
+    """Round 14's re-check, left undone: `!ls -l` of a folder (its size is the file system's: 4096 on ext4, 60 on
+    tmpfs) and `ls -l --time-style=long-iso` (or full-iso) 'differed' on every re-run; a file's size still counts."""
+    import configparser
+    import re
+
+    rules = configparser.ConfigParser()
+    rules.read(SANITIZE, encoding="utf-8")
+
+    def sanitized(text):
+        for section in rules.sections():
+            text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
+        return text
+
+    stored = (
+        "drwxr-xr-x 2 root root 4096 Dec  7 18:13 models\n"
+        "-rw-r--r-- 1 root root 267967963 2026-12-07 18:13 fp32.pt\n"
+        "-rw-r--r-- 1 root root 1024 2026-12-07 18:13:01.123456789 +0100 notes.txt\n"
+    )
+    rerun = (
+        "drwxr-xr-x 3 sandbox sandbox 60 Dec  8 09:24 models\n"
+        "-rw-r--r-- 1 sandbox sandbox 267967963 2026-12-08 09:24 fp32.pt\n"
+        "-rw-r--r-- 1 sandbox sandbox 1024 2026-12-08 09:24:55.000000001 +0000 notes.txt\n"
+    )
+    assert sanitized(stored) == sanitized(rerun), (sanitized(stored), sanitized(rerun))
+    assert "267967963" in sanitized(rerun) and "SIZE" in sanitized(rerun)
+    assert sanitized(rerun.replace("267967963", "67967963")) != sanitized(stored)  # a file's size still counts

@@ -65,11 +65,11 @@ def test_the_full_website_holds_the_solutions_where_the_reader_looks(book_build)
 @pytest.mark.book
 def test_make_book_public_has_no_solution_text_in_any_file(tmp_path):
     out = tmp_path / "public"
+    # main's 0: public_book.leaks found no solution text in any file of out/_build (else it says where, and 1)
     assert public_book.main(["--out", str(out), "--strict"]) == 0
     site = out / "_build" / "html"
     files = [p for p in (out / "_build").rglob("*") if p.is_file()]
     assert len(files) > 100
-    assert public_book.leaks(out / "_build", _reference()) == []
     page = (site / "book" / "exercise_distilbert.html").read_text(encoding="utf-8")
     assert page.count("YOUR CODE HERE") >= 10 and "Count the parameters" in page  # the tasks are there
     assert "launch-buttons" not in page and "launch-buttons" in (site / "book" / "04_albert.html").read_text()
