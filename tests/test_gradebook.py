@@ -493,7 +493,7 @@ def _is_kernel(process) -> bool:
     import psutil
 
     try:
-        return process.name() != "bwrap" and "ipykernel_launcher" in process.cmdline()
+        return process.name() != "bwrap" and any("ipykernel" in part for part in process.cmdline())
     except psutil.Error:  # gone, or a zombie, between the listing and the look
         return False
 

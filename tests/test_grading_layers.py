@@ -18,6 +18,7 @@ LAYERS = [
     {"sandbox"},
     {"scoring", "copies"},
     {"pipeline"},
+    {"counting"},
     {"policy", "preload"},
     {"classroom", "gradebook"},
     {"fingerprints", "lms", "moodle", "canvas"},

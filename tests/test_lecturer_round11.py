@@ -19,7 +19,9 @@ from bertfamily.grading.standins import NO_SECRET, write_standins
 SECRET = """
 import os
 from google.colab import userdata
+from huggingface_hub import login
 os.environ["HF_TOKEN"] = userdata.get("HF_TOKEN")
+login(token=userdata.get("HF_TOKEN"))
 numbers = list(range(10))
 x = sum(numbers) - 3
 note = "the sum of 0 to 9 is 45, less 3"
@@ -47,9 +49,10 @@ def test_colabs_secrets_give_a_placeholder_the_served_hub_ignores(tmp_path):
 
 
 @pytest.mark.sandbox
-def test_a_colab_student_who_reads_a_secret_in_a_tasks_cell_loses_nothing(tmp_path, monkeypatch):
-    """The student stored ``HF_TOKEN`` in Colab's secrets and read it in task 1's cell: full marks, the outputs
-    reproduced, nothing flagged (before: the cell raised, and every task after it lost its marks)."""
+def test_a_colab_student_who_signs_in_to_the_hub_with_a_secret_in_a_tasks_cell_loses_nothing(tmp_path, monkeypatch):
+    """The student stored ``HF_TOKEN`` in Colab's secrets, read it and signed in to the hub with it in task 1's cell
+    (``login(token=...)``, which asks the hub over the network): full marks, the outputs reproduced, nothing
+    flagged (before: the cell raised, and every task after it lost its marks)."""
     exercise = tiny()
     nb = with_source(grading.model_answer(exercise.reference), "s1", SECRET, output="42\n")
     path = tmp_path / "ines.ipynb"

@@ -29,7 +29,7 @@ from pathlib import Path
 from bertfamily import kernels
 from bertfamily.exercise_rules import REFUSED, kernel_stub
 from bertfamily.grading.channel import kernel_checks_source
-from bertfamily.grading.standins import STANDINS
+from bertfamily.grading.standins import KERNEL, STANDINS
 
 #: Where the run's writable folders appear inside the sandbox, and the grader's exporter (read-only).
 INSIDE = Path("/sandbox")
@@ -278,7 +278,7 @@ def write_launch(folder: Path, runtime: Path, limits, submitted: str,
     import tempfile
 
     args = bwrap_args(folder, runtime, limits, submitted, python_roots(hidden), course_package_dir())
-    args += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "@connection_file@"]
+    args += ["--", sys.executable, "-m", KERNEL, "-f", "@connection_file@"]
     path, ids, view = folder / "launch.json", outer_ids(), None
     if ids:  # its binds exist only in the launcher's own mount namespace; the host sees empty entries
         view = Path(tempfile.mkdtemp(prefix=f"bfg-{os.getpid()}-view-", dir=view_base()))

@@ -65,7 +65,7 @@ from bertfamily.grading.mounts import (
     write_launch,
 )
 from bertfamily.grading.nbval_worker import FULL, RECORD_MAX, WORKER_COMMAND, records
-from bertfamily.grading.standins import STANDINS, write_standins
+from bertfamily.grading.standins import KERNEL, STANDINS, write_standins
 from bertfamily.grading.textsafe import disk_name
 
 #: A Unix socket's path holds at most 107 bytes: the kernel's sockets need a folder with a short path.
@@ -266,7 +266,7 @@ def run_sandboxed(nb, limits: Limits, sanitize: str, exports: dict | None = None
             launch, view = write_launch(folder, runtime, limits, name, hidden)
             argv, kernel_env = launch_command(launch), {}
         else:  # the kernel still imports the run's copy of the package (no answer key there)
-            argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            argv = [sys.executable, "-m", KERNEL, "-f", "{connection_file}"]
             kernel_env = {"PYTHONPATH": os.pathsep.join([str(folder / "course"), str(folder / STANDINS)])}
         (folder / "kernel.json").write_text(json.dumps({"argv": argv, "env": kernel_env}), encoding="utf-8")
         env = sandbox_env(folder if not limits.sandbox else folder / "worker", limits.threads)

@@ -17,6 +17,14 @@ says what Colab says:
   network; the served hub, :mod:`~bertfamily.grading.hub`, reads no token), so code that passes it on
   (``from_pretrained(name, token=...)``, ``os.environ["HF_TOKEN"] = ...``) runs as it did on Colab.
 
+The kernel itself starts through :data:`KERNEL` (``python -m bertfamily_ipykernel``), which puts in place what
+a module cannot stand in for, then starts ipykernel as ``python -m ipykernel_launcher`` would:
+
+* ``huggingface_hub.login(token=...)`` (a Colab student's ``login(userdata.get("HF_TOKEN"))``) asks the hub who the
+  token belongs to, over the network the run does not have: the call raised ``OfflineModeIsEnabled`` and the cell's
+  task, and every task after it, lost its marks. Here it signs in to nothing and returns, as a valid token does:
+  the models the run serves by hub name need no token.
+
 ``google`` is a namespace package here (no ``__init__.py``), so that another ``google.*`` installed where the
 grader runs (``google.protobuf``) is still imported from where it is installed.
 """
@@ -64,10 +72,53 @@ _MODULES = {
 }
 
 
+#: The module a graded kernel starts as (python -m KERNEL -f CONNECTION_FILE); the grader knows its kernel by
+#: "ipykernel" in a command line (monitor._is_kernel, nbval_worker.inside).
+KERNEL = "bertfamily_ipykernel"
+_KERNEL_SOURCE = '''"""A graded kernel (bertfamily.grading.standins): signing in to the model hub, which needs the
+network, does nothing; then ipykernel starts as `python -m ipykernel_launcher` starts it."""
+
+import importlib.abc
+import importlib.machinery
+import runpy
+import sys
+
+
+def _signed_in(*args, **kwargs):
+    """The hub's sign-in: nothing to sign in to where the grader runs (no network; no token needed)."""
+    return None
+
+
+class _SignIn(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "huggingface_hub._login":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            for checked in ("_validate_and_save_token", "_login"):  # huggingface_hub 1.x and later, 0.x
+                if hasattr(module, checked):
+                    setattr(module, checked, _signed_in)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _SignIn())
+runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+'''
+
+
 def write_standins(folder: Path) -> Path:
-    """Write the stand-in ``google.colab`` into ``folder`` (made here); return ``folder``, the path entry."""
+    """Write the stand-in ``google.colab`` and the kernel's start (:data:`KERNEL`) into ``folder`` (made here);
+    return ``folder``, the path entry."""
     package = Path(folder) / "google" / "colab"
     package.mkdir(parents=True)
     for name, source in _MODULES.items():
         (package / name).write_text(source, encoding="utf-8")
+    (Path(folder) / f"{KERNEL}.py").write_text(_KERNEL_SOURCE, encoding="utf-8")
     return Path(folder)
