@@ -142,7 +142,7 @@ def test_model_source_line_is_not_compared():
     """A student who had the hub online saw another provenance line; it sanitizes to the same text."""
     from nbval.plugin import get_sanitize_patterns
 
-    patterns = get_sanitize_patterns(grading._sanitizers(SANITIZE))
+    patterns = get_sanitize_patterns(grading.sanitizers(SANITIZE))
     assert patterns[0] == grading.MODEL_SOURCE
 
     def clean(s):

@@ -53,7 +53,7 @@ _WHERE = {
     'MODEL_SOURCE': 'pipeline',
     'STATUSES': 'pipeline',
     'Row': 'pipeline',
-    '_sanitizers': 'pipeline',
+    'sanitizers': 'pipeline',
     'apply_roster': 'gradebook',
     'collect': 'classroom',
     'feedback_markdown': 'gradebook',

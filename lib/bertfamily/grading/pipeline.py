@@ -80,9 +80,6 @@ def sanitizers(path: str | Path | None = None) -> str:
     return own + path.read_text(encoding="utf-8")
 
 
-_sanitizers = sanitizers  # the name the tests and older callers use
-
-
 def error_row(display: str, exercise: Exercise, detail: str, flags: str = "") -> Row:
     """The row of a submission the grader could not grade to the end (the grader failed on it, or the
     worker grading it died twice): no score, no marks, and why."""
