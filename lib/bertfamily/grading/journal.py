@@ -42,7 +42,8 @@ class Journal:
         path = Path(path)
         rows = {}
         if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
+            # "\n" alone ends a line: str.splitlines also splits at U+2028, U+0085, ... that a row's text may hold
+            lines = path.read_text(encoding="utf-8").split("\n")
             if resume:
                 rows = cls._read(path, lines, settings)
             elif len(lines) > 1 and not force:
@@ -67,9 +68,13 @@ class Journal:
     def _read(path, lines, settings) -> dict:
         try:
             head = json.loads(lines[0]) if lines else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             head = {}
-        if head.get("journal") != _JOURNAL_FORMAT:
+        if (
+            not isinstance(head, dict)
+            or head.get("journal") != _JOURNAL_FORMAT
+            or not isinstance(head.get("settings"), dict)
+        ):
             raise ValueError(f"{path} is not a journal of bertfamily-grade: move it away, or grade without --resume")
         if head["settings"] != settings:
             differ = [k for k in settings if k != "course" and head["settings"].get(k) != settings[k]]
@@ -91,13 +96,13 @@ class Journal:
         for line in lines[1:]:
             try:
                 entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash: that submission is graded again
-            rows[(entry["submission"], entry["sha256"])] = Row(**entry["row"])
+                rows[(entry["submission"], entry["sha256"])] = Row(**entry["row"])
+            except (ValueError, RecursionError, TypeError, KeyError):
+                continue  # a line cut short by a crash, or not a row: that submission is graded again
         return rows
 
     def _write(self, entry: dict) -> None:
-        self._handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._handle.write(json.dumps(entry) + "\n")  # ASCII: no character of a row's text can end its line
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
