@@ -36,3 +36,31 @@ def test_a_students_error_message_does_not_stop_resume(tmp_path):
     kept = Journal.open(path, settings, resume=True, force=False)
     kept.close()
     assert kept.rows == {("class/mallory.ipynb", "d1"): mallory, ("class/alice.ipynb", "d2"): alice}
+
+
+def test_a_classmates_file_named_new_does_not_take_an_edited_feedbacks_place(tmp_path):
+    """Finding 3 (MEDIUM): the lecturer edited alice.md; on the next run Alice's feedback went beside it as
+    alice.new.md, the name of Mallory's own feedback (her file: alice.new.ipynb), and one overwrote the other while the
+    warning sent the lecturer to alice.new.md. Now Alice's goes to a name no student of the class has, and the warning
+    names it; a regrade of Alice alone keeps clear of Mallory's file too."""
+    from grading_class import GRADED, tiny
+
+    from bertfamily.grading import feedbackfiles
+
+    exercise = tiny()
+    marks = {t.name: 1 for t in exercise.graded}
+    rows = [
+        grading.Row(f"class/{n}.ipynb", "graded", s, GRADED, dict(marks), "")
+        for n, s in (("alice", 4), ("alice.new", 2))
+    ]
+    folder = tmp_path / "feedback"
+    feedbackfiles.write_all(rows, exercise, folder)
+    mallory = (folder / "alice.new.md").read_bytes()
+    (folder / "alice.md").write_text((folder / "alice.md").read_text() + "\nSee me about task 4.\n")
+    rows[0] = dataclasses.replace(rows[0], score=3)  # a new grading file: Alice's text changes
+    for only in (None, {rows[0].submission}):
+        written, _, said = feedbackfiles.write_all(rows, exercise, folder, refreshed=only)
+        assert (folder / "alice.new.md").read_bytes() == mallory  # Mallory's, as written for her
+        assert "Score: **3 of" in (folder / "alice.new-2.md").read_text(encoding="utf-8")
+        assert "alice.md (this run's: alice.new-2.md)" in said[0], said
+        assert "See me about task 4." in (folder / "alice.md").read_text()

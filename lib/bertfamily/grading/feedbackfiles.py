@@ -86,19 +86,26 @@ def _read(where: int, name: str, limit: int = 2**24) -> bytes | None:
         return handle.read(limit)
 
 
-def _beside(name: str) -> str:
-    """``NAME.new.md`` for ``NAME.md``, within a file name's length."""
-    stem = name.removesuffix(".md")
-    while len(f"{stem}.new.md".encode()) > MAX_NAME_BYTES:
-        stem = stem[:-1]
-    return f"{stem}.new.md"
+def _beside(name: str, taken: set) -> str:
+    """``NAME.new.md`` for ``NAME.md`` (``NAME.new-2.md``, ... where ``taken``, casefolded, holds it: a classmate's
+    file named ``alice.new.ipynb`` has ``alice.new.md``), within a file name's length."""
+    stem, number = name.removesuffix(".md"), 1
+    while True:
+        mark = ".new" if number == 1 else f".new-{number}"
+        short = stem
+        while len(f"{short}{mark}.md".encode()) > MAX_NAME_BYTES:
+            short = short[:-1]
+        if f"{short}{mark}.md".casefold() not in taken:
+            return f"{short}{mark}.md"
+        number += 1
 
 
 def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=None, kept=None) -> list[Path]:
     """One Markdown file per handed-in row in ``folder`` (created), named by student
     (:func:`feedback_files`); with ``only`` (a set of submissions), just those files are written. A file changed
     since the grader wrote it (:data:`WRITTEN`) is never overwritten: this run's feedback goes beside it
-    (``NAME.new.md``) and its name into ``kept`` (a list), for the command to say."""
+    (``NAME.new.md``, :func:`_beside`) and ``"NAME.md (this run's: NAME.new.md)"`` into ``kept`` (a list), for the
+    command to say."""
     named = [
         (disk_name(name), feedback_text(r, exercise, policy))
         for r, name in feedback_files(rows)
@@ -111,13 +118,15 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
         except ValueError:
             record = {}
         record = record if isinstance(record, dict) else {}
-        out = []
+        out, taken = [], {disk_name(name).casefold() for _, name in feedback_files(rows)}  # every student's
         for name, text in named:
             old, new = _read(where, name), student_bytes(text)
             if old is not None and old != new and _digest(old) != record.get(name):
+                beside = _beside(name, taken)
+                taken.add(beside.casefold())
                 if kept is not None:
-                    kept.append(name)
-                name = _beside(name)
+                    kept.append(f"{name} (this run's: {beside})")
+                name = beside
             out.append((name, text))
             record[name] = _digest(new)
         written = write_markdown_files(folder, out)
@@ -204,8 +213,8 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
     plural = len(kept) > 1
     edited = (
         f"{len(kept)} feedback file{'s' * plural} changed since the grader wrote {'them' if plural else 'it'} (by "
-        f"hand?), kept as {'they are' if plural else 'it is'}: {shown}; this run's feedback is beside each, as "
-        "NAME.new.md (Moodle's feedback zip holds this run's): merge by hand, then delete the .new.md"
+        f"hand?), kept as {'they are' if plural else 'it is'}: {shown}; this run's feedback is beside each, in the "
+        "file named (Moodle's feedback zip holds this run's): merge by hand, then delete that file"
         if kept
         else ""
     )
