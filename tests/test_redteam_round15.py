@@ -64,3 +64,55 @@ def test_a_classmates_file_named_new_does_not_take_an_edited_feedbacks_place(tmp
         assert "Score: **3 of" in (folder / "alice.new-2.md").read_text(encoding="utf-8")
         assert "alice.md (this run's: alice.new-2.md)" in said[0], said
         assert "See me about task 4." in (folder / "alice.md").read_text()
+
+
+def _touch(path, when):
+    import os
+    from datetime import datetime
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}", encoding="utf-8")
+    stamp = datetime.fromisoformat(when).timestamp()
+    os.utime(path, (stamp, stamp))
+
+
+def _whose(tmp_path, klass, roster_text):
+    from grading_class import tiny
+    from grading_helpers import _row
+
+    from bertfamily.grading import lms
+
+    (tmp_path / "roster.csv").write_text(roster_text, encoding="utf-8")
+    roster = grading.read_roster(tmp_path / "roster.csv")
+    found = lms.find([klass])
+    names = [t.name for t in tiny().graded]
+    rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, tiny(), roster)
+    return {r.submission.split("class/")[1]: r for r in rows if r.submission}
+
+
+def test_a_file_named_for_a_classmate_in_ones_own_folder_is_never_the_classmates(tmp_path):
+    """Finding 2 (HIGH): folders named by e-mail address (a Teams, OneDrive or Drive export) matched no roster rule,
+    so each file counted for the student its name said: Mallory's ``20002_exercise.ipynb`` in her own folder was Bob's,
+    the later of his two, and Canvas's import gave him 2 instead of 4. A folder named as a student's address (the
+    roster's e-mail or login column, or first.last@ for the roster's name) is that student's; and a folder that is
+    no one's by name is still one student's: a file there named for a student with files elsewhere counts for
+    nobody, flagged for the lecturer."""
+    klass = tmp_path / "class"
+    _touch(klass / "alice.fine@uni.example" / "20001_exercise.ipynb", "2026-12-05T10:00+00:00")
+    _touch(klass / "bob.good@uni.example" / "20002_exercise.ipynb", "2026-12-05T10:00+00:00")
+    _touch(klass / "mallory.evil@uni.example" / "20003_exercise.ipynb", "2026-12-05T11:00+00:00")
+    _touch(klass / "mallory.evil@uni.example" / "20002_exercise.ipynb", "2026-12-05T12:00+00:00")
+    _touch(klass / "xX_gamer_Xx" / "20002_exercise.ipynb", "2026-12-05T12:00+00:00")  # whose? nobody's by name
+    _touch(klass / "c.dee" / "20004_exercise.ipynb", "2026-12-05T12:00+00:00")  # the roster's login column
+    roster = "id,name,login\n20001,Alice Fine,\n20002,Bob Good,\n20003,Mallory Evil,\n20004,Cy Dee,c.dee\n"
+    whose = {name: r.student for name, r in _whose(tmp_path, klass, roster).items()}
+    assert whose == {
+        "alice.fine@uni.example/20001_exercise.ipynb": "20001",
+        "bob.good@uni.example/20002_exercise.ipynb": "20002",
+        "mallory.evil@uni.example/20002_exercise.ipynb": "20003",  # in her folder: hers, a duplicate of her own
+        "mallory.evil@uni.example/20003_exercise.ipynb": "20003",
+        "xX_gamer_Xx/20002_exercise.ipynb": "",
+        "c.dee/20004_exercise.ipynb": "20004",
+    }, whose
+    rows = _whose(tmp_path, klass, roster)
+    assert rows["xX_gamer_Xx/20002_exercise.ipynb"].flags.startswith("read by hand: named for 20002 in the folder")

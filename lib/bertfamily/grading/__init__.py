@@ -25,8 +25,8 @@ its own; tests/test_grading_layers.py keeps it so):
 ``classroom``     a class: one ``grade_class``, its executors (``LocalPool`` here; ``cluster.DaskCluster``);
                   ``preload``: what a ``LocalPool``'s workers are forked from
 ``gradebook``     what the instructor gets: the gradebook, roster, feedback, summary
-``lms``           Canvas's and Moodle's exports as they come: whose each file is, when;
-                  ``moodle``: its worksheet; ``canvas``: its export's column and points, its import file
+``lms``           Canvas's and Moodle's exports as they come: whose each file is, when; ``folders``: a folder per
+                  student; ``moodle``: its worksheet; ``canvas``: its export's column and points, its import file
 ``feedbackfiles`` the students' feedback files, named by student; Moodle's feedback zip; an earlier run's left over
 ``fingerprints``, ``journal``, ``cluster``   grading on a Dask cluster
 ``regrade``       the journal of a local run (``--resume``) and the regrade in place (``--regrade``)

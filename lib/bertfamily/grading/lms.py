@@ -29,6 +29,7 @@ from datetime import timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
+from bertfamily.grading.folders import folder_student, one_student_a_folder
 from bertfamily.grading.gradebook import ID_PATTERN, attribution
 from bertfamily.grading.lateness import (
     CANVAS_LATE,
@@ -256,13 +257,8 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
             "",
             "ambiguous: the file name reads as two students' (Canvas's and Moodle's prefixes), so it counts for nobody",
         )
-    if f.layout == "folder":  # the folder is the student: its name, the one roster id in it (jupyter-bob/), or
-        # the one roster student of that name (a shared drive's "Bob Good/": the file's name is the student's to choose)
-        words = {w.casefold() for w in re.split(r"[\W_]+", f.key) if w} | {f.key.casefold()}
-        named = [sid for sid in roster if sid.casefold() in words]
-        folks = [sid for sid, s in roster.items() if " ".join(s.get("name", "").split()).casefold() == _plain(f.key)]
-        if f.key in roster or len(named) == 1 or len(folks) == 1:
-            return f.key if f.key in roster else named[0] if len(named) == 1 else folks[0], ""
+    if f.layout == "folder" and (sid := folder_student(f.key, roster)):  # the folder is the student (folders.py)
+        return sid, ""
     sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
     if ambiguous:
         return "", ambiguous
@@ -271,10 +267,6 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
         if sid in roster
         else ("", f"not on the roster (id {sid!r} from the file name)" if sid else "no student id in the file name")
     )
-
-
-def _plain(name: str) -> str:
-    return " ".join(name.split()).casefold()
 
 
 def canvas_test_student(f: Found, roster: dict | None) -> bool:
@@ -333,6 +325,10 @@ def attribute(
     out, owners = [], {}
     for f in found:
         owners[f.display] = roster_match(f, roster) if roster is not None else (plain_key(f), "")
+    if roster is not None:  # a folder is one student's, also where its name is no roster student's
+        folder_of = {f.display: f.key for f in found if f.layout == "folder"}
+        unnamed = {k for k in folder_of.values() if not folder_student(k, roster)}
+        owners = one_student_a_folder(owners, folder_of, unnamed)
     data_zips = {d for d, r in by_display.items() if r.status == "invalid" and d.lower().endswith(".zip")}
     real = {f.display for f in found if f.notebook} - data_zips  # a zip of no notebook to grade: a data file
     has_notebook = {owners[d][0] or d for d in real}
@@ -358,7 +354,9 @@ def attribute(
             r.flags = "; ".join(p for p in (f.doubt, r.flags) if p)
         status = (roster or {}).get(f.key, {}).get("status") if f.layout == "moodle" else None
         r.submitted, r.time_from = submitted(f, times or {}, tz, status)
-        if problem:
+        if problem.startswith("read by hand:"):  # in the flags: the summary lists the row
+            r.flags = "; ".join(p for p in (problem, r.flags) if p)
+        elif problem:
             r.detail = "; ".join(p for p in (problem, r.detail) if p)
         out.append(r)
     seen: dict[str, list[str]] = {}
