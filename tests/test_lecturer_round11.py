@@ -129,3 +129,21 @@ def test_ls_of_folders_and_iso_times_read_the_same_on_any_machine():
     assert sanitized(stored) == sanitized(rerun), (sanitized(stored), sanitized(rerun))
     assert "267967963" in sanitized(rerun) and "SIZE" in sanitized(rerun)
     assert sanitized(rerun.replace("267967963", "67967963")) != sanitized(stored)  # a file's size still counts
+
+
+def test_canvass_export_with_a_manual_posting_row_is_read_as_it_comes(tmp_path):
+    """Lecturer 11, problem 1 (MEDIUM): Canvas writes a row under the header where an assignment posts its grades by
+    hand ("Manual Posting" in its column); the roster was refused ("line 2: no id") before anything was graded. It is
+    skipped as the "Points Possible" row is, and the points are still read."""
+    from bertfamily.grading.canvas import canvas_points
+
+    export = tmp_path / "canvas_export.csv"
+    export.write_text(
+        "Student,ID,SIS User ID,SIS Login ID,Section,DistilBERT exercise (1234),Current Score\r\n"
+        ",,,,,Manual Posting,\r\n"
+        "    Points Possible,,,,,12.00,(read only)\r\n"
+        '"Okafor, Nora",2001,S2001,nokafor,NLP 2026,,80.00\r\n',
+        encoding="utf-8-sig",
+    )
+    assert list(grading.read_roster(export)) == ["2001"]
+    assert canvas_points(export, "DistilBERT exercise (1234)") == 12.0

@@ -58,6 +58,8 @@ def read_roster(path) -> dict:
             if "student" in entry and "name" not in entry:  # Canvas's own gradebook export, as it comes
                 if entry["student"].lower() in ("points possible", "student, test"):
                     continue  # its "Points Possible" row, and Canvas's test student
+                if not entry["student"] and not entry.get("id") and "manual posting" in map(str.lower, entry.values()):
+                    continue  # the row under the header where an assignment posts its grades by hand
                 entry = {
                     **entry,
                     "name": entry["student"],
