@@ -116,3 +116,36 @@ def test_a_file_named_for_a_classmate_in_ones_own_folder_is_never_the_classmates
     }, whose
     rows = _whose(tmp_path, klass, roster)
     assert rows["xX_gamer_Xx/20002_exercise.ipynb"].flags.startswith("read by hand: named for 20002 in the folder")
+
+
+def test_a_file_named_for_a_classmate_does_not_take_the_classmates_extension(tmp_path):
+    """Re-check, finding 2 (HIGH): an extension was looked up by the row's student id, then by the file's name: Mallory,
+    two days late with --late refuse, named her file 20001.ipynb in her own folder and got Alice's extension (0 -> 4,
+    and the row said "on time by the student's extension"). A row with a student takes only that student's; an
+    extension named by a file that has a student is refused before grading, saying to name the student by id."""
+    from grading_class import GRADED, tiny
+    from grading_helpers import _row
+
+    from bertfamily.grading import lateness, policy
+
+    exercise = tiny()
+    marks = {t.name: 1 for t in exercise.graded}
+    mallory = _row("class/20003/20001.ipynb", marks, student="20003")
+    mallory.submitted, mallory.time_from = "2026-03-03T11:00:00+00:00", "the file's modification time"
+    rules = policy.load(
+        exercise, due="2026-03-01T23:59:00+01:00", late="refuse", extensions=["20001=2026-03-04T23:59+01:00"]
+    )
+    alice = _row("class/20001/exercise.ipynb", marks, student="20001")
+    alice.submitted, alice.time_from = "2026-03-03T11:00:00+00:00", "the file's modification time"
+    row, theirs = policy.apply([mallory, alice], rules, exercise)
+    assert (theirs.score, theirs.late) == (GRADED, ""), theirs  # Alice's own extension: on time
+    assert (row.score, "extension" in row.time_from) == (0, False), row
+    assert row.late.startswith("late by 1 d") and row.late.endswith(f"refused, scores 0 (it earned {GRADED})"), row.late
+    students = {"class/20001/exercise.ipynb": "20001", "class/20003/20001.ipynb": "20003"}
+    lateness.check_extensions({"20001": None}, students)  # the id: fine
+    import pytest
+
+    with pytest.raises(
+        ValueError, match=r"an extension for exercise: that is 20001's file; name the student by their id"
+    ):
+        lateness.check_extensions({"exercise": None}, students)

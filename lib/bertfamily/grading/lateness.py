@@ -153,9 +153,13 @@ def unmarked_late(rows, due: datetime | None) -> list:
 
 
 def _names(submission: str, student: str) -> tuple:
-    """What an extension may name a submission by: its student's id, its file's name, that name's stem."""
+    """What an extension may name a submission by: its student's id where it has one (a file's name is the
+    student's to choose: Mallory's ``20001.ipynb`` in her own folder must not take Alice's extension, red team round
+    15), else its file's name and that name's stem (a class graded without a roster)."""
+    if student:
+        return (student,)
     name = Path(submission).name if submission else ""
-    return tuple(k for k in (student, name, Path(name).stem) if k)
+    return tuple(k for k in (name, Path(name).stem) if k)
 
 
 def due_of(row, extensions: dict, due: datetime | None) -> datetime | None:
@@ -171,6 +175,13 @@ def check_extensions(extensions: dict, students: dict, roster=()) -> None:
     known = {k for name, sid in students.items() for k in _names(name, sid)}
     known |= set(roster)
     unknown = sorted(set(extensions) - known)
+    files = {k: sid for name, sid in students.items() if sid for k in _names(name, "")}
+    if set(unknown) & set(files):  # a file's name where its student has an id: the id decides (see _names)
+        key = min(set(unknown) & set(files))
+        raise ValueError(
+            f"an extension for {key}: that is {files[key]}'s file; name the student by their id, "
+            f"--extension {files[key]}=WHEN (a file's name is the student's to choose)"
+        )
     if unknown:
         ids = sorted({sid or Path(name).stem for name, sid in students.items()} | set(roster))
         names = {i: (roster.get(i) or {}).get("name", "") for i in ids} if isinstance(roster, dict) else {}

@@ -15,7 +15,7 @@ It comes from a small TOML file (``--grading grading.toml``) and the options tha
     penalty_percent_per_day = 10             # with "penalty": per started day late, of the points earned
     counts = "latest-before-deadline"        # or "latest", "first", "best"
 
-    [deadline.extensions]                    # one student's own deadline (the roster's id, or the file's name)
+    [deadline.extensions]                    # one student's own deadline (the roster's id; no roster: the file's name)
     307 = 2026-03-05T23:59:00+01:00
 
 The policy is applied after grading (:func:`apply`): the journal keeps the raw marks, so a changed
