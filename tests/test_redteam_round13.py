@@ -128,7 +128,7 @@ def test_a_folder_named_for_its_student_decides_whatever_the_files_names_say(tmp
         "week2/carol_exercise.ipynb": "carol",
     }, whose
     (extra,) = [r for r in rows if r.submission.endswith("week1/alice_extra.ipynb")]
-    assert extra.flags.startswith("read by hand: named for alice in the folder 'week1'"), extra.flags
+    assert extra.flags.startswith("read by hand: alice's by its name, in the folder 'week1'"), extra.flags
 
 
 def test_an_lms_download_in_a_folder_beside_a_notebook_of_the_lecturer_is_still_the_lms(tmp_path):

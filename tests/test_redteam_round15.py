@@ -115,7 +115,7 @@ def test_a_file_named_for_a_classmate_in_ones_own_folder_is_never_the_classmates
         "c.dee/20004_exercise.ipynb": "20004",
     }, whose
     rows = _whose(tmp_path, klass, roster)
-    assert rows["xX_gamer_Xx/20002_exercise.ipynb"].flags.startswith("read by hand: named for 20002 in the folder")
+    assert rows["xX_gamer_Xx/20002_exercise.ipynb"].flags.startswith("read by hand: 20002's by its name, in the folder")
 
 
 def test_a_file_named_for_a_classmate_does_not_take_the_classmates_extension(tmp_path):
@@ -149,3 +149,31 @@ def test_a_file_named_for_a_classmate_does_not_take_the_classmates_extension(tmp
         ValueError, match=r"an extension for exercise: that is 20001's file; name the student by their id"
     ):
         lateness.check_extensions({"exercise": None}, students)
+
+
+def test_a_folder_named_with_a_classmates_id_as_a_word_does_not_take_the_classmates_grade(tmp_path):
+    """Re-check, finding 1 (HIGH): Mallory named her folder with her own address, mallory.20002@gmail.com; "a roster id
+    as a word" came before "the roster's address of a student", so the folder was Bob's (id 20002), her later notebook
+    replaced his in Canvas's import, and nothing was flagged. The exact rules (the id, the roster's account, the name)
+    now come first; and a folder that only holds an id as a word, or spells a name in an address, does not take a
+    student who has a folder elsewhere: both such files are read by hand."""
+    klass = tmp_path / "class"
+    _touch(klass / "20002" / "exercise.ipynb", "2026-12-05T10:00+00:00")
+    _touch(klass / "mallory.20002@gmail.com" / "exercise.ipynb", "2026-12-05T12:00+00:00")
+    _touch(klass / "alice_fine@evil.example" / "exercise.ipynb", "2026-12-05T12:00+00:00")
+    _touch(klass / "Alice Fine" / "exercise.ipynb", "2026-12-05T10:00+00:00")
+    _touch(klass / "jupyter-20004" / "exercise.ipynb", "2026-12-05T10:00+00:00")  # a hub's home: Cy's, no other
+    with_email = "id,name,email\n20001,Alice Fine,\n20002,Bob Good,\n20003,Mallory Evil,mallory.20002@gmail.com\n"
+    rows = _whose(tmp_path, klass, with_email + "20004,Cy Dee,\n")
+    assert {n: r.student for n, r in rows.items()} == {
+        "20002/exercise.ipynb": "20002",
+        "mallory.20002@gmail.com/exercise.ipynb": "20003",  # her address in the roster: hers
+        "alice_fine@evil.example/exercise.ipynb": "",  # spells Alice's name, but Alice has her own folder
+        "Alice Fine/exercise.ipynb": "20001",
+        "jupyter-20004/exercise.ipynb": "20004",
+    }
+    assert rows["alice_fine@evil.example/exercise.ipynb"].flags.startswith("read by hand: 20001's by its name")
+    without = "id,name\n20001,Alice Fine\n20002,Bob Good\n20003,Mallory Evil\n20004,Cy Dee\n"
+    rows = _whose(tmp_path, klass, without)
+    assert rows["20002/exercise.ipynb"].student == "20002"  # Bob's own folder, exactly his id
+    assert rows["mallory.20002@gmail.com/exercise.ipynb"].student == "", rows  # an id as a word: not Bob's

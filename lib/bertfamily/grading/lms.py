@@ -29,7 +29,7 @@ from datetime import timezone
 from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
-from bertfamily.grading.folders import folder_student, one_student_a_folder
+from bertfamily.grading.folders import folder_match, folder_student, one_student_a_folder
 from bertfamily.grading.gradebook import ID_PATTERN, attribution
 from bertfamily.grading.lateness import (
     CANVAS_LATE,
@@ -327,8 +327,9 @@ def attribute(
         owners[f.display] = roster_match(f, roster) if roster is not None else (plain_key(f), "")
     if roster is not None:  # a folder is one student's, also where its name is no roster student's
         folder_of = {f.display: f.key for f in found if f.layout == "folder"}
-        unnamed = {k for k in folder_of.values() if not folder_student(k, roster)}
-        owners = one_student_a_folder(owners, folder_of, unnamed)
+        matches = {k: folder_match(k, roster) for k in set(folder_of.values())}
+        rank = {k: 2 if strong else 1 if sid else 0 for k, (sid, strong) in matches.items()}
+        owners = one_student_a_folder(owners, folder_of, rank)
     data_zips = {d for d, r in by_display.items() if r.status == "invalid" and d.lower().endswith(".zip")}
     real = {f.display for f in found if f.notebook} - data_zips  # a zip of no notebook to grade: a data file
     has_notebook = {owners[d][0] or d for d in real}
