@@ -177,3 +177,25 @@ def test_a_folder_named_with_a_classmates_id_as_a_word_does_not_take_the_classma
     rows = _whose(tmp_path, klass, without)
     assert rows["20002/exercise.ipynb"].student == "20002"  # Bob's own folder, exactly his id
     assert rows["mallory.20002@gmail.com/exercise.ipynb"].student == "", rows  # an id as a word: not Bob's
+
+
+def test_notes_merged_into_the_new_feedback_file_are_kept_too(tmp_path):
+    """Re-check, finding 3 (LOW): the lecturer merged her note into alice.new.md (this run's feedback, beside her edited
+    alice.md); the next run wrote alice.new.md again without asking whether anyone had changed it. An edited .new.md is
+    kept as an edited feedback file is: the run's feedback goes to the next free name."""
+    from grading_class import GRADED, tiny
+
+    from bertfamily.grading import feedbackfiles
+
+    exercise = tiny()
+    rows = [grading.Row("class/alice.ipynb", "graded", 4, GRADED, {t.name: 1 for t in exercise.graded}, "")]
+    folder = tmp_path / "feedback"
+    feedbackfiles.write_all(rows, exercise, folder)
+    (folder / "alice.md").write_text((folder / "alice.md").read_text() + "\nSee me.\n")
+    for score, note in ((3, "\nMerged here.\n"), (2, None)):
+        rows[0] = dataclasses.replace(rows[0], score=score)
+        feedbackfiles.write_all(rows, exercise, folder)
+        if note:
+            (folder / "alice.new.md").write_text((folder / "alice.new.md").read_text() + note)
+    assert "Merged here." in (folder / "alice.new.md").read_text() and "See me." in (folder / "alice.md").read_text()
+    assert "Score: **2 of" in (folder / "alice.new-2.md").read_text()

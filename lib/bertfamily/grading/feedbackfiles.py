@@ -86,6 +86,12 @@ def _read(where: int, name: str, limit: int = 2**24) -> bytes | None:
         return handle.read(limit)
 
 
+def _edited(old: bytes | None, new: bytes, written: str | None) -> bool:
+    """Whether a file's bytes ``old`` are neither this run's ``new`` nor what the grader wrote there (``written``,
+    their digest): changed by hand since."""
+    return old is not None and old != new and _digest(old) != written
+
+
 def _beside(name: str, taken: set) -> str:
     """``NAME.new.md`` for ``NAME.md`` (``NAME.new-2.md``, ... where ``taken``, casefolded, holds it: a classmate's
     file named ``alice.new.ipynb`` has ``alice.new.md``), within a file name's length."""
@@ -121,9 +127,12 @@ def write_student_feedback(rows, exercise: Exercise, folder, policy=None, only=N
         out, taken = [], {disk_name(name).casefold() for _, name in feedback_files(rows)}  # every student's
         for name, text in named:
             old, new = _read(where, name), student_bytes(text)
-            if old is not None and old != new and _digest(old) != record.get(name):
+            if _edited(old, new, record.get(name)):
                 beside = _beside(name, taken)
                 taken.add(beside.casefold())
+                while _edited(_read(where, beside), new, record.get(beside)):  # a .new.md the lecturer wrote in
+                    beside = _beside(name, taken)
+                    taken.add(beside.casefold())
                 if kept is not None:
                     kept.append(f"{name} (this run's: {beside})")
                 name = beside
