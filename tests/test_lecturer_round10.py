@@ -30,14 +30,15 @@ def test_the_colab_stand_in_says_what_colab_says(tmp_path):
     code = (
         "import google.colab\nfrom google.colab import drive, files\ndrive.mount('/content/drive')\n"
         "google.colab.output.clear()\nassert files.upload() == {}\nfiles.download(__file__ or 'x')\n"
-        "import os\nprint(os.path.exists('/content/drive'))\nfiles.download('no-such-file.bin')\n"
+        f"import os\ndrive.mount({str(tmp_path / 'drive')!r})\nprint(os.path.exists({str(tmp_path / 'drive')!r}))\n"
+        "files.download('no-such-file.bin')\n"
     )
     script = tmp_path / "colab.py"
     script.write_text(code, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)], env={**os.environ, "PYTHONPATH": str(folder)}, capture_output=True, text=True
     )
-    assert done.stdout.splitlines() == ["Mounted at /content/drive", "False"], done
+    assert done.stdout.splitlines() == ["Mounted at /content/drive", f"Mounted at {tmp_path / 'drive'}", "False"], done
     assert "FileNotFoundError: Cannot find file: no-such-file.bin" in done.stderr, done.stderr
 
 

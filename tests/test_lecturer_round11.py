@@ -147,3 +147,40 @@ def test_canvass_export_with_a_manual_posting_row_is_read_as_it_comes(tmp_path):
     )
     assert list(grading.read_roster(export)) == ["2001"]
     assert canvas_points(export, "DistilBERT exercise (1234)") == 12.0
+
+
+PLATFORM_FOLDERS = """
+from google.colab import drive
+drive.mount("/content/drive")
+with open("/content/drive/MyDrive/data.bin", "wb") as handle:  # Colab, Drive mounted
+    handle.write(bytes(range(256)) * 48)
+path = "/kaggle/working/data.bin"  # Kaggle's working folder
+with open(path, "wb") as handle:
+    handle.write(bytes(range(256)) * 48)
+with open("/content/data.bin", "wb") as handle:  # Colab's working folder, no Drive
+    handle.write(bytes(range(256)) * 48)
+size_bytes = os.path.getsize("/content/data.bin")
+print(f"{size_bytes:,} bytes")
+"""
+
+
+@pytest.mark.sandbox
+def test_files_saved_where_colab_and_kaggle_keep_them_cost_nothing(tmp_path, monkeypatch):
+    """Lecturer 11, problems 2 and 6 (HIGH): Omar saved his models into Kaggle's /kaggle/working, Lena into Colab's
+    /content, each as the platform shows; in the sandbox neither folder existed ("Parent directory /content does not
+    exist") and tasks 6, 7, 9 and 10 were lost (8 of 12 for honest work). Both folders are in each sandbox, empty and
+    writable (on its disk, the sizes recorded), and Drive's stand-in has an empty MyDrive: full marks."""
+    exercise = tiny()
+    nb = with_source(
+        grading.model_answer(exercise.reference),
+        "s2",
+        PLATFORM_FOLDERS,
+        output="Mounted at /content/drive\n12,288 bytes\n",
+    )
+    path = tmp_path / "omar.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
+    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    got = (row.status, row.score, row.max_score, row.outputs, row.flags)
+    assert got == ("graded", GRADED, GRADED, "reproduced", ""), row

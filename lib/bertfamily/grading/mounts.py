@@ -208,6 +208,12 @@ def walls(binds: list[tuple[str, Path, Path]], listable=()) -> tuple[list, list]
 BwrapArg = str | list[str]
 
 
+#: The folders where notebook platforms have a student write (lecturer round 11: Colab's working folder /content,
+#: Kaggle's /kaggle/working; a model saved there raised "Parent directory /content does not exist" and cost every
+#: task after it): made in each sandbox, empty and writable, on its disk (counted in its limit, sizes recorded).
+WORK_FOLDERS = ("/content", "/kaggle/working")
+
+
 def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[Path],
                package: Path) -> list[BwrapArg]:
     """bubblewrap's arguments for one run, up to the command; a host path the kernel sees is
@@ -216,6 +222,8 @@ def bwrap_args(folder: Path, runtime: Path, limits, submitted: str, roots: list[
     shm = limits.memory_mib * 2**20  # shared memory is memory: counted in the run's memory, as large
     args: list[BwrapArg] = [*namespaces(), "--clearenv", "--size", str(disk), "--perms", "0755", "--tmpfs", "/",
                             "--perms", "01777", "--dir", "/tmp"]
+    for folder_of_a_platform in WORK_FOLDERS:  # Colab's /content, Kaggle's /kaggle/working: empty, writable
+        args += ["--perms", "01777", "--dir", folder_of_a_platform]
     for system in SYSTEM:
         args += ["--ro-bind-try", system, system]
     for name in ETC:

@@ -8,7 +8,9 @@ package on its ``PYTHONPATH`` (read-only, :func:`write_standins`), in which what
 says what Colab says:
 
 * ``drive.mount(mountpoint)`` prints ``Mounted at MOUNTPOINT``, as Colab does (the cell's stored output is
-  reproduced), and mounts nothing: a file read from Drive is still missing, as on any machine but Colab;
+  reproduced), and mounts nothing: an empty ``MOUNTPOINT/MyDrive`` is made (in the sandbox, under Colab's
+  ``/content``, :data:`~bertfamily.grading.mounts.WORK_FOLDERS`), so a file written there is written, while a file
+  read from Drive is still missing, as on any machine but Colab;
 * ``files.download(name)`` does nothing for a file that exists (Colab sends it to the browser) and raises
   Colab's ``FileNotFoundError`` for one that does not; ``files.upload()`` uploads nothing (``{}``);
 * ``output.enable_custom_widget_manager()`` and the other display switches do nothing;
@@ -41,6 +43,12 @@ _MODULES = {
     "from google.colab import drive, files, output, userdata  # noqa: F401\n",
     "drive.py": '"""Google Drive: nothing is mounted where the grader runs; what Colab prints is printed."""\n\n\n'
     'def mount(mountpoint="/content/drive", force_remount=False, timeout_ms=120000, readonly=False):\n'
+    "    import os\n\n"
+    "    try:  # an empty Drive where Colab's folder is (the sandbox's /content): written there is written, counted\n"
+    '        if os.path.isdir("/sandbox/work") and os.path.isdir(os.path.dirname(os.path.abspath(mountpoint))):\n'
+    '            os.makedirs(os.path.join(mountpoint, "MyDrive"), exist_ok=True)\n'
+    "    except OSError:\n"
+    "        pass\n"
     '    print(f"Mounted at {mountpoint}")\n\n\n'
     "def flush_and_unmount(timeout_ms=86400000):\n"
     "    pass\n",
