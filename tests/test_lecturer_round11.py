@@ -184,3 +184,59 @@ def test_files_saved_where_colab_and_kaggle_keep_them_cost_nothing(tmp_path, mon
     (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
     got = (row.status, row.score, row.max_score, row.outputs, row.flags)
     assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
+
+
+def test_a_worksheet_in_german_says_to_download_it_in_english(tmp_path):
+    """Lecturer 11, problem 4 (MEDIUM): a worksheet a German Moodle wrote (ID, Vollständiger Name, Bewertung, ...) was
+    refused with advice about the assignment's feedback types, which were right; the manual said it would be refused
+    at its first date. The error names its columns and says to switch Moodle's language to English."""
+    sheet = tmp_path / "worksheet_de.csv"
+    sheet.write_text(
+        "ID,Vollständiger Name,E-Mail-Adresse,Status,Bewertung\r\nTeilnehmer/in 501,Ana Berg,a@x,Keine Abgabe,\r\n",
+        encoding="utf-8-sig",
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"not Moodle's grading worksheet in English.*'ID', 'Vollständiger Name'.*"
+        r"switch your language to English",
+    ):
+        read_worksheet(sheet)
+
+
+def test_a_notebook_resaved_by_jupytext_is_not_said_to_have_no_cell_ids():
+    """Lecturer 11, problem 3 (LOW): jupytext re-saved Tom's notebook with new cell ids; its row said it had no cell
+    ids (saved by an older editor). It says the ids are not the handout's; a notebook without ids is still told so."""
+    import copy
+
+    from bertfamily.grading.submission import prepare
+
+    exercise = tiny()
+    nb = grading.model_answer(exercise.reference)
+    resaved, bare = copy.deepcopy(nb), copy.deepcopy(nb)
+    for n, c in enumerate(resaved.cells):
+        c["id"] = f"jt{n:06d}"
+    for c in bare.cells:
+        c.pop("id", None)
+    said = {
+        name: "; ".join(n for _, n in prepare(x, exercise).notes) for name, x in (("resaved", resaved), ("bare", bare))
+    }
+    assert "its cell ids are not the handout's (re-saved by jupytext or another tool)" in said["resaved"], said
+    assert "the notebook has no cell ids (saved by an older editor)" in said["bare"], said
+
+
+def test_the_gradebook_is_written_with_the_umasks_mode_or_the_one_it_had(tmp_path):
+    """Lecturer 11, problem 7 (LOW): the gradebook, Canvas's and Moodle's files were 0600 whatever the umask (a
+    temporary file renamed), and a lecturer's chmod g+r was undone by each --force. A new file gets the umask's mode;
+    a file written over keeps its own."""
+    from bertfamily.grading.gradebook import write_csv_atomically
+
+    out = tmp_path / "gradebook.csv"
+    old = os.umask(0o027)
+    try:
+        write_csv_atomically(out, [["a", "b"]], force=False)
+        assert oct(out.stat().st_mode & 0o777) == oct(0o640)
+        out.chmod(0o664)
+        write_csv_atomically(out, [["a", "c"]], force=True)
+        assert oct(out.stat().st_mode & 0o777) == oct(0o664) and out.read_bytes() == b"a,c\r\n"
+    finally:
+        os.umask(old)

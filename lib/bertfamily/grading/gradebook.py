@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.pipeline import STATUSES, Row
-from bertfamily.grading.safeio import csv_text, open_folder, write_in
+from bertfamily.grading.safeio import csv_text, open_folder, replacing_mode, write_in
 from bertfamily.grading.scoring import NOT_STORED, REPRODUCED
 from bertfamily.grading.submission import printable
 from bertfamily.grading.textsafe import (
@@ -196,6 +196,7 @@ def write_csv_atomically(out, rows: list[list], force: bool, cells=csv_cell) -> 
             csv.writer(handle).writerows([[cells(v) for v in row] for row in rows])
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(handle.name, replacing_mode(out))
         if out.exists() and not force:
             raise ValueError(f"{out} appeared while grading; pass --force to overwrite it")
         os.replace(handle.name, out)

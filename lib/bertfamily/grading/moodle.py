@@ -76,9 +76,11 @@ def read_worksheet(path) -> tuple[dict, dict, list]:
         lines = list(csv.reader(handle))
     if not lines or "Identifier" not in lines[0] or "Grade" not in lines[0]:
         raise ValueError(
-            f"{path} is not Moodle's grading worksheet: it needs the columns Identifier and Grade "
-            "(Assignment > View all submissions > Grading action > Download grading worksheet, with "
-            "'Offline grading worksheet' on in the assignment's feedback types)"
+            f"{path} is not Moodle's grading worksheet in English: it needs the columns Identifier and Grade "
+            f"(its first columns: {', '.join(repr(h) for h in (lines[0] if lines else [])[:4]) or 'none'}). A Moodle "
+            "in another language names them in it: switch your language to English (the user menu > Language) and "
+            "download the worksheet again (Assignment > View all submissions > Grading action > Download grading "
+            "worksheet, with 'Offline grading worksheet' on in the assignment's feedback types)"
         )
     head = lines[0]
     roster, times = {}, {}

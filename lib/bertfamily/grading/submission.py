@@ -300,13 +300,12 @@ def prepare(nb, exercise) -> Prepared:
     none_known = not any(c.get("id") in known for c in out.cells)
     matched = _match_by_source(out.cells, reference)  # cells saved without an id (all, or some)
     if none_known:
-        notes.append(
-            (
-                None,
-                f"the notebook has no cell ids (saved by an older editor): {matched} of the course's "
-                "cells were recognised by their code",
-            )
+        why = (
+            "its cell ids are not the handout's (re-saved by jupytext or another tool)"
+            if out.cells and all(c.get("id") for c in out.cells)
+            else "the notebook has no cell ids (saved by an older editor)"
         )
+        notes.append((None, f"{why}: {matched} of the course's cells were recognised by their code"))
     seen = set()
     for index, cell in enumerate(out.cells):
         # a duplicated id would confuse the owners; "-course" ids are the grader's copies of course cells
