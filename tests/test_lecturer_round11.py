@@ -240,3 +240,14 @@ def test_the_gradebook_is_written_with_the_umasks_mode_or_the_one_it_had(tmp_pat
         assert oct(out.stat().st_mode & 0o777) == oct(0o664) and out.read_bytes() == b"a,c\r\n"
     finally:
         os.umask(old)
+
+
+def test_the_handout_given_as_the_reference_is_told_so(tmp_path):
+    """Lecturer 11, problem 9 (LOW): the handout (or a student's notebook) given as --reference stopped with "code cell
+    ... is tagged ['check'] before any {exercise} directive"; it says it is a student version and which to give."""
+    from bertfamily.grading.student import student_version
+
+    handout = tmp_path / "handout.ipynb"
+    nbformat.write(student_version(grading.Exercise.load(EXERCISE).reference), handout)
+    with pytest.raises(ValueError, match=r"handout\.ipynb is a student version .*give the solution notebook"):
+        grading.Exercise.load(handout)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from bertfamily.grading.student import CHECK, SOLUTION, cell_tags
+from bertfamily.grading.student import CHECK, PLACEHOLDER, SOLUTION, cell_tags
 
 _EXERCISE = re.compile(r"^[`:]{3,}\s*\{exercise\}\s*(.*?)\s*$", re.M)
 
@@ -53,6 +53,11 @@ class Exercise:
         if not path.is_file():
             raise ValueError(f"no reference notebook at {path}: pass --reference SOLUTION.ipynb")
         reference = nbformat.read(path, as_version=4)
+        if not any(SOLUTION in cell_tags(c) for c in reference.cells) and PLACEHOLDER in nbformat.writes(reference):
+            raise ValueError(
+                f"{path} is a student version (its solutions are {PLACEHOLDER!r}; the handout, or a student's "
+                "notebook): give the solution notebook as --reference (the course's is book/exercise_distilbert.ipynb)"
+            )
         return cls(path.name, reference, tuple(exercise_tasks(reference)), path.resolve().parent)
 
     @property
