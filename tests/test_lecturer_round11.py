@@ -7,7 +7,7 @@ import sys
 
 import nbformat
 import pytest
-from grading_class import EXERCISE, GRADED, MEMORY_MIB, SANITIZE, tiny, with_source
+from grading_class import EXERCISE, GRADED, MEMORY_MIB, SANITIZE, added, tiny, with_source
 from grading_helpers import _row
 
 from bertfamily import grading
@@ -251,3 +251,23 @@ def test_the_handout_given_as_the_reference_is_told_so(tmp_path):
     nbformat.write(student_version(grading.Exercise.load(EXERCISE).reference), handout)
     with pytest.raises(ValueError, match=r"handout\.ipynb is a student version .*give the solution notebook"):
         grading.Exercise.load(handout)
+
+
+@pytest.mark.sandbox
+def test_a_kept_restart_the_runtime_cell_is_named_in_the_students_feedback(tmp_path, monkeypatch):
+    """Lecturer 11, problem 10 (MEDIUM): Eli's Colab notebook kept the cell that restarts the runtime after a pip
+    install (``os.kill(os.getpid(), 9)``); run from the top, the kernel dies there. The row is still an error (the
+    notebook does not run from the top), but the student's feedback now says that the cell stops its own kernel and
+    what to do, not only "the kernel died"."""
+    from bertfamily.grading.gradebook import feedback_markdown
+
+    exercise = tiny()
+    nb = added(grading.model_answer(exercise.reference), "!pip install -q x\nimport os\nos.kill(os.getpid(), 9)", 1)
+    path = tmp_path / "eli.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
+    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
+    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    assert row.status == "error" and "the kernel died (in cell" in row.detail, row
+    said = feedback_markdown(row, exercise)
+    assert "the cell stops its own kernel (as Colab's restart-the-runtime line" in said, said

@@ -182,3 +182,22 @@ def self_check_with_causes(path, timeout: int = 600) -> tuple[list, list[str]]:
     and as whoever calls it, not a grade), and :func:`run_order_notes` of that run."""
     ran = execute_copy(path, timeout=timeout)
     return report(ran), run_order_notes(ran)
+
+
+#: How a notebook stops its own kernel: Colab's "restart the runtime" idiom (``os.kill(os.getpid(), 9)``), an exit.
+_SELF_STOP = re.compile(
+    r"\bos\.kill\(\s*os\.getpid\(\)|\bos\._exit\(|^\s*(?:exit|quit|sys\.exit)\(|do_shutdown\(", re.M
+)
+
+
+def stopped_itself(cells, code: list, cell) -> str:
+    """Why the kernel died in nbval's code cell number ``cell`` (``code`` maps it to its index in ``cells``), where
+    that cell stops its kernel itself (lecturer round 11: a Colab notebook kept its restart-the-runtime cell, and the
+    student's feedback said only "the kernel died"); else ""."""
+    if cell is None or not 0 <= cell < len(code) or not _SELF_STOP.search(cells[code[cell]].get("source") or ""):
+        return ""
+    return (
+        ": the cell stops its own kernel (as Colab's restart-the-runtime line `os.kill(os.getpid(), 9)` does), "
+        "so no cell below it ran; delete it (restart from the Runtime or Kernel menu instead) and check the "
+        "notebook with Restart & Run All"
+    )

@@ -151,11 +151,11 @@ def _check_results(source, outputs):
     return report(nbformat.from_dict({"cells": [rerun]}))
 
 
-def _run_status(run, results, code) -> tuple[str, list]:
+def _run_status(run, results, code, cells) -> tuple[str, list]:
     if run["status"]:
         cell = run["cell"]
         where = f" (in cell {code[cell]})" if cell is not None and 0 <= cell < len(code) else ""
-        return run["status"], [f"{run['status']}: {run['reason']}{where}"]
+        return run["status"], [f"{run['status']}: {run['reason']}{where}{causes.stopped_itself(cells, code, cell)}"]
     if any(e["phase"] == "setup" for e in results.values()):
         first = next(e for e in results.values() if e["phase"] == "setup")
         return "error", [f"error: the kernel did not start ({first['message']})"[:300]]
@@ -253,7 +253,7 @@ def score_run(prepared, exercise: Exercise, run: dict, limits: Limits, strict_ou
     nb = prepared.nb
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]  # nbval's cell number -> index
     results = {code[n]: entry for n, entry in run["results"].items() if 0 <= n < len(code)}
-    status, problems = _run_status(run, results, code)
+    status, problems = _run_status(run, results, code, nb.cells)
     score = Score(status, {}, problems, notes=[f"{t}: {what}" if t else what for t, what in prepared.notes])
     owners = _owners(nb, exercise)
     by_id = {c.get("id"): (i, c) for i, c in enumerate(nb.cells)}
