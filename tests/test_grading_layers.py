@@ -10,7 +10,7 @@ PACKAGE = Path(bertfamily.grading.__file__).parent
 #: The flow: a submission -> its prepared copy -> a sealed run -> verification -> scoring -> a row ->
 #: a class -> the gradebook and feedback (a cluster and the command line on top).
 LAYERS = [
-    {"student", "textsafe", "safeio", "budget", "cgroupv1", "lateness", "denylist", "folders"},
+    {"student", "textsafe", "safeio", "budget", "cgroupv1", "lateness", "denylist", "folders", "blackboard"},
     {"exercise", "marks", "channel", "trees", "cgroups", "hub", "standins"},
     {"literals", "magics"},
     {"submission", "integrity", "nbval_worker"},

@@ -271,3 +271,41 @@ def test_a_kept_restart_the_runtime_cell_is_named_in_the_students_feedback(tmp_p
     assert row.status == "error" and "the kernel died (in cell" in row.detail, row
     said = feedback_markdown(row, exercise)
     assert "the cell stops its own kernel (as Colab's restart-the-runtime line" in said, said
+
+
+def test_a_blackboard_download_is_read_as_blackboard_names_it(tmp_path):
+    """Lecturer 11, problem 8 (MEDIUM): Blackboard Learn's download (ASSIGNMENT_USERNAME_attempt_TIME_FILE, a .txt
+    receipt beside each attempt) was read as one student named by the assignment's first word, every student
+    missing; with --pattern, each file was late by the time it was copied. The user name is the student, the time
+    in the name is when it was handed in (in the deadline's zone), the receipt is no submission."""
+    import os
+    from datetime import timezone
+
+    from bertfamily.grading import lms
+
+    folder = tmp_path / "bb"
+    folder.mkdir()
+    for name in (
+        "DistilBERT Exercise_ana_attempt_2026-12-04-21-15-02_tiny.ipynb",
+        "DistilBERT Exercise_ana_attempt_2026-12-04-21-15-02.txt",
+        "DistilBERT Exercise_bo_attempt_2026-12-06-02-30-11_exercise.ipynb",
+    ):
+        (folder / name).write_text("{}", encoding="utf-8")
+        os.utime(folder / name, (1.8e9, 1.8e9))  # copied much later: the file times say nothing
+    (tmp_path / "roster.csv").write_text("id,name\nana,Ana\nbo,Bo\ncy,Cy\n", encoding="utf-8")
+    roster = grading.read_roster(tmp_path / "roster.csv")
+    exercise = tiny()
+    names = [t.name for t in exercise.graded]
+    found = lms.find([folder])
+    rows = lms.attribute(
+        [_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, roster, tz=timezone.utc
+    )
+    whose = {r.student: (r.status, r.submitted) for r in rows}
+    assert whose == {
+        "ana": ("graded", "2026-12-04T21:15:02+00:00"),
+        "bo": ("graded", "2026-12-06T02:30:11+00:00"),
+        "cy": ("missing", ""),
+    }, whose
+    rules = policy.load(exercise, due="2026-12-04T23:59:00+00:00")
+    late = {r.student: r.late for r in policy.apply(rows, rules, exercise)}
+    assert late["ana"] == "" and late["bo"] == "late by 1 d 2 h 31 min", late

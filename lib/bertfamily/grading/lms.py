@@ -9,6 +9,8 @@ Layouts recognised without a pattern (the first that fits a file wins):
 ``canvas``  Canvas's "Download Submissions": ``smithjane_12345_67890_exercise_distilbert.ipynb`` (the name Canvas
             sorts by, the student's Canvas user id, the file's id, the name the student uploaded), with
             ``_LATE`` after the name when Canvas marked the submission late.
+``blackboard``  Blackboard Learn's ``ASSIGNMENT_USERNAME_attempt_YYYY-MM-DD-HH-MM-SS_FILE``
+            (:mod:`~bertfamily.grading.blackboard`).
 ``folder``  a folder per student: ``alice/exercise.ipynb`` (the folder is the student).
 ``ambiguous`` a name that reads as both Canvas's and Moodle's (Canvas's prefix, then a classmate's
             Moodle prefix typed by the student): it counts for nobody and is flagged.
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 
+from bertfamily.grading.blackboard import BLACKBOARD_FILE, BLACKBOARD_TIME, attempt_time
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.folders import folder_match, folder_student, one_student_a_folder
 from bertfamily.grading.gradebook import ID_PATTERN, attribution
@@ -67,7 +70,7 @@ class Found:
 
     path: Path
     display: str  # its name in the gradebook
-    layout: str  # moodle, canvas, folder or file
+    layout: str  # moodle, canvas, blackboard, folder or file
     key: str  # the student in the layout: Moodle's participant id, Canvas's user id, the folder, the stem
     name: str = ""  # what the layout calls the student: Moodle's full name, Canvas's sortable name
     late: bool = False  # Canvas marked it LATE
@@ -176,6 +179,8 @@ def _read_name(path: Path, root: Path | None, student_folders: bool) -> Found:
     if c:
         m = c
         return Found(path, display, "canvas", m["id"], m["name"], late=bool(m["late"]), notebook=notebook)
+    if b := BLACKBOARD_FILE.match(path.name):
+        return Found(path, display, "blackboard", b["user"], b["user"], notebook=notebook)
     if len(rel) > 1:
         return Found(path, display, "folder", rel[0], rel[0], notebook=notebook)
     return Found(path, display, "file", path.name.removesuffix(path.suffix), notebook=notebook)
@@ -259,6 +264,9 @@ def roster_match(f: Found, roster: dict) -> tuple[str, str]:
         )
     if f.layout == "folder" and (sid := folder_student(f.key, roster)):  # the folder is the student (folders.py)
         return sid, ""
+    if f.layout == "blackboard":  # the user name: a roster id, or the roster's login or e-mail
+        sid, exact = folder_match(f.key, roster)
+        return (sid, "") if exact else ("", f"not on the roster (Blackboard user {f.key})")
     sid, ambiguous = attribution(f.path.name, ID_PATTERN, roster)
     if ambiguous:
         return "", ambiguous
@@ -281,7 +289,7 @@ def plain_key(f: Found) -> str:
         return f"{f.name}_{f.key}"
     if f.layout == "canvas":
         return f"{f.name}_{f.key}"
-    if f.layout == "folder":
+    if f.layout in ("folder", "blackboard"):
         return f.key
     return ""  # a plain file without a roster: as before, no student column
 
@@ -297,6 +305,8 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
             moment = moment.replace(tzinfo=tz)
         when = moment.astimezone(timezone.utc).isoformat() if moment.tzinfo else moment.isoformat()
         source = "Moodle's worksheet (Last modified (submission))"
+    elif f.layout == "blackboard":
+        when, source = attempt_time(f.path.name, tz), BLACKBOARD_TIME
     else:
         try:
             when, source = utc(os.lstat(f.path).st_mtime), FILE_TIME
