@@ -309,3 +309,20 @@ def test_a_blackboard_download_is_read_as_blackboard_names_it(tmp_path):
     rules = policy.load(exercise, due="2026-12-04T23:59:00+00:00")
     late = {r.student: r.late for r in policy.apply(rows, rules, exercise)}
     assert late["ana"] == "" and late["bo"] == "late by 1 d 2 h 31 min", late
+
+
+def test_a_grading_files_keys_in_the_wrong_place_are_told(tmp_path):
+    """Lecturer 11, problem 11 (LOW): late = "refuse" with penalty_percent_per_day = 10 was accepted and the
+    percentage silently unused; late = "penalty" under [points] was told as "no task late"."""
+    exercise = tiny()
+    unused = tmp_path / "unused.toml"
+    unused.write_text('[deadline]\ndue = 2026-03-01T23:59:00+01:00\nlate = "refuse"\npenalty_percent_per_day = 10\n')
+    with pytest.raises(
+        ValueError, match=r'penalty_percent_per_day counts only with late = "penalty" \(here late = "refuse"\)'
+    ):
+        policy.load(exercise, unused)
+    policy.load(exercise, unused, late="penalty")  # the option decides: the file's percentage applies
+    misplaced = tmp_path / "misplaced.toml"
+    misplaced.write_text('[points]\ntask1 = 2\nlate = "penalty"\n')
+    with pytest.raises(ValueError, match=r"late belongs under \[deadline\], not \[points\]"):
+        policy.load(exercise, misplaced)

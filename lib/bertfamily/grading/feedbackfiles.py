@@ -219,11 +219,11 @@ def write_all(rows, exercise: Exercise, folder, policy=None, refreshed=None) -> 
     bundle = write_moodle_feedback_zip(rows, exercise, folder, policy)
     stale = [n for n in stale_feedback(rows, folder, refreshed) if n not in {p.name for p in written}]
     shown = ", ".join(escape_controls(n) for n in kept[:10]) + (" ..." if len(kept) > 10 else "")
-    plural = len(kept) > 1
+    plural, zipped = len(kept) > 1, " (Moodle's feedback zip holds this run's)" if bundle else ""
     edited = (
         f"{len(kept)} feedback file{'s' * plural} changed since the grader wrote {'them' if plural else 'it'} (by "
         f"hand?), kept as {'they are' if plural else 'it is'}: {shown}; this run's feedback is beside each, in the "
-        "file named (Moodle's feedback zip holds this run's): merge by hand, then delete that file"
+        f"file named{zipped}: merge by hand, then delete that file"
         if kept
         else ""
     )

@@ -179,7 +179,11 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
     if others:
         ungraded = {t.name for t in exercise.tasks} - set(graded)
         said = [
-            f"{n} is not graded (its result depends on the machine)" if n in ungraded else f"no task {n}"
+            f"{n} is not graded (its result depends on the machine)"
+            if n in ungraded
+            else f"{n} belongs under [deadline], not [points]"
+            if n in _DEADLINE_KEYS
+            else f"no task {n}"
             for n in sorted(others)
         ]
         raise ValueError(f"{where}: {'; '.join(said)}; the graded tasks are {', '.join(graded)}")
@@ -203,6 +207,11 @@ def load(exercise: Exercise, path=None, *, due=None, late=None, counts=None, ext
         )
     if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not 0 <= penalty <= 100:
         raise ValueError(f"{where}: penalty_percent_per_day must be a number from 0 to 100, got {penalty!r}")
+    if late in ("none", "refuse") and deadline.get("late") == late and deadline.get("penalty_percent_per_day"):
+        raise ValueError(
+            f'{where}: penalty_percent_per_day counts only with late = "penalty" (here late = "{late}"): '
+            'set late = "penalty", or remove the percentage'
+        )
     if late == "penalty" and not penalty:
         raise ValueError(f"{where}: late = \"penalty\" needs penalty_percent_per_day (or --late penalty:10)")
     counts = counts if counts is not None else deadline.get("counts", COUNTS[0])
