@@ -90,7 +90,8 @@ class Journal:
                 parts.append("the course changed since: " + ", ".join(changed))
             raise ValueError(
                 f"{path} was written with other settings ({'; '.join(parts)}): grade with the same "
-                "options and course to resume, or pass --force without --resume to start over"
+                "options and course to resume or regrade, or pass --force without --resume or --regrade to grade "
+                "every submission again with these"
             )
         rows = {}
         for line in lines[1:]:
