@@ -21,6 +21,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from bertfamily import grading
 from bertfamily.grading import sandbox
+from bertfamily.grading.standins import KERNEL
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ROOT / "book" / "exercise_distilbert.ipynb"
@@ -493,7 +494,9 @@ def _is_kernel(process) -> bool:
     import psutil
 
     try:
-        return process.name() != "bwrap" and any("ipykernel" in part for part in process.cmdline())
+        # the kernel's own command line (python -m KERNEL ...): not a launcher caught as it becomes bwrap, whose
+        # arguments name the kernel while its name is still python's
+        return process.name() != "bwrap" and process.cmdline()[1:3] == ["-m", KERNEL]
     except psutil.Error:  # gone, or a zombie, between the listing and the look
         return False
 
