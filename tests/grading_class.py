@@ -732,3 +732,26 @@ def row(graded, name):
 
 def full(r) -> bool:
     return (r["status"], r["score"], r["max_score"]) == ("graded", str(GRADED), str(GRADED))
+
+
+def grade_alone(nb, folder: Path, monkeypatch, name: str = "student.ipynb"):
+    """The row of ``nb`` (a notebook of the tiny exercise) graded alone in the sandbox, as ``name`` in ``folder``
+    (the runs' folders there too), in this process."""
+    path = folder / name
+    nbformat.write(nb, path)
+    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(folder))
+    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
+    (row,) = grading.grade_class([path], tiny(), limits, jobs=1, progress=False)
+    return row
+
+
+def sanitized(text: str) -> str:
+    """``text`` through the course's nbval sanitize rules (tests/sanitize.cfg), in their order, as nbval does."""
+    import configparser
+    import re
+
+    rules = configparser.ConfigParser()
+    rules.read(SANITIZE, encoding="utf-8")
+    for section in rules.sections():
+        text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
+    return text

@@ -1,8 +1,10 @@
 """What several grading test files build by hand: a run as the sandbox records it, with the messages the
-exporter sends (test_grading_repairs.py, test_grading_hostile.py), and a gradebook row
-(test_grading_week.py, test_grading_hostile.py)."""
+exporter sends (test_grading_repairs.py, test_grading_hostile.py), a gradebook row
+(test_grading_week.py, test_grading_hostile.py), and a handed-in file with its time (the red team's rounds)."""
 
 import json
+import os
+from datetime import datetime
 
 from bertfamily.grading.channel import ANSWERS_MIME
 from bertfamily.grading.pipeline import Row
@@ -65,3 +67,12 @@ def with_cell(nb, source, cid="attack01", after=0):
     new["id"] = cid
     nb.cells.insert(code[after] + 1, new)
     return nb
+
+
+def touch(path, when="2026-12-05T10:00+00:00"):
+    """An empty notebook file at ``path`` (its folders made), its modification time ``when`` (ISO 8601)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}", encoding="utf-8")
+    stamp = datetime.fromisoformat(when).timestamp()
+    os.utime(path, (stamp, stamp))
+    return path

@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 
-import nbformat
 import pytest
-from grading_class import GRADED, MEMORY_MIB, tiny, with_source
+from grading_class import GRADED, grade_alone, tiny, with_source
 
 from bertfamily import grading
 from bertfamily.grading.standins import write_standins
@@ -50,11 +49,7 @@ def test_a_colab_students_drive_mount_in_a_tasks_cell_costs_nothing(tmp_path, mo
     reproduced, nothing flagged."""
     exercise = tiny()
     nb = with_source(grading.model_answer(exercise.reference), "s1", COLAB, output="Mounted at /content/drive\n42\n")
-    path = tmp_path / "jane.ipynb"
-    nbformat.write(nb, path)
-    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
-    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
-    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    row = grade_alone(nb, tmp_path, monkeypatch, "jane.ipynb")
     got = (row.status, row.score, row.max_score, row.outputs, row.flags)
     assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
 

@@ -7,7 +7,7 @@ import sys
 
 import nbformat
 import pytest
-from grading_class import EXERCISE, GRADED, MEMORY_MIB, SANITIZE, added, tiny, with_source
+from grading_class import EXERCISE, GRADED, added, grade_alone, sanitized, tiny, with_source
 from grading_helpers import _row
 
 from bertfamily import grading
@@ -55,11 +55,7 @@ def test_a_colab_student_who_signs_in_to_the_hub_with_a_secret_in_a_tasks_cell_l
     flagged (before: the cell raised, and every task after it lost its marks)."""
     exercise = tiny()
     nb = with_source(grading.model_answer(exercise.reference), "s1", SECRET, output="42\n")
-    path = tmp_path / "ines.ipynb"
-    nbformat.write(nb, path)
-    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
-    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
-    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    row = grade_alone(nb, tmp_path, monkeypatch, "ines.ipynb")
     got = (row.status, row.score, row.max_score, row.outputs, row.flags)
     assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
 
@@ -105,17 +101,6 @@ def test_the_gradebook_row_says_when_an_extension_made_a_late_file_on_time():
 def test_ls_of_folders_and_iso_times_read_the_same_on_any_machine():
     """Round 14's re-check, left undone: `!ls -l` of a folder (its size is the file system's: 4096 on ext4, 60 on
     tmpfs) and `ls -l --time-style=long-iso` (or full-iso) 'differed' on every re-run; a file's size still counts."""
-    import configparser
-    import re
-
-    rules = configparser.ConfigParser()
-    rules.read(SANITIZE, encoding="utf-8")
-
-    def sanitized(text):
-        for section in rules.sections():
-            text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
-        return text
-
     stored = (
         "drwxr-xr-x 2 root root 4096 Dec  7 18:13 models\n"
         "-rw-r--r-- 1 root root 267967963 2026-12-07 18:13 fp32.pt\n"
@@ -177,11 +162,7 @@ def test_files_saved_where_colab_and_kaggle_keep_them_cost_nothing(tmp_path, mon
         PLATFORM_FOLDERS,
         output="Mounted at /content/drive\n12,288 bytes\n",
     )
-    path = tmp_path / "omar.ipynb"
-    nbformat.write(nb, path)
-    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
-    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
-    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    row = grade_alone(nb, tmp_path, monkeypatch, "omar.ipynb")
     got = (row.status, row.score, row.max_score, row.outputs, row.flags)
     assert got == ("graded", GRADED, GRADED, "reproduced", ""), row
 
@@ -263,11 +244,7 @@ def test_a_kept_restart_the_runtime_cell_is_named_in_the_students_feedback(tmp_p
 
     exercise = tiny()
     nb = added(grading.model_answer(exercise.reference), "!pip install -q x\nimport os\nos.kill(os.getpid(), 9)", 1)
-    path = tmp_path / "eli.ipynb"
-    nbformat.write(nb, path)
-    monkeypatch.setenv("BERTFAMILY_GRADE_TMP", str(tmp_path))
-    limits = grading.Limits(cell_timeout=120, timeout=300, memory_mib=MEMORY_MIB)
-    (row,) = grading.grade_class([path], exercise, limits, jobs=1, progress=False)
+    row = grade_alone(nb, tmp_path, monkeypatch, "eli.ipynb")
     assert row.status == "error" and "the kernel died (in cell" in row.detail, row
     said = feedback_markdown(row, exercise)
     assert "the cell stops its own kernel (as Colab's restart-the-runtime line" in said, said

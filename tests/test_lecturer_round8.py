@@ -14,6 +14,7 @@ import html
 from pathlib import Path
 
 import pytest
+from grading_class import sanitized
 from grading_helpers import _row
 from markdown_it import MarkdownIt
 
@@ -249,17 +250,6 @@ def test_the_courses_sanitize_rules_keep_ls_sizes_and_drop_what_changes_with_the
     """The lecturer, round 8 (problem 8): `!ls -l` in a student's notebook 'differed' on every re-run (its owner,
     links and time are the machine's), and a Colab student's `!pip install` printed pip's warning about root that
     the sandbox's run does not: under tests/sanitize.cfg both read the same, and a file's size still counts."""
-    import configparser
-    import re
-
-    rules = configparser.ConfigParser()
-    rules.read(Path(__file__).parent / "sanitize.cfg", encoding="utf-8")
-
-    def sanitized(text):
-        for section in rules.sections():
-            text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
-        return text
-
     stored = (
         "total 327692\n-rw-r--r-- 1 root root 267967963 Dec  7 18:13 fp32.pt\n"
         "WARNING: Running pip as the 'root' user can result in broken permissions. Use the --root-user-action option\n"

@@ -2,22 +2,10 @@
 named like a classmate's Canvas or Moodle export, inside her own folder, was filed under the classmate (G1), and a
 file named like Canvas's export outside a Canvas download escaped the deadline (G2)."""
 
-import os
-from datetime import datetime
-
-from grading_helpers import _row
+from grading_helpers import _row, touch
 
 from bertfamily.grading import lms, policy
 from bertfamily.grading.lateness import CANVAS_ON_TIME
-
-
-def _touch(path, when="2026-12-05T10:00+00:00"):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("{}", encoding="utf-8")
-    stamp = datetime.fromisoformat(when).timestamp()
-    os.utime(path, (stamp, stamp))
-    return path
-
 
 PLANTED = (
     "bob_1_2_exercise.ipynb",  # Canvas's name
@@ -30,11 +18,11 @@ PLANTED = (
 def test_a_file_named_like_a_classmates_export_in_her_own_folder_is_hers_and_flagged(tmp_path):
     klass = tmp_path / "class"
     for student in ("alice", "bob", "mallory"):
-        _touch(klass / student / "exercise.ipynb")
+        touch(klass / student / "exercise.ipynb")
     for name in PLANTED:
-        _touch(klass / "mallory" / name)
-    _touch(klass / "sacrificed" / "bob_1_2_exercise.ipynb")  # no notebook of her own beside it
-    _touch(klass / "bob" / "bob_1_2_exercise.ipynb")  # his own Canvas file, handed in again: his, no doubt
+        touch(klass / "mallory" / name)
+    touch(klass / "sacrificed" / "bob_1_2_exercise.ipynb")  # no notebook of her own beside it
+    touch(klass / "bob" / "bob_1_2_exercise.ipynb")  # his own Canvas file, handed in again: his, no doubt
     found = {str(f.path.relative_to(klass)): f for f in lms.find([klass])}
     assert {f.key for f in found.values()} == {"alice", "bob", "mallory", "sacrificed"}
     assert {f.layout for f in found.values()} == {"folder"}
@@ -48,10 +36,10 @@ def test_a_file_named_like_a_classmates_export_in_her_own_folder_is_hers_and_fla
 def test_an_lms_download_unzipped_into_a_folder_is_still_read_as_the_lms_names_it(tmp_path):
     """No top folder holds a notebook of a name no LMS gave: the folders are the downloads themselves."""
     moodle, canvas = tmp_path / "moodle", tmp_path / "canvas"
-    _touch(moodle / "download" / "Alice Liddell_444_assignsubmission_file_" / "exercise.ipynb")
-    _touch(moodle / "download" / "Bob Jones_222_assignsubmission_file_" / "exercise.ipynb")
-    _touch(canvas / "batch1" / "alice_11_2_exercise.ipynb")
-    _touch(canvas / "batch2" / "bob_12_3_exercise.ipynb")
+    touch(moodle / "download" / "Alice Liddell_444_assignsubmission_file_" / "exercise.ipynb")
+    touch(moodle / "download" / "Bob Jones_222_assignsubmission_file_" / "exercise.ipynb")
+    touch(canvas / "batch1" / "alice_11_2_exercise.ipynb")
+    touch(canvas / "batch2" / "bob_12_3_exercise.ipynb")
     assert [(f.layout, f.key) for f in lms.find([moodle])] == [("moodle", "444"), ("moodle", "222")]
     found = lms.find([canvas])
     assert [(f.layout, f.key, f.verdict) for f in found] == [("canvas", "11", True), ("canvas", "12", True)]
@@ -63,7 +51,7 @@ def test_a_file_named_like_canvass_export_outside_a_canvas_download_is_late_by_i
     `--late refuse` it scored in full while her classmates of the same lateness scored 0."""
     klass = tmp_path / "class"
     for path in ("carol/exercise.ipynb", "frank.ipynb", "dave/dave_1_2_exercise.ipynb", "erin_1_2_exercise.ipynb"):
-        _touch(klass / path)
+        touch(klass / path)
     found = lms.find([klass])
     names = [t.name for t in exercise.graded]
     rows = lms.attribute([_row(f.display, dict.fromkeys(names, 1)) for f in found], found, exercise, None)
@@ -110,10 +98,10 @@ def test_a_folder_named_for_its_student_decides_whatever_the_files_names_say(tmp
     folder's name holds is its student."""
     klass = tmp_path / "class"
     for path in ("jupyter-alice/exercise.ipynb", "jupyter-bob/exercise.ipynb", "Mallory/exercise.ipynb"):
-        _touch(klass / path)
-    _touch(klass / "Mallory" / "bob_exercise.ipynb")
-    _touch(klass / "week1" / "alice_extra.ipynb")  # a folder of no student: the file's name says whose, but...
-    _touch(klass / "week2" / "carol_exercise.ipynb")  # carol has no folder of her own: hers
+        touch(klass / path)
+    touch(klass / "Mallory" / "bob_exercise.ipynb")
+    touch(klass / "week1" / "alice_extra.ipynb")  # a folder of no student: the file's name says whose, but...
+    touch(klass / "week2" / "carol_exercise.ipynb")  # carol has no folder of her own: hers
     roster = _roster(tmp_path, "id,name\nalice,A\nbob,B\nmallory,M\ncarol,C\n")
     found = lms.find([klass])
     names = [t.name for t in exercise.graded]
@@ -134,9 +122,9 @@ def test_a_folder_named_for_its_student_decides_whatever_the_files_names_say(tmp
 def test_an_lms_download_in_a_folder_beside_a_notebook_of_the_lecturer_is_still_the_lms(tmp_path):
     """The re-check: one plain notebook in the wrapper folder made the whole download one student's."""
     klass = tmp_path / "class"
-    _touch(klass / "download" / "Alice Liddell_444_assignsubmission_file_" / "exercise.ipynb")
-    _touch(klass / "download" / "Bob Jones_222_assignsubmission_file_" / "exercise.ipynb")
-    _touch(klass / "download" / "instructions.ipynb")
+    touch(klass / "download" / "Alice Liddell_444_assignsubmission_file_" / "exercise.ipynb")
+    touch(klass / "download" / "Bob Jones_222_assignsubmission_file_" / "exercise.ipynb")
+    touch(klass / "download" / "instructions.ipynb")
     layouts = {f.path.name if f.layout == "folder" else f.key: f.layout for f in lms.find([klass])}
     assert layouts == {"444": "moodle", "222": "moodle", "instructions.ipynb": "folder"}, layouts
 
@@ -146,8 +134,8 @@ def test_made_up_canvas_names_make_no_majority_and_a_moodle_class_takes_no_canva
     and with it 'Canvas did not mark it late'; so did a Canvas-named file in a Moodle class."""
     klass = tmp_path / "class"
     for path in ("carol.ipynb", "frank.ipynb", "erin_901_2_exercise.ipynb", "erin_902_3_exercise.ipynb"):
-        _touch(klass / path)
-    _touch(klass / "erin_903_4_x.ipynb")
+        touch(klass / path)
+    touch(klass / "erin_903_4_x.ipynb")
     roster = _roster(tmp_path, "id,name,canvas_id\ncarol,C,1\nfrank,F,2\nerin,E,3\n")
     found = lms.find([klass])
     names = [t.name for t in exercise.graded]
@@ -155,8 +143,8 @@ def test_made_up_canvas_names_make_no_majority_and_a_moodle_class_takes_no_canva
     assert not [r.submission for r in rows if CANVAS_ON_TIME in (r.time_from or "")], rows
     moodle = tmp_path / "moodle"
     for who in ("Alice Liddell_444", "Bob Jones_222"):
-        _touch(moodle / f"{who}_assignsubmission_file_" / "exercise.ipynb")
-    _touch(moodle / "erin_3_9_exercise.ipynb")
+        touch(moodle / f"{who}_assignsubmission_file_" / "exercise.ipynb")
+    touch(moodle / "erin_3_9_exercise.ipynb")
     assert [f.verdict for f in lms.find([moodle]) if f.layout == "canvas"] == [False]
 
 
@@ -185,8 +173,8 @@ def test_an_emailed_file_named_like_canvass_in_a_folder_of_its_own_is_late_by_it
     is read per folder given, and one file of one student is no download."""
     canvas, late = tmp_path / "canvas", tmp_path / "late"
     for name in ("smithalice_111_1_exercise.ipynb", "jonesbob_222_2_exercise.ipynb"):
-        _touch(canvas / name)
-    _touch(late / "smithmallory_333_9_exercise.ipynb")
+        touch(canvas / name)
+    touch(late / "smithmallory_333_9_exercise.ipynb")
     roster = _roster(tmp_path, "id,name,canvas_id\nalice,A,111\nbob,B,222\nmallory,M,333\n")
     found = lms.find([canvas, late])
     names = [t.name for t in exercise.graded]

@@ -3,6 +3,8 @@
 import dataclasses
 import json
 
+from grading_helpers import touch
+
 from bertfamily import grading
 from bertfamily.grading.journal import Journal
 
@@ -66,16 +68,6 @@ def test_a_classmates_file_named_new_does_not_take_an_edited_feedbacks_place(tmp
         assert "See me about task 4." in (folder / "alice.md").read_text()
 
 
-def _touch(path, when):
-    import os
-    from datetime import datetime
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("{}", encoding="utf-8")
-    stamp = datetime.fromisoformat(when).timestamp()
-    os.utime(path, (stamp, stamp))
-
-
 def _whose(tmp_path, klass, roster_text):
     from grading_class import tiny
     from grading_helpers import _row
@@ -98,12 +90,12 @@ def test_a_file_named_for_a_classmate_in_ones_own_folder_is_never_the_classmates
     no one's by name is still one student's: a file there named for a student with files elsewhere counts for
     nobody, flagged for the lecturer."""
     klass = tmp_path / "class"
-    _touch(klass / "alice.fine@uni.example" / "20001_exercise.ipynb", "2026-12-05T10:00+00:00")
-    _touch(klass / "bob.good@uni.example" / "20002_exercise.ipynb", "2026-12-05T10:00+00:00")
-    _touch(klass / "mallory.evil@uni.example" / "20003_exercise.ipynb", "2026-12-05T11:00+00:00")
-    _touch(klass / "mallory.evil@uni.example" / "20002_exercise.ipynb", "2026-12-05T12:00+00:00")
-    _touch(klass / "xX_gamer_Xx" / "20002_exercise.ipynb", "2026-12-05T12:00+00:00")  # whose? nobody's by name
-    _touch(klass / "c.dee" / "20004_exercise.ipynb", "2026-12-05T12:00+00:00")  # the roster's login column
+    touch(klass / "alice.fine@uni.example" / "20001_exercise.ipynb", "2026-12-05T10:00+00:00")
+    touch(klass / "bob.good@uni.example" / "20002_exercise.ipynb", "2026-12-05T10:00+00:00")
+    touch(klass / "mallory.evil@uni.example" / "20003_exercise.ipynb", "2026-12-05T11:00+00:00")
+    touch(klass / "mallory.evil@uni.example" / "20002_exercise.ipynb", "2026-12-05T12:00+00:00")
+    touch(klass / "xX_gamer_Xx" / "20002_exercise.ipynb", "2026-12-05T12:00+00:00")  # whose? nobody's by name
+    touch(klass / "c.dee" / "20004_exercise.ipynb", "2026-12-05T12:00+00:00")  # the roster's login column
     roster = "id,name,login\n20001,Alice Fine,\n20002,Bob Good,\n20003,Mallory Evil,\n20004,Cy Dee,c.dee\n"
     whose = {name: r.student for name, r in _whose(tmp_path, klass, roster).items()}
     assert whose == {
@@ -158,11 +150,11 @@ def test_a_folder_named_with_a_classmates_id_as_a_word_does_not_take_the_classma
     now come first; and a folder that only holds an id as a word, or spells a name in an address, does not take a
     student who has a folder elsewhere: both such files are read by hand."""
     klass = tmp_path / "class"
-    _touch(klass / "20002" / "exercise.ipynb", "2026-12-05T10:00+00:00")
-    _touch(klass / "mallory.20002@gmail.com" / "exercise.ipynb", "2026-12-05T12:00+00:00")
-    _touch(klass / "alice_fine@evil.example" / "exercise.ipynb", "2026-12-05T12:00+00:00")
-    _touch(klass / "Alice Fine" / "exercise.ipynb", "2026-12-05T10:00+00:00")
-    _touch(klass / "jupyter-20004" / "exercise.ipynb", "2026-12-05T10:00+00:00")  # a hub's home: Cy's, no other
+    touch(klass / "20002" / "exercise.ipynb", "2026-12-05T10:00+00:00")
+    touch(klass / "mallory.20002@gmail.com" / "exercise.ipynb", "2026-12-05T12:00+00:00")
+    touch(klass / "alice_fine@evil.example" / "exercise.ipynb", "2026-12-05T12:00+00:00")
+    touch(klass / "Alice Fine" / "exercise.ipynb", "2026-12-05T10:00+00:00")
+    touch(klass / "jupyter-20004" / "exercise.ipynb", "2026-12-05T10:00+00:00")  # a hub's home: Cy's, no other
     with_email = "id,name,email\n20001,Alice Fine,\n20002,Bob Good,\n20003,Mallory Evil,mallory.20002@gmail.com\n"
     rows = _whose(tmp_path, klass, with_email + "20004,Cy Dee,\n")
     assert {n: r.student for n, r in rows.items()} == {
