@@ -9,7 +9,7 @@ say: read in the deadline's zone, as Moodle's worksheet times are.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 
 BLACKBOARD_FILE = re.compile(
     r"^(?P<assignment>.*)_(?P<user>[^_]+)_attempt_(?P<when>\d{4}(?:-\d\d){5})(?:_(?P<file>.+)|\.txt)$", re.S
@@ -17,13 +17,8 @@ BLACKBOARD_FILE = re.compile(
 BLACKBOARD_TIME = "the attempt's time in Blackboard's file name"
 
 
-def attempt_time(name: str, tz) -> str:
-    """The time of the attempt whose file is ``name`` (ISO 8601 in UTC; in ``tz`` where the name says no zone,
-    naive where ``tz`` is None too), or "" for a name that is not Blackboard's."""
+def attempt_moment(name: str) -> datetime | None:
+    """The time of the attempt whose file is ``name``, as the name says it (no zone), or None for a name that is
+    not Blackboard's."""
     m = BLACKBOARD_FILE.match(name)
-    if not m:
-        return ""
-    moment = datetime.strptime(m["when"], "%Y-%m-%d-%H-%M-%S")
-    if tz is not None:
-        moment = moment.replace(tzinfo=tz)
-    return moment.astimezone(timezone.utc).isoformat() if moment.tzinfo else moment.isoformat()
+    return datetime.strptime(m["when"], "%Y-%m-%d-%H-%M-%S") if m else None

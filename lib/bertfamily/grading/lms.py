@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from pathlib import Path
 
-from bertfamily.grading.blackboard import BLACKBOARD_FILE, BLACKBOARD_TIME, attempt_time
+from bertfamily.grading.blackboard import BLACKBOARD_FILE, BLACKBOARD_TIME, attempt_moment
 from bertfamily.grading.exercise import Exercise
 from bertfamily.grading.folders import folder_match, folder_student, one_student_a_folder
 from bertfamily.grading.gradebook import ID_PATTERN, attribution
@@ -299,14 +299,12 @@ def submitted(f: Found, times: dict, tz, status: str | None = None) -> tuple[str
     the student's time, else the file's modification time; Canvas's LATE mark is said as well, and what
     the Moodle worksheet's ``status`` says of lateness (None: the worksheet has no Status)."""
     when, source = "", ""
-    if f.layout == "moodle" and times.get(f.key):
-        moment = times[f.key]
-        if moment.tzinfo is None and tz is not None:
-            moment = moment.replace(tzinfo=tz)
+    said = times.get(f.key) if f.layout == "moodle" else None  # the LMS's time: Moodle's worksheet, Blackboard's name
+    said = attempt_moment(f.path.name) if f.layout == "blackboard" else said
+    if said:  # in the LMS's own zone where it says none: the deadline's (tz)
+        moment = said.replace(tzinfo=tz) if said.tzinfo is None and tz is not None else said
         when = moment.astimezone(timezone.utc).isoformat() if moment.tzinfo else moment.isoformat()
-        source = "Moodle's worksheet (Last modified (submission))"
-    elif f.layout == "blackboard":
-        when, source = attempt_time(f.path.name, tz), BLACKBOARD_TIME
+        source = BLACKBOARD_TIME if f.layout == "blackboard" else "Moodle's worksheet (Last modified (submission))"
     else:
         try:
             when, source = utc(os.lstat(f.path).st_mtime), FILE_TIME
